@@ -1,0 +1,1 @@
+//! retype-trace: the trace format and the importers of other people's traces.
