@@ -13,3 +13,4 @@ extern crate std;
 
 pub mod heap;
 pub mod objects;
+pub mod untyped;

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "retype", version, about = "Capability-based memory management and the laboratory that measures it")]
+#[command(
+    name = "retype",
+    version,
+    about = "Capability-based memory management and the laboratory that measures it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
