@@ -12,5 +12,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod heap;
+pub mod kernel;
+pub mod mm;
 pub mod objects;
+pub mod rng;
 pub mod untyped;
