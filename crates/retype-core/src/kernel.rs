@@ -39,6 +39,8 @@ impl core::fmt::Display for CapError {
     }
 }
 
+impl core::error::Error for CapError {}
+
 /// An untyped region and where it lies in physical memory.
 #[derive(Clone, Debug)]
 struct Region {

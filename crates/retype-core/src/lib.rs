@@ -17,3 +17,4 @@ pub mod mm;
 pub mod objects;
 pub mod rng;
 pub mod untyped;
+pub mod workload;

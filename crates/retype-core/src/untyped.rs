@@ -42,6 +42,8 @@ impl core::fmt::Display for RetypeError {
     }
 }
 
+impl core::error::Error for RetypeError {}
+
 impl From<SizeError> for RetypeError {
     fn from(e: SizeError) -> Self {
         match e {
@@ -206,7 +208,7 @@ impl Untyped {
                 max: radix_slots.saturating_sub(1) as u64,
             });
         }
-        if n < 1 || n > FAN_OUT_LIMIT {
+        if !(1..=FAN_OUT_LIMIT).contains(&n) {
             return Err(RetypeError::RangeError {
                 min: 1,
                 max: FAN_OUT_LIMIT,
@@ -324,22 +326,11 @@ mod tests {
         )
     }
 
-    fn ok(
-        ut: &mut Ut,
-        c: &Config,
-        ty: ObjectType,
-        sb: u32,
-        n: u64,
-        first: u64,
-        waste: u64,
-        wm: u64,
-    ) {
+    /// Retypes `(type, size_bits, n)` and checks `(first, waste, watermark)`.
+    fn ok(ut: &mut Ut, c: &Config, req: (ObjectType, u32, u64), want: (u64, u64, u64)) {
+        let (ty, sb, n) = req;
         let p = retype(ut, c, ty, sb, n).unwrap();
-        assert_eq!(
-            (p.first, p.waste, ut.watermark()),
-            (first, waste, wm),
-            "{ty} x{n}"
-        );
+        assert_eq!((p.first, p.waste, ut.watermark()), want, "{ty} x{n}");
     }
 
     fn nem(ut: &mut Ut, c: &Config, ty: ObjectType, sb: u32, n: u64, left: u64) {
@@ -354,12 +345,12 @@ mod tests {
     #[test]
     fn v1_watermark_alignment_and_reset() {
         let mut ut = Ut::new(12);
-        ok(&mut ut, &X64, Endpoint, 0, 1, 0x000, 0, 0x010);
-        ok(&mut ut, &X64, Notification, 0, 1, 0x020, 16, 0x040);
+        ok(&mut ut, &X64, (Endpoint, 0, 1), (0x000, 0, 0x010));
+        ok(&mut ut, &X64, (Notification, 0, 1), (0x020, 16, 0x040));
         assert_eq!(ut.free_index(), 4);
-        ok(&mut ut, &X64, CapTable, 4, 1, 0x200, 448, 0x400);
-        ok(&mut ut, &X64, Endpoint, 0, 3, 0x400, 0, 0x430);
-        ok(&mut ut, &X64, Tcb, 0, 1, 0x800, 976, 0x1000);
+        ok(&mut ut, &X64, (CapTable, 4, 1), (0x200, 448, 0x400));
+        ok(&mut ut, &X64, (Endpoint, 0, 3), (0x400, 0, 0x430));
+        ok(&mut ut, &X64, (Tcb, 0, 1), (0x800, 976, 0x1000));
         assert_eq!(ut.free_index(), 256);
         nem(&mut ut, &X64, Endpoint, 0, 1, 0);
         for _ in 0..7 {
@@ -374,33 +365,33 @@ mod tests {
     #[test]
     fn v2_fit_ignores_alignment_waste() {
         let mut ut = Ut::new(12);
-        ok(&mut ut, &X64, Endpoint, 0, 1, 0, 0, 0x10);
+        ok(&mut ut, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
         nem(&mut ut, &X64, Tcb, 0, 2, 4080);
-        ok(&mut ut, &X64, Tcb, 0, 1, 0x800, 2032, 0x1000);
+        ok(&mut ut, &X64, (Tcb, 0, 1), (0x800, 2032, 0x1000));
     }
 
     #[test]
     fn v3_holes_are_not_reused() {
         let mut ut = Ut::new(12);
-        ok(&mut ut, &X64, Endpoint, 0, 2, 0, 0, 0x20);
+        ok(&mut ut, &X64, (Endpoint, 0, 2), (0, 0, 0x20));
         ut.remove_child();
-        ok(&mut ut, &X64, Endpoint, 0, 1, 0x20, 0, 0x30);
+        ok(&mut ut, &X64, (Endpoint, 0, 1), (0x20, 0, 0x30));
         ut.remove_child();
         ut.remove_child();
         assert_eq!(ut.watermark(), 0x30);
-        ok(&mut ut, &X64, Endpoint, 0, 1, 0, 0, 0x10);
+        ok(&mut ut, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
     }
 
     #[test]
     fn v6_riscv32_sizes() {
         let mut ut = Ut::new(12);
-        ok(&mut ut, &RV32, Tcb, 0, 1, 0x000, 0, 0x200);
-        ok(&mut ut, &RV32, CapTable, 2, 1, 0x200, 0, 0x240);
-        ok(&mut ut, &RV32, Endpoint, 0, 2, 0x240, 0, 0x260);
-        ok(&mut ut, &RV32, Notification, 0, 1, 0x260, 0, 0x270);
+        ok(&mut ut, &RV32, (Tcb, 0, 1), (0x000, 0, 0x200));
+        ok(&mut ut, &RV32, (CapTable, 2, 1), (0x200, 0, 0x240));
+        ok(&mut ut, &RV32, (Endpoint, 0, 2), (0x240, 0, 0x260));
+        ok(&mut ut, &RV32, (Notification, 0, 1), (0x260, 0, 0x270));
         assert_eq!(ut.free_index(), 39);
         nem(&mut ut, &RV32, SmallPage, 0, 1, 3472);
-        ok(&mut ut, &RV32, CapTable, 2, 1, 0x280, 16, 0x2C0);
+        ok(&mut ut, &RV32, (CapTable, 2, 1), (0x280, 16, 0x2C0));
         assert_eq!(ut.free_index(), 44);
     }
 
@@ -412,7 +403,7 @@ mod tests {
         nem(&mut parent, &X64, Untyped, 10, 1, 0);
         let mut child = Ut::new(10);
         nem(&mut child, &X64, Tcb, 0, 1, 1024);
-        ok(&mut child, &X64, Endpoint, 0, 1, 0, 0, 0x10);
+        ok(&mut child, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
         assert_eq!(
             p.first + 2 * (1 << p.bits),
             0x800,
@@ -428,11 +419,11 @@ mod tests {
     #[test]
     fn v8_mixed_sizes() {
         let mut ut = Ut::new(12);
-        ok(&mut ut, &X64, Endpoint, 0, 1, 0, 0, 0x10);
+        ok(&mut ut, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
         nem(&mut ut, &X64, SmallPage, 0, 1, 4080);
-        ok(&mut ut, &X64, Untyped, 10, 1, 0x400, 1008, 0x800);
+        ok(&mut ut, &X64, (Untyped, 10, 1), (0x400, 1008, 0x800));
         nem(&mut ut, &X64, Untyped, 10, 3, 2048);
-        ok(&mut ut, &X64, Untyped, 10, 2, 0x800, 0, 0x1000);
+        ok(&mut ut, &X64, (Untyped, 10, 2), (0x800, 0, 0x1000));
     }
 
     #[test]
@@ -448,7 +439,7 @@ mod tests {
             Err(RetypeError::InvalidArgument { arg: 1 })
         );
         let mut full = Ut::new(12);
-        ok(&mut full, &X64, SmallPage, 0, 1, 0, 0, 0x1000);
+        ok(&mut full, &X64, (SmallPage, 0, 1), (0, 0, 0x1000));
         assert_eq!(
             full.retype(&X64, Endpoint, 0, 1, full_dest),
             Err(RetypeError::DeleteFirst)
@@ -467,7 +458,7 @@ mod tests {
             Err(RetypeError::InvalidArgument { arg: 1 })
         );
         let mut dev = Ut::device(12);
-        ok(&mut dev, &X64, SmallPage, 0, 1, 0, 0, 0x1000);
+        ok(&mut dev, &X64, (SmallPage, 0, 1), (0, 0, 0x1000));
         nem(&mut dev, &X64, Endpoint, 0, 1, 0);
         for n in [0, 257] {
             assert_eq!(
@@ -503,7 +494,7 @@ mod tests {
             Err(RetypeError::RangeError { min: 1, max: 2 })
         );
         let mut with_child = Ut::new(12);
-        ok(&mut with_child, &X64, Endpoint, 0, 1, 0, 0, 0x10);
+        ok(&mut with_child, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
         assert_eq!(with_child.copy(), Err(CopyError::RevokeFirst));
         let mut clean = Ut::new(12);
         assert_eq!(clean.copy(), Ok(()));

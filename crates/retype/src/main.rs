@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod study;
 
 #[derive(Parser)]
 #[command(
@@ -21,11 +22,16 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Memory-manager workloads under placement policies (seed 000's study).
+    Study(cmd::study::Args),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result = match cli.command {
+        Command::Study(args) => cmd::study::run(args),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

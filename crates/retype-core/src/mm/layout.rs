@@ -19,6 +19,8 @@ impl fmt::Display for LayoutError {
     }
 }
 
+impl core::error::Error for LayoutError {}
+
 impl Layout {
     /// The evaluation's layout (seed 000, recovered from its logs): 22 slabs,
     /// 2,723,328 bytes, sorted by descending size as CantripOS sorts them.

@@ -100,6 +100,8 @@ impl fmt::Display for AllocError {
     }
 }
 
+impl core::error::Error for AllocError {}
+
 /// Why a free was refused; the manager is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FreeError {
@@ -114,6 +116,8 @@ impl fmt::Display for FreeError {
         }
     }
 }
+
+impl core::error::Error for FreeError {}
 
 /// Names a live allocation (one served request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,6 +162,7 @@ struct Allocation {
 }
 
 /// The memory manager.
+#[derive(Clone)]
 pub struct MemoryManager {
     kernel: Kernel,
     slabs: Vec<Slab>,
@@ -313,6 +318,44 @@ impl MemoryManager {
         self.free_ids.push(id.0);
         self.release(&alloc);
         Ok(())
+    }
+
+    /// Where the objects of a live allocation are: `(slab, object bits, count)`
+    /// per descriptor.
+    pub fn placement(&self, id: AllocId) -> Option<impl Iterator<Item = (u32, u32, u32)> + '_> {
+        let a = self.live.get(id.0 as usize)?.as_ref()?;
+        Some(a.placed.iter().map(|p| (p.slab, p.bits, p.count)))
+    }
+
+    /// The counters as they would be after freeing `ids`, without freeing.
+    /// Assumes every object has one capability (no copies), as the manager
+    /// hands them out.
+    pub fn preview_free(&self, ids: &[AllocId]) -> Option<Stats> {
+        let mut stats = self.stats;
+        let mut touched: alloc::collections::BTreeMap<u32, Slab> =
+            alloc::collections::BTreeMap::new();
+        for &id in ids {
+            let a = self.live.get(id.0 as usize)?.as_ref()?;
+            for p in &a.placed {
+                let slab = touched
+                    .entry(p.slab)
+                    .or_insert_with(|| self.slabs[p.slab as usize].clone());
+                for i in 0..u64::from(p.count) {
+                    let size = 1u64 << p.bits;
+                    stats.slab_resets += slab.release(p.first + (i << p.bits), size) as u64;
+                    stats.bytes_in_use -= size;
+                    stats.objects_in_use -= 1;
+                }
+            }
+        }
+        for (s, after) in &touched {
+            let before = &self.slabs[*s as usize];
+            stats.frag_watermark =
+                stats.frag_watermark + after.frag_watermark() - before.frag_watermark();
+            stats.frag_alignment =
+                stats.frag_alignment + after.frag_alignment() - before.frag_alignment();
+        }
+        Some(stats)
     }
 
     /// Deletes the objects of `alloc` and charges each to its slab.

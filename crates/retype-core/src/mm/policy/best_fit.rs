@@ -17,7 +17,7 @@ use crate::mm::slab::{Fit, Slab};
 /// The number of slabs from which best fit keeps an index.
 pub const INDEX_FROM: usize = 64;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct BestFit {
     /// `(available, index)` of every slab, when indexed.
     by_room: Option<BTreeSet<(u64, u32)>>,

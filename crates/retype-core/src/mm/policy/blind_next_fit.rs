@@ -10,7 +10,7 @@
 use super::{Choice, Policy};
 use crate::mm::slab::Slab;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct BlindNextFit {
     /// Where the next request starts (`cur_untyped`).
     cursor: usize,

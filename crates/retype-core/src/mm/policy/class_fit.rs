@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 use super::{min_by_key, Choice, Policy};
 use crate::mm::slab::Slab;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ClassFit {
     /// The object size (log2) each non-empty slab is reserved for.
     class: Vec<Option<u32>>,

@@ -3,7 +3,7 @@
 use super::{Choice, Policy};
 use crate::mm::slab::Slab;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct FirstFit;
 
 impl Policy for FirstFit {

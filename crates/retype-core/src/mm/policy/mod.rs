@@ -41,8 +41,25 @@ impl Choice {
     }
 }
 
+/// Lets a manager holding a `Box<dyn Policy>` be cloned (what-if runs).
+pub trait PolicyClone {
+    fn boxed_clone(&self) -> Box<dyn Policy>;
+}
+
+impl<T: Policy + Clone + 'static> PolicyClone for T {
+    fn boxed_clone(&self) -> Box<dyn Policy> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn Policy> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
+}
+
 /// One placement policy.
-pub trait Policy {
+pub trait Policy: PolicyClone {
     /// The name used on the command line and in reports.
     fn name(&self) -> &'static str;
 

@@ -4,7 +4,7 @@
 use super::{Choice, Policy};
 use crate::mm::slab::Slab;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct NextFit {
     cursor: usize,
 }

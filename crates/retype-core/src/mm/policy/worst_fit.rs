@@ -6,7 +6,7 @@ use core::cmp::Reverse;
 use super::{min_by_key, Choice, Policy};
 use crate::mm::slab::Slab;
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct WorstFit;
 
 impl Policy for WorstFit {
