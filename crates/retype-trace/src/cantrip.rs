@@ -131,11 +131,12 @@ mod tests {
 
     #[test]
     fn reads_counters_and_refusals() {
+        let second = LINE.replace("'oom': 1", "'oom': 2");
         let text = format!(
-            "x [output] CANTRIP> go\n{LINE}\nx [virt: 1s] {{'bytes in-use': 5}}\nx [output] [..]: Untyped Retype: Insufficient memory (4 * 4096 bytes needed, 11776 bytes available).\n{LINE}\n"
+            "x [output] CANTRIP> go\n{LINE}\nx [virt: 1s] {{'bytes in-use': 5}}\nx [output] [..]: Untyped Retype: Insufficient memory (4 * 4096 bytes needed, 11776 bytes available).\n{second}\n{second}\n"
         );
         let ops = parse(&text).unwrap();
-        assert_eq!(ops.len(), 2);
+        assert_eq!(ops.len(), 2, "the repeated last line is no request");
         let c = ops[0].after;
         assert_eq!(
             (
