@@ -129,15 +129,17 @@ impl Kernel {
         ty: ObjectType,
         size_bits: u32,
         n: u64,
-        out: &mut Vec<CapId>,
+        out: &mut impl Extend<CapId>,
     ) -> Result<Placement, RetypeError> {
         let config = self.config;
         let region = self
             .regions
             .get_mut(id.0 as usize)
             .ok_or(RetypeError::InvalidArgument { arg: 0 })?;
-        let slots = [false; crate::untyped::FAN_OUT_LIMIT as usize];
-        let window = &slots[..(n as usize).clamp(1, slots.len())];
+        // The caller retypes into fresh slots: a window of empty ones.
+        static EMPTY: [bool; crate::untyped::FAN_OUT_LIMIT as usize] =
+            [false; crate::untyped::FAN_OUT_LIMIT as usize];
+        let window = &EMPTY[..(n as usize).clamp(1, EMPTY.len())];
         let placement = region.ut.retype(
             &config,
             ty,
@@ -148,17 +150,40 @@ impl Kernel {
                 offset: 0,
             },
         )?;
-        let base = region.base;
-        for i in 0..n {
+        self.make_objects(id, &placement, out);
+        Ok(placement)
+    }
+
+    /// Retype for a caller that has already checked the arguments and sized
+    /// the objects (`2^bits` bytes each): only the memory check remains.
+    pub fn retype_sized(
+        &mut self,
+        id: UtId,
+        bits: u32,
+        n: u64,
+        out: &mut impl Extend<CapId>,
+    ) -> Result<Placement, RetypeError> {
+        let region = self
+            .regions
+            .get_mut(id.0 as usize)
+            .ok_or(RetypeError::InvalidArgument { arg: 0 })?;
+        let placement = region.ut.plan(bits, n)?;
+        region.ut.commit(&placement);
+        self.make_objects(id, &placement, out);
+        Ok(placement)
+    }
+
+    fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut impl Extend<CapId>) {
+        let base = self.regions[id.0 as usize].base;
+        for i in 0..placement.count {
             let paddr = base + placement.first + (i << placement.bits);
             let obj = self.new_object(Object {
                 paddr,
                 untyped: id,
                 caps: 1,
             });
-            out.push(self.new_cap(obj));
+            out.extend(Some(self.new_cap(obj)));
         }
-        Ok(placement)
     }
 
     /// `CNode_Copy` of an object capability: a second name for the same object,

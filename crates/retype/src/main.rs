@@ -25,12 +25,16 @@ struct Cli {
 enum Command {
     /// Memory-manager workloads under placement policies (seed 000's study).
     Study(cmd::study::Args),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::Bench),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Study(args) => cmd::study::run(args),
+        Command::Bench(b) => cmd::bench::run(b),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

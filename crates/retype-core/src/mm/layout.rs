@@ -34,6 +34,14 @@ impl Layout {
         }
     }
 
+    /// `n` slabs: the evaluation's 22 sizes repeated, for scaling studies.
+    pub fn cantrip_repeated(n: usize) -> Layout {
+        let one = Layout::cantrip().bits;
+        Layout {
+            bits: one.iter().copied().cycle().take(n).collect(),
+        }
+    }
+
     /// Slabs of the given sizes in log2 bytes, kept in this order.
     pub fn from_bits(bits: Vec<u32>) -> Result<Layout, LayoutError> {
         if bits.is_empty() {

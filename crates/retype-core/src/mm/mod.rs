@@ -16,6 +16,7 @@ pub mod slab;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
+use smallvec::SmallVec;
 
 use crate::kernel::{CapId, Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
@@ -154,11 +155,12 @@ struct Placed {
     count: u32,
 }
 
-/// A served request: where its objects went and the capabilities naming them.
+/// A served request: where its objects went and the capabilities naming them
+/// (inline for the common small request: no heap allocation).
 #[derive(Clone, Debug)]
 struct Allocation {
-    placed: Vec<Placed>,
-    caps: Vec<CapId>,
+    placed: SmallVec<[Placed; 2]>,
+    caps: SmallVec<[CapId; 4]>,
 }
 
 /// The memory manager.
@@ -228,7 +230,7 @@ impl MemoryManager {
     }
 
     /// Object size in bits of every descriptor, or the first bad one.
-    fn validate(&self, request: &[ObjDesc]) -> Result<Vec<u32>, AllocError> {
+    fn validate(&self, request: &[ObjDesc]) -> Result<SmallVec<[u32; 4]>, AllocError> {
         if request.is_empty() {
             return Err(AllocError::Empty);
         }
@@ -265,8 +267,8 @@ impl MemoryManager {
     pub fn alloc(&mut self, request: &[ObjDesc]) -> Result<AllocId, AllocError> {
         let bits = self.validate(request)?;
         let mut alloc = Allocation {
-            placed: Vec::with_capacity(request.len()),
-            caps: Vec::new(),
+            placed: SmallVec::new(),
+            caps: SmallVec::new(),
         };
         self.policy.begin_request();
         for (desc, (d, &b)) in request.iter().zip(&bits).enumerate() {
@@ -282,7 +284,7 @@ impl MemoryManager {
             if self.rule == WatermarkRule::Kept {
                 let placement = self
                     .kernel
-                    .retype(self.untypeds[s], d.ty, d.size_bits, n, &mut alloc.caps)
+                    .retype_sized(self.untypeds[s], b, n, &mut alloc.caps)
                     .expect("bookkeeping said the kernel's retype fits");
                 assert_eq!(
                     placement.first, fit.first,

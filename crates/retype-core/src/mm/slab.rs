@@ -111,21 +111,40 @@ impl Slab {
         self.size() - self.start()
     }
 
+    /// The bytes [`Fit::leftover`] would give for `need = n << bits` bytes,
+    /// or `None` when they do not fit: the inner loop of the scanning
+    /// policies, so the common case (the kept rule) is a few instructions.
+    #[inline]
+    pub fn leftover(&self, bits: u32, need: u64) -> Option<u64> {
+        if self.extents.is_some() {
+            return self.fit(bits, need >> bits).map(|f| f.leftover);
+        }
+        let start = if self.live_objects > 0 {
+            self.watermark
+        } else {
+            0
+        };
+        let end = align_up(start, bits).checked_add(need)?;
+        self.size().checked_sub(end)
+    }
+
     /// Where `n` objects of `2^bits` bytes would go, or `None` when the kernel
     /// would answer NotEnoughMemory. Never changes the slab.
+    #[inline]
     pub fn fit(&self, bits: u32, n: u64) -> Option<Fit> {
         let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
         match &self.extents {
             None => {
+                // The kernel's test `((size - start) >> bits) >= n` is the same
+                // as the aligned objects ending inside the slab, whose size is a
+                // multiple of every object size that can fit.
                 let start = self.start();
-                if ((self.size() - start) >> bits) < n {
-                    return None;
-                }
                 let first = align_up(start, bits);
-                Some(Fit {
+                let end = first.checked_add(need)?;
+                (end <= self.size()).then(|| Fit {
                     first,
                     waste: first - start,
-                    leftover: self.size() - (first + need),
+                    leftover: self.size() - end,
                 })
             }
             Some(extents) => {

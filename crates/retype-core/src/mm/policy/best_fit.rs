@@ -11,7 +11,7 @@
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
-use super::{min_by_key, Choice, Policy};
+use super::{Choice, Policy};
 use crate::mm::slab::{Fit, Slab};
 
 /// The number of slabs from which best fit keeps an index.
@@ -36,6 +36,29 @@ impl BestFit {
                 .collect()
         });
         BestFit { by_room, room }
+    }
+
+    /// The scan of CantripOS's best fit: the first slab with the least
+    /// leftover, stopping at a perfect fit.
+    fn choose_scan(slabs: &[Slab], bits: u32, n: u64) -> Choice {
+        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+            return Choice::none();
+        };
+        let (mut best, mut best_left) = (None, u64::MAX);
+        for (i, s) in slabs.iter().enumerate() {
+            match s.leftover(bits, need) {
+                Some(0) => {
+                    best = Some(i);
+                    break;
+                }
+                Some(left) if left < best_left => (best, best_left) = (Some(i), left),
+                _ => {}
+            }
+        }
+        Choice {
+            slab: best.map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
+            failed_retypes: 0,
+        }
     }
 
     fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
@@ -78,7 +101,7 @@ impl Policy for BestFit {
     fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
         match &self.by_room {
             Some(by_room) => Self::choose_indexed(by_room, slabs, bits, n),
-            None => min_by_key(slabs, bits, n, |_, f| f.leftover),
+            None => Self::choose_scan(slabs, bits, n),
         }
     }
 

@@ -33,6 +33,19 @@ impl ClassFit {
     }
 }
 
+/// Best fit counting the bytes skipped for alignment as lost.
+fn min_waste_and_leftover(slabs: &[Slab], bits: u32, n: u64) -> Choice {
+    let slab = slabs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.fit(bits, n).map(|f| (i, f)))
+        .min_by_key(|(i, f)| (f.leftover + f.waste, *i));
+    Choice {
+        slab,
+        failed_retypes: 0,
+    }
+}
+
 impl Policy for ClassFit {
     fn name(&self) -> &'static str {
         "class-fit"
@@ -40,16 +53,16 @@ impl Policy for ClassFit {
 
     fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
         let class = &self.class;
-        let same = min_by_key(slabs, bits, n, |i, f| {
+        let same = min_by_key(slabs, bits, n, |i, left| {
             (
                 class[i] != Some(bits),
                 slabs[i].live_objects() > 0 && class[i] != Some(bits),
-                f.leftover,
+                left,
             )
         });
         let choice = match same.slab {
             Some((i, _)) if class[i] == Some(bits) || slabs[i].live_objects() == 0 => same,
-            _ => min_by_key(slabs, bits, n, |_, f| f.leftover + f.waste),
+            _ => min_waste_and_leftover(slabs, bits, n),
         };
         if let Some((i, _)) = choice.slab {
             if slabs[i].live_objects() == 0 {

@@ -100,20 +100,24 @@ pub fn by_name(name: &str, slabs: &[Slab]) -> Option<Box<dyn Policy>> {
     })
 }
 
-/// The fitting slab that minimises `key`, ties to the lowest index; the
-/// shared scan of the sequential policies.
-fn min_by_key<K: Ord>(slabs: &[Slab], bits: u32, n: u64, key: impl Fn(usize, &Fit) -> K) -> Choice {
-    let mut best: Option<(K, usize, Fit)> = None;
+/// The fitting slab that minimises `key(index, leftover)`, ties to the
+/// lowest index; the shared scan of the sequential policies. Only the
+/// winner's placement is computed in full.
+fn min_by_key<K: Ord>(slabs: &[Slab], bits: u32, n: u64, key: impl Fn(usize, u64) -> K) -> Choice {
+    let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+        return Choice::none();
+    };
+    let mut best: Option<(K, usize)> = None;
     for (i, s) in slabs.iter().enumerate() {
-        if let Some(fit) = s.fit(bits, n) {
-            let k = key(i, &fit);
-            if best.as_ref().is_none_or(|(bk, _, _)| k < *bk) {
-                best = Some((k, i, fit));
+        if let Some(left) = s.leftover(bits, need) {
+            let k = key(i, left);
+            if best.as_ref().is_none_or(|(bk, _)| k < *bk) {
+                best = Some((k, i));
             }
         }
     }
     Choice {
-        slab: best.map(|(_, i, f)| (i, f)),
+        slab: best.map(|(_, i)| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
         failed_retypes: 0,
     }
 }

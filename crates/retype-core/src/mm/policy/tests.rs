@@ -133,7 +133,7 @@ fn indexed_best_fit_agrees_with_the_scan() {
     for _ in 0..3000 {
         let b = 4 + rng.below(10) as u32;
         let n = 1 + rng.below(3);
-        let scan = min_by_key(&s, b, n, |_, f| f.leftover);
+        let scan = min_by_key(&s, b, n, |_, left| left);
         let fast = indexed.choose(&s, b, n);
         assert_eq!(scan, fast);
         if let Some((i, fit)) = fast.slab {

@@ -15,6 +15,6 @@ impl Policy for WorstFit {
     }
 
     fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        min_by_key(slabs, bits, n, |_, f| Reverse(f.leftover))
+        min_by_key(slabs, bits, n, |_, left| Reverse(left))
     }
 }
