@@ -144,12 +144,19 @@ impl fmt::Display for PolicySpec {
     }
 }
 
-/// Parses a comma-separated list; `all` expands to every policy.
+/// Parses a comma-separated list; `all` expands to every policy under the
+/// kept rule. A policy named twice runs once.
 pub fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
-    if list == "all" {
-        return Ok(PolicySpec::all());
+    let mut out: Vec<PolicySpec> = Vec::new();
+    for item in list.split(',') {
+        let specs = if item == "all" { PolicySpec::all() } else { vec![item.parse()?] };
+        for s in specs {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
     }
-    list.split(',').map(str::parse).collect()
+    Ok(out)
 }
 
 /// Splits a `--workload` list on commas that start a new workload (the
@@ -215,5 +222,6 @@ mod tests {
         );
         assert!(parse_policies("best-fit:loose").is_err());
         assert_eq!(parse_policies("all").unwrap().len(), policy::NAMES.len());
+        assert_eq!(parse_policies("all,best-fit:lifted,best-fit").unwrap().len(), policy::NAMES.len() + 1);
     }
 }
