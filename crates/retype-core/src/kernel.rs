@@ -57,6 +57,23 @@ struct Object {
     caps: u32,
 }
 
+/// Where retype puts the new capabilities, in object order.
+pub trait CapSink {
+    fn push_cap(&mut self, cap: CapId);
+}
+
+impl CapSink for Vec<CapId> {
+    fn push_cap(&mut self, cap: CapId) {
+        self.push(cap);
+    }
+}
+
+impl<A: smallvec::Array<Item = CapId>> CapSink for smallvec::SmallVec<A> {
+    fn push_cap(&mut self, cap: CapId) {
+        self.push(cap);
+    }
+}
+
 /// What [`Kernel::delete`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deleted {
@@ -129,7 +146,7 @@ impl Kernel {
         ty: ObjectType,
         size_bits: u32,
         n: u64,
-        out: &mut impl Extend<CapId>,
+        out: &mut impl CapSink,
     ) -> Result<Placement, RetypeError> {
         let config = self.config;
         let region = self
@@ -161,7 +178,7 @@ impl Kernel {
         id: UtId,
         bits: u32,
         n: u64,
-        out: &mut impl Extend<CapId>,
+        out: &mut impl CapSink,
     ) -> Result<Placement, RetypeError> {
         let region = self
             .regions
@@ -173,7 +190,7 @@ impl Kernel {
         Ok(placement)
     }
 
-    fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut impl Extend<CapId>) {
+    fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut impl CapSink) {
         let base = self.regions[id.0 as usize].base;
         for i in 0..placement.count {
             let paddr = base + placement.first + (i << placement.bits);
@@ -182,7 +199,7 @@ impl Kernel {
                 untyped: id,
                 caps: 1,
             });
-            out.extend(Some(self.new_cap(obj)));
+            out.push_cap(self.new_cap(obj));
         }
     }
 

@@ -467,32 +467,16 @@ mod tests {
             );
         }
         let small = [false; 4];
-        assert_eq!(
-            fresh.retype(
-                &X64,
-                Endpoint,
-                0,
-                1,
-                Dest {
-                    slots: &small,
-                    offset: 4
-                }
-            ),
-            Err(RetypeError::RangeError { min: 0, max: 3 })
-        );
-        assert_eq!(
-            fresh.retype(
-                &X64,
-                Endpoint,
-                0,
-                3,
-                Dest {
-                    slots: &small,
-                    offset: 2
-                }
-            ),
-            Err(RetypeError::RangeError { min: 1, max: 2 })
-        );
+        for (n, offset, min, max) in [(1, 4, 0, 3), (3, 2, 1, 2)] {
+            let dest = Dest {
+                slots: &small,
+                offset,
+            };
+            assert_eq!(
+                fresh.retype(&X64, Endpoint, 0, n, dest),
+                Err(RetypeError::RangeError { min, max })
+            );
+        }
         let mut with_child = Ut::new(12);
         ok(&mut with_child, &X64, (Endpoint, 0, 1), (0, 0, 0x10));
         assert_eq!(with_child.copy(), Err(CopyError::RevokeFirst));

@@ -170,7 +170,9 @@ pub struct MemoryManager {
     slabs: Vec<Slab>,
     /// The kernel's untyped behind each slab (kept rule only).
     untypeds: Vec<UtId>,
-    /// Slab indices sorted by base address, to find a slab from an address.
+    /// Slab bases in increasing order and the slab at each, to find a slab
+    /// from an address by binary search.
+    bases: Vec<u64>,
     by_base: Vec<u32>,
     policy: Box<dyn Policy>,
     rule: WatermarkRule,
@@ -198,12 +200,14 @@ impl MemoryManager {
         }
         let mut by_base: Vec<u32> = (0..slabs.len() as u32).collect();
         by_base.sort_by_key(|&i| slabs[i as usize].base());
+        let bases = by_base.iter().map(|&i| slabs[i as usize].base()).collect();
         let largest = slabs.iter().map(Slab::size).max().unwrap_or(0);
         Some(MemoryManager {
             policy: policy::by_name(policy, &slabs)?,
             kernel,
             slabs,
             untypeds,
+            bases,
             by_base,
             rule,
             live: Vec::new(),
@@ -403,9 +407,7 @@ impl MemoryManager {
 
     /// The slab holding physical address `paddr`.
     fn slab_of(&self, paddr: u64) -> usize {
-        let k = self
-            .by_base
-            .partition_point(|&i| self.slabs[i as usize].base() <= paddr);
+        let k = self.bases.partition_point(|&b| b <= paddr);
         let s = self.by_base[k.checked_sub(1).expect("address below every slab")] as usize;
         debug_assert!(paddr < self.slabs[s].base() + self.slabs[s].size());
         s

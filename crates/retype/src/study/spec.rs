@@ -149,7 +149,11 @@ impl fmt::Display for PolicySpec {
 pub fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
     let mut out: Vec<PolicySpec> = Vec::new();
     for item in list.split(',') {
-        let specs = if item == "all" { PolicySpec::all() } else { vec![item.parse()?] };
+        let specs = if item == "all" {
+            PolicySpec::all()
+        } else {
+            vec![item.parse()?]
+        };
         for s in specs {
             if !out.contains(&s) {
                 out.push(s);
@@ -222,6 +226,11 @@ mod tests {
         );
         assert!(parse_policies("best-fit:loose").is_err());
         assert_eq!(parse_policies("all").unwrap().len(), policy::NAMES.len());
-        assert_eq!(parse_policies("all,best-fit:lifted,best-fit").unwrap().len(), policy::NAMES.len() + 1);
+        assert_eq!(
+            parse_policies("all,best-fit:lifted,best-fit")
+                .unwrap()
+                .len(),
+            policy::NAMES.len() + 1
+        );
     }
 }
