@@ -76,13 +76,14 @@ impl core::fmt::Display for DriveError {
 
 impl core::error::Error for DriveError {}
 
-/// Runs `workload` on `mm` to its end, calling `each` after every request.
-/// `clock` is read before and after each call into the manager.
+/// Runs `workload` on `mm` to its end, calling `each` after every request
+/// with the step and the manager as it is then. `clock` is read before and
+/// after each call into the manager.
 pub fn drive(
     mm: &mut MemoryManager,
     workload: &mut dyn Workload,
     mut clock: impl FnMut() -> u64,
-    mut each: impl FnMut(&Step),
+    mut each: impl FnMut(&Step, &MemoryManager),
 ) -> Result<(), DriveError> {
     let mut ids: alloc::collections::BTreeMap<u32, AllocId> = alloc::collections::BTreeMap::new();
     let mut op = 0;
@@ -116,11 +117,12 @@ pub fn drive(
                 (Outcome::Free, clock().wrapping_sub(t0))
             }
         };
-        each(&Step {
+        let step = Step {
             outcome,
             stats: *mm.stats(),
             ticks,
-        });
+        };
+        each(&step, mm);
         op += 1;
     }
     Ok(())

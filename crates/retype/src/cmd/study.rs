@@ -14,6 +14,8 @@ use retype_core::mm::Layout;
 use retype_core::objects::{Arch, Config};
 use retype_core::workload::{drive, Outcome, Step};
 
+use crate::report::study::{snapshot_points, PolicyRun, SlabShot};
+use crate::report::{self, Section};
 use crate::study::data::{self, LogRun, Prepared};
 use crate::study::logcheck::Agreement;
 use crate::study::spec::{self, PolicySpec};
@@ -51,6 +53,9 @@ pub struct Args {
     /// Write the per-op series of every run to this CSV file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Also write a self-contained HTML report with seed 000's figures.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
     /// Where the CantripOS logs are (default: traces/ of the repository).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
@@ -63,7 +68,12 @@ struct Run {
     steps: Vec<Step>,
     summary: Summary,
     agreement: Option<Agreement>,
+    /// Per-slab states at 25, 50, 75 and 100 % of the run (for reports).
+    snapshots: Vec<Vec<SlabShot>>,
 }
+
+/// The report being assembled, one section per workload.
+type Report = Option<Vec<Section>>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config_for(&args.arch)?;
@@ -71,8 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--layout {:?}: {e}", args.layout))?;
     let policies = spec::parse_policies(&args.policy)?;
     let mut csv = args.csv.as_deref().map(CsvOut::create).transpose()?;
+    let mut report: Report = args.report.as_ref().map(|_| Vec::new());
     match args.preset {
-        Some(Preset::Cantrip) => cantrip(&args, config, &layout, &policies, &mut csv)?,
+        Some(Preset::Cantrip) => cantrip(&args, config, &layout, &policies, &mut csv, &mut report)?,
         None => {
             let specs = spec::parse_workloads(&args.workload)?;
             let prepared = specs
@@ -82,14 +93,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for w in &prepared {
                 let runs = policies
                     .iter()
-                    .map(|&p| run_one(w, p, config, &layout))
+                    .map(|&p| run_one(w, p, config, &layout, report.is_some()))
                     .collect::<anyhow::Result<Vec<_>>>()?;
-                emit(&args, &w.name, &runs, &mut csv, |_| None)?;
+                emit(&args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
             }
         }
     }
     if let Some(c) = csv {
         c.finish()?;
+    }
+    if let (Some(path), Some(sections)) = (&args.report, report) {
+        let intro = "Seed 000's figures for every workload and policy of this study: memory profiles against cumulative bytes requested, fragmentation, per-slab snapshots and time per request.";
+        std::fs::write(path, report::html("retype study", intro, &sections))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
@@ -102,12 +118,14 @@ fn config_for(arch: &str) -> anyhow::Result<Config> {
     }
 }
 
-/// Runs `w` under `policy`, timing each request.
+/// Runs `w` under `policy`, timing each request; with `shots`, runs it again
+/// (it is deterministic) to keep the slabs at 25, 50, 75 and 100 %.
 fn run_one(
     w: &Prepared,
     policy: PolicySpec,
     config: Config,
     layout: &Layout,
+    shots: bool,
 ) -> anyhow::Result<Run> {
     let mut mm = data::manager(config, layout, policy);
     let mut steps = Vec::new();
@@ -116,7 +134,7 @@ fn run_one(
         &mut mm,
         w.workload().as_mut(),
         || epoch.elapsed().as_nanos() as u64,
-        |s| steps.push(*s),
+        |s, _| steps.push(*s),
     )
     .with_context(|| format!("workload {}", w.name))?;
     let agreement = w
@@ -124,12 +142,31 @@ fn run_one(
         .as_ref()
         .filter(|l| l.policy == policy)
         .map(|l| Agreement::of(&steps, &l.ops));
+    let mut snapshots = Vec::new();
+    if shots {
+        let points = snapshot_points(&steps);
+        let mut mm = data::manager(config, layout, policy);
+        let mut op = 0;
+        drive(
+            &mut mm,
+            w.workload().as_mut(),
+            || 0,
+            |_, mm| {
+                if points.contains(&op) {
+                    snapshots.push(mm.slabs().iter().map(SlabShot::of).collect());
+                }
+                op += 1;
+            },
+        )
+        .with_context(|| format!("workload {}", w.name))?;
+    }
     Ok(Run {
         workload: w.name.clone(),
         policy,
         summary: Summary::of(&steps),
         steps,
         agreement,
+        snapshots,
     })
 }
 
@@ -141,18 +178,13 @@ fn emit(
     title: &str,
     runs: &[Run],
     csv: &mut Option<CsvOut>,
+    report: &mut Report,
     published: impl Fn(&PolicySpec) -> Option<Published>,
 ) -> anyhow::Result<()> {
     if let Some(c) = csv {
         for r in runs {
             c.series(r)?;
         }
-    }
-    if args.json {
-        for r in runs {
-            println!("{}", json(r));
-        }
-        return Ok(());
     }
     let mut columns = Vec::new();
     for r in runs {
@@ -169,7 +201,26 @@ fn emit(
             });
         }
     }
-    println!("{}", tables::render(title, &columns));
+    let table = tables::render(title, &columns);
+    if let Some(sections) = report {
+        let name = title.lines().next().unwrap_or(title);
+        let policy_runs: Vec<PolicyRun> = runs
+            .iter()
+            .map(|r| PolicyRun {
+                label: r.policy.to_string(),
+                steps: &r.steps,
+                snapshots: &r.snapshots,
+            })
+            .collect();
+        sections.push(report::study::section(name, &table, &policy_runs));
+    }
+    if args.json {
+        for r in runs {
+            println!("{}", json(r));
+        }
+        return Ok(());
+    }
+    println!("{table}");
     for r in runs {
         if let Some(a) = &r.agreement {
             println!("{}", tables::agreement_line(&r.policy.to_string(), a));
@@ -216,7 +267,9 @@ fn cantrip(
     layout: &Layout,
     policies: &[PolicySpec],
     csv: &mut Option<CsvOut>,
+    report: &mut Report,
 ) -> anyhow::Result<()> {
+    let shots = report.is_some();
     let dir = data::data_dir(args.data.as_deref())?.join("cantrip/logs");
     let mut runs_of = Vec::new();
     for f in [16, 32, 48, 64] {
@@ -271,11 +324,11 @@ fn cantrip(
         let bf = Prepared::script(label(&bf_run), bf_script, Some(bf_run));
         let nf = Prepared::script(label(&nf_run), nf_script, Some(nf_run));
         let mut runs = vec![
-            run_one(&bf, best, config, layout)?,
-            run_one(&nf, blind, config, layout)?,
+            run_one(&bf, best, config, layout, shots)?,
+            run_one(&nf, blind, config, layout, shots)?,
         ];
         for &p in policies.iter().filter(|&&p| p != best && p != blind) {
-            runs.push(run_one(&bf, p, config, layout)?);
+            runs.push(run_one(&bf, p, config, layout, shots)?);
         }
         let published = |p: &PolicySpec| {
             let a = match p.name {
@@ -296,7 +349,7 @@ fn cantrip(
                 lines.push((r.workload.clone(), r.policy, a.exact_fraction()));
             }
         }
-        emit(args, &title, &runs, csv, published)?;
+        emit(args, &title, &runs, csv, report, published)?;
     }
     if !args.json {
         let own = policies
