@@ -51,7 +51,7 @@ table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; text-align: r
     )
     .unwrap();
     for s in sections {
-        write!(out, "<h2>{}</h2>\n", escape(&s.title)).unwrap();
+        writeln!(out, "<h2>{}</h2>", escape(&s.title)).unwrap();
         for f in &s.figures {
             write!(
                 out,
