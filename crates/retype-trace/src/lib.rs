@@ -1,1 +1,3 @@
 //! retype-trace: the trace format and the importers of other people's traces.
+
+pub mod malloclab;
