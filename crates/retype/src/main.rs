@@ -10,18 +10,27 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "retype", version, about = "Capability-based memory management and the laboratory that measures it")]
+#[command(
+    name = "retype",
+    version,
+    about = "Capability-based memory management and the laboratory that measures it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
+    Replay(cmd::replay::ReplayArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Replay(args) => cmd::replay::run_cmd(args),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

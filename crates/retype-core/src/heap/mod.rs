@@ -138,9 +138,9 @@ pub const NAMES: &[&str] = &[
 
 /// Builds the heap named `name` (one of [`NAMES`]) over `source`; `None` for
 /// an unknown name or a source that cannot give the heap its first word.
-pub fn by_name<S: Source + 'static>(name: &str, source: S) -> Option<Box<dyn Heap>> {
-    fn boxed<H: Heap + 'static>(h: Option<H>) -> Option<Box<dyn Heap>> {
-        h.map(|h| Box::new(h) as Box<dyn Heap>)
+pub fn by_name<'a, S: Source + 'a>(name: &str, source: S) -> Option<Box<dyn Heap + 'a>> {
+    fn boxed<'a, H: Heap + 'a>(h: Option<H>) -> Option<Box<dyn Heap + 'a>> {
+        h.map(|h| Box::new(h) as Box<dyn Heap + 'a>)
     }
     match name {
         "first-fit" => boxed(first_fit::FirstFit::new(source)),

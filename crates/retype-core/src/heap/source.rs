@@ -43,6 +43,19 @@ impl Arena {
     pub fn used(&self) -> usize {
         self.brk
     }
+
+    /// Takes every byte back, so the next heap starts on pages already touched
+    /// (as malloc-lab's `mem_reset_brk`). No heap can still borrow the arena.
+    pub fn reset(&mut self) {
+        self.brk = 0;
+    }
+}
+
+/// A heap may borrow its source, so one arena can serve heap after heap.
+impl<S: Source + ?Sized> Source for &mut S {
+    fn sbrk(&mut self, increment: usize) -> Option<NonNull<u8>> {
+        (**self).sbrk(increment)
+    }
 }
 
 impl Source for Arena {
