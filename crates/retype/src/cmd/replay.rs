@@ -181,7 +181,7 @@ impl Observer for Validator {
         kept: usize,
     ) -> Result<(), String> {
         let a = ptr.as_ptr() as usize;
-        if a % align != 0 {
+        if !a.is_multiple_of(align) {
             return Err(format!("block {a:#x} is not aligned to {align}"));
         }
         // SAFETY: `ptr` is live in `h`.
