@@ -47,6 +47,9 @@ pub struct ReplayArgs {
     /// Time each trace on each heap for at least this many milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     min_time_ms: u64,
+    /// Time at least this many runs of each trace on each heap (the fastest counts).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
 }
 
 /// One request with ids turned into dense slots, ready to run.
@@ -301,13 +304,7 @@ fn perf_index(util: f64, kops: f64) -> f64 {
     100.0 * (UTIL_WEIGHT * util + (1.0 - UTIL_WEIGHT) * (kops / LIBC_KOPS).min(1.0))
 }
 
-fn score(
-    arena: &mut Arena,
-    name: &str,
-    prog: &Program,
-    walk: bool,
-    min_time: Duration,
-) -> Result<Score> {
+fn score(arena: &mut Arena, name: &str, prog: &Program, args: &ReplayArgs) -> Result<Score> {
     let fail =
         |(i, msg): (usize, String)| anyhow!("{}:{}: {name}: {msg}", prog.path, prog.lines[i]);
     arena.reset();
@@ -317,7 +314,7 @@ fn score(
         &mut *h,
         prog,
         &mut Validator {
-            walk,
+            walk: args.check,
             ..Validator::default()
         },
     )
@@ -325,7 +322,8 @@ fn score(
     let heap_size = h.heap_size();
     drop(h);
     let (mut best, mut spent, mut runs) = (Duration::MAX, Duration::ZERO, 0);
-    while runs < 3 || (spent < min_time && runs < 1000) {
+    let min_time = Duration::from_millis(args.min_time_ms);
+    while runs < args.runs || (spent < min_time && runs < 1000) {
         arena.reset();
         let start = Instant::now();
         let mut h = heap::by_name(name, &mut *arena)
@@ -384,7 +382,6 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let mut arena =
         Arena::new(ARENA).ok_or_else(|| anyhow!("cannot reserve a {ARENA}-byte arena"))?;
-    let min_time = Duration::from_millis(args.min_time_ms);
     if !args.json {
         println!(
             "{:<22} {:<18} {:>7} {:>6} {:>8} {:>10} {:>8}",
@@ -394,7 +391,7 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
     for name in &names {
         let (mut util_sum, mut ops, mut secs) = (0.0, 0usize, 0.0);
         for prog in &programs {
-            let s = score(&mut arena, name, prog, args.check, min_time)?;
+            let s = score(&mut arena, name, prog, &args)?;
             util_sum += s.util;
             ops += s.ops;
             secs += s.secs;
