@@ -260,3 +260,30 @@ fn realloc_grows_in_place_at_the_end_of_the_heap() {
         h.check().unwrap();
     }
 }
+
+#[test]
+fn holes_of_freed_large_blocks_coalesce_past_small_ones() {
+    // malloc-lab's binary pattern: small and large blocks alternate, the large
+    // ones are freed, then slightly larger ones are requested. Cutting small
+    // blocks from the other end of free blocks keeps the holes contiguous.
+    for name in NAMES.iter().filter(|n| **n != "buddy") {
+        let mut h = heap(name);
+        let pairs: Vec<_> = (0..400)
+            .map(|_| (h.allocate(64, 8).unwrap(), h.allocate(448, 8).unwrap()))
+            .collect();
+        for (_, large) in &pairs {
+            // SAFETY: each large block is live once.
+            unsafe { h.free(*large) };
+        }
+        let before = h.heap_size();
+        for _ in 0..200 {
+            h.allocate(512, 8).unwrap();
+        }
+        let grown = h.heap_size() - before;
+        assert!(
+            grown < 200 * 520 / 4,
+            "{name}: grew by {grown} bytes for 200 blocks that fit in the holes"
+        );
+        h.check().unwrap();
+    }
+}

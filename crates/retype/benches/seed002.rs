@@ -27,7 +27,9 @@ const TYPES: [&str; 3] = ["int", "double", "string"];
 fn child(load: usize, ty: &str, name: &str) {
     let words: Vec<String> = if ty == "string" {
         std::fs::read_to_string(WORDS)
-            .unwrap_or_else(|e| panic!("{WORDS}: {e} (install Debian's wamerican: scripts/install-deps wamerican)"))
+            .unwrap_or_else(|e| {
+                panic!("{WORDS}: {e} (install Debian's wamerican: scripts/install-deps wamerican)")
+            })
             .lines()
             .map(str::to_owned)
             .collect()
@@ -102,20 +104,33 @@ fn peak_rss_kb() -> u64 {
 }
 
 fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(args[i + 1].parse().expect("load"), &args[i + 2], &args[i + 3]);
+        child(
+            args[i + 1].parse().expect("load"),
+            &args[i + 2],
+            &args[i + 3],
+        );
         return;
     }
     let repeats: usize = option(&args, "--repeats").map_or(3, |r| r.parse().expect("--repeats N"));
-    let heaps: Vec<&str> = option(&args, "--heaps").map_or(heap::NAMES.to_vec(), |h| h.split(',').collect());
+    let heaps: Vec<&str> =
+        option(&args, "--heaps").map_or(heap::NAMES.to_vec(), |h| h.split(',').collect());
     let loads: Vec<(&str, usize)> = option(&args, "--loads").map_or(LOADS.to_vec(), |l| {
         l.split(',')
-            .map(|n| *LOADS.iter().find(|(name, _)| *name == n).expect("load: low, medium or high"))
+            .map(|n| {
+                *LOADS
+                    .iter()
+                    .find(|(name, _)| *name == n)
+                    .expect("load: low, medium or high")
+            })
             .collect()
     });
     let exe = std::env::current_exe().expect("own path");
@@ -130,7 +145,11 @@ fn main() {
                         .args(["--child", &load.to_string(), ty, name])
                         .output()
                         .expect("run child");
-                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                     let text = String::from_utf8(out.stdout).expect("utf-8");
                     for (s, v) in sums.iter_mut().zip(text.split_whitespace()) {
                         *s += v.parse::<f64>().expect("number");

@@ -3,7 +3,7 @@
 //! [`FitHeap`] lays blocks out back to back from the source's first break up
 //! to an epilogue (a zero-sized allocated header in the heap's last word). It
 //! splits a free block that is larger than a request by at least a minimal
-//! block, coalesces a freed block with free neighbours at once (so no two free
+//! block (small requests from its end, others from its start), coalesces a freed block with free neighbours at once (so no two free
 //! blocks are ever adjacent), grows the heap by only what a request lacks
 //! (extending a free block at the end), and reallocates in place when the
 //! block, its free successor or the end of the heap can hold the new size.
@@ -54,6 +54,16 @@ pub trait FreeIndex: Default {
     ) -> Result<(), CheckError>;
 }
 
+/// Blocks up to this size are small: they are cut from the end of a free
+/// block, larger ones from its start, so that small and large blocks form
+/// separate runs and the holes freed large blocks leave coalesce (the
+/// malloc-lab `binary` traces defeat a heap that interleaves them).
+pub const SMALL_BLOCK: usize = 96;
+
+/// When a small request grows the heap, it grows by 1/SLACK_DIVISOR of the
+/// heap more, so later small requests have a free block to be cut from.
+pub const SLACK_DIVISOR: usize = 32;
+
 /// A boundary-tag heap whose placement policy is the free index `I`.
 pub struct FitHeap<I, S> {
     index: I,
@@ -101,8 +111,8 @@ impl<I: FreeIndex, S: Source> FitHeap<I, S> {
     }
 
     /// Takes a free block of at least `size` bytes out of the index, or makes
-    /// one by growing the heap.
-    unsafe fn take(&mut self, size: usize) -> Option<Block> {
+    /// one by growing the heap, by `slack` bytes more than it lacks.
+    unsafe fn take(&mut self, size: usize, slack: usize) -> Option<Block> {
         // SAFETY: the index holds free blocks of this heap.
         if let Some(b) = unsafe { self.index.find(size) } {
             // SAFETY: `find` returned an indexed block.
@@ -124,6 +134,7 @@ impl<I: FreeIndex, S: Source> FitHeap<I, S> {
                 return Some(block);
             }
             let prev_allocated = block.prev_allocated();
+            let size = size + slack;
             self.extend(size - have)?;
             if have > 0 {
                 self.index.remove(block);
@@ -157,20 +168,31 @@ impl<I: FreeIndex, S: Source> FitHeap<I, S> {
         }
     }
 
-    /// Allocates `size` bytes at the start of the free, unindexed block `b`,
-    /// returning the tail to the index when it can form a block.
-    unsafe fn place(&mut self, b: Block, size: usize) {
-        // SAFETY: `b` is a free heap block of at least `size` bytes.
+    /// Allocates a block of `size` bytes in the free, unindexed block `b`, at
+    /// its start or, with `at_end`, at its end, returning the rest to the index
+    /// when it can form a block. Returns the allocated block.
+    unsafe fn place(&mut self, b: Block, size: usize, at_end: bool) -> Block {
+        // SAFETY: `b` is a free heap block of at least `size` bytes; each
+        // header is written before the block after it is told its state.
         unsafe {
             let have = b.size();
             let prev_allocated = b.prev_allocated();
-            if have - size >= Self::MIN_BLOCK {
-                b.set_allocated(size, prev_allocated);
-                let rest = b.next();
-                rest.set_free(have - size, true);
-                self.index.insert(rest);
-            } else {
+            let rest = have - size;
+            if rest < Self::MIN_BLOCK {
                 b.set_allocated(have, prev_allocated);
+                b
+            } else if at_end {
+                let a = Block::at(b.addr().add(rest));
+                b.set_free(rest, prev_allocated);
+                a.set_allocated(size, false);
+                self.index.insert(b);
+                a
+            } else {
+                b.set_allocated(size, prev_allocated);
+                let tail = b.next();
+                tail.set_free(rest, true);
+                self.index.insert(tail);
+                b
             }
         }
     }
@@ -331,14 +353,19 @@ impl<I: FreeIndex, S: Source> Heap for FitHeap<I, S> {
         // SAFETY: `take` returns a free unindexed block of the requested size,
         // which `align_front` and `place` may cut.
         unsafe {
-            let b = if align <= MIN_ALIGN {
-                self.take(size)?
+            if align > MIN_ALIGN {
+                let b = self.take(size.checked_add(align + Self::MIN_BLOCK)?, 0)?;
+                let b = self.align_front(b, align);
+                return NonNull::new(self.place(b, size, false).payload());
+            }
+            let small = size <= SMALL_BLOCK;
+            let slack = if small {
+                (self.heap_size() / SLACK_DIVISOR) & !(GRANULE - 1)
             } else {
-                let b = self.take(size.checked_add(align + Self::MIN_BLOCK)?)?;
-                self.align_front(b, align)
+                0
             };
-            self.place(b, size);
-            NonNull::new(b.payload())
+            let b = self.take(size, slack)?;
+            NonNull::new(self.place(b, size, small).payload())
         }
     }
 
