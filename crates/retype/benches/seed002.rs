@@ -57,8 +57,7 @@ fn child(load: usize, ty: &str, name: &str) {
             "double" => store(&mut *h, &(i as f64).to_ne_bytes()),
             _ => {
                 let w = words[i % words.len()].as_bytes();
-                let p = store(&mut *h, &[w, &[0]].concat());
-                p
+                store(&mut *h, &[w, &[0]].concat())
             }
         };
         values.push(p);
