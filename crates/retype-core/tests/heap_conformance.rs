@@ -287,3 +287,19 @@ fn holes_of_freed_large_blocks_coalesce_past_small_ones() {
         h.check().unwrap();
     }
 }
+
+#[test]
+fn heaps_can_move_to_another_thread() {
+    fn assert_send<T: Send>(_: &T) {}
+    let a = Arena::new(1 << 20).unwrap();
+    let h = retype_core::heap::tlsf::Tlsf::new(a).unwrap();
+    assert_send(&h);
+    let h = std::thread::spawn(move || {
+        let mut h = h;
+        h.allocate(64, 8).unwrap();
+        h
+    })
+    .join()
+    .unwrap();
+    assert_eq!(h.check().unwrap().live_blocks, 1);
+}

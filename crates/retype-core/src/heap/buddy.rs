@@ -35,6 +35,10 @@ pub struct Buddy<S> {
     lists: [FreeList; ORDERS],
 }
 
+// SAFETY: the heap's pointers point only into memory it owns through its
+// source; moving the heap to another thread moves that ownership with it.
+unsafe impl<S: Send> Send for Buddy<S> {}
+
 fn tag(order: u32, state: usize) -> usize {
     ((order as usize) << 3) | state
 }

@@ -73,6 +73,10 @@ pub struct FitHeap<I, S> {
     end: *mut u8,
 }
 
+// SAFETY: the heap's pointers point only into memory it owns through its
+// source; moving the heap to another thread moves that ownership with it.
+unsafe impl<I, S: Send> Send for FitHeap<I, S> {}
+
 impl<I: FreeIndex, S: Source> FitHeap<I, S> {
     /// The smallest block: header, the index's links and a footer.
     pub const MIN_BLOCK: usize = ((I::LINKS + 2) * WORD).next_multiple_of(GRANULE);
