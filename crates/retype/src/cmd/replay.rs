@@ -10,7 +10,8 @@
 //! 100 × (0.6 × utilization + 0.4 × min(1, Kops/s ÷ 600)).
 //!
 //! Before timing, one run validates the heap as mdriver does: every block is
-//! aligned, overlaps no other, and keeps its bytes until realloc or free;
+//! aligned, overlaps no other, and keeps its bytes until realloc or free (the
+//! first and last 64 KiB of a larger block);
 //! `--check` also walks the heap's free structure after every request.
 
 use std::collections::{BTreeMap, HashMap};
@@ -169,9 +170,19 @@ impl Observer for Quiet {}
 struct Validator {
     /// Live blocks by address: (end, fill byte).
     blocks: BTreeMap<usize, (usize, u8)>,
-    /// The fill byte of the block a realloc is moving.
+    /// The fill byte and size of the block a realloc is moving.
     moving: u8,
+    moving_size: usize,
     walk: bool,
+}
+
+/// Bytes of a block that validation fills and checks: all of a block up to
+/// 128 KiB, the first and last 64 KiB of a larger one (so that a huge request
+/// does not make the check touch gigabytes).
+fn windows(size: usize) -> [std::ops::Range<usize>; 2] {
+    const W: usize = 64 << 10;
+    let head = size.min(W);
+    [0..head, head.max(size.saturating_sub(W))..size]
 }
 
 impl Observer for Validator {
@@ -204,10 +215,18 @@ impl Observer for Validator {
         let fill = self.moving.wrapping_add(0x5b) | 1;
         // SAFETY: the block has at least `size` usable bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
-        if let Some(i) = bytes[..kept].iter().position(|&b| b != self.moving) {
-            return Err(format!("realloc lost byte {i} of the block now at {a:#x}"));
+        for w in windows(self.moving_size) {
+            let w = w.start.min(kept)..w.end.min(kept);
+            if let Some(i) = bytes[w.clone()].iter().position(|&b| b != self.moving) {
+                return Err(format!(
+                    "realloc lost byte {} of the block now at {a:#x}",
+                    w.start + i
+                ));
+            }
         }
-        bytes.fill(fill);
+        for w in windows(size) {
+            bytes[w].fill(fill);
+        }
         self.blocks.insert(a, (end, fill));
         Ok(())
     }
@@ -220,12 +239,15 @@ impl Observer for Validator {
             .ok_or_else(|| format!("block {a:#x} is unknown"))?;
         // SAFETY: the block is still live with `size` bytes.
         let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), size) };
-        if let Some(i) = bytes.iter().position(|&b| b != fill) {
-            return Err(format!(
-                "byte {i} of the block at {a:#x} changed while it was live"
-            ));
+        for w in windows(size) {
+            if let Some(i) = bytes[w.clone()].iter().position(|&b| b != fill) {
+                return Err(format!(
+                    "byte {} of the block at {a:#x} changed while it was live",
+                    w.start + i
+                ));
+            }
         }
-        self.moving = fill;
+        (self.moving, self.moving_size) = (fill, size);
         Ok(())
     }
 
