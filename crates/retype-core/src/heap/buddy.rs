@@ -129,11 +129,10 @@ impl<S: Source> Buddy<S> {
             // Cut the gap into the largest aligned blocks; tag them all before
             // freeing any, so a merge never reads an unwritten tag.
             let pieces = || {
-                core::iter::successors(Some(gap), move |&o| {
+                core::iter::successors((gap < start).then_some(gap), move |&o| {
                     let next = o + (1 << piece_order(o, start));
                     (next < start).then_some(next)
                 })
-                .filter(move |&o| o < start)
             };
             for o in pieces() {
                 self.set_tag(o, tag(piece_order(o, start), USED));
@@ -209,7 +208,8 @@ impl<S: Source> Buddy<S> {
     }
 }
 
-/// The order of the gap piece at `o`: as large as its alignment and the room before `start` allow.
+/// The order of the gap piece at `o < start`: as large as its alignment and
+/// the room before `start` allow.
 fn piece_order(o: usize, start: usize) -> u32 {
     o.trailing_zeros()
         .min(usize::BITS - 1 - (start - o).leading_zeros())
