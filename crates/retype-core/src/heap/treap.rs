@@ -120,9 +120,27 @@ impl<O: Order> Treap<O> {
     /// `b` must be a free block not in the tree.
     pub unsafe fn insert(&mut self, b: Block) {
         // SAFETY: by the caller's contract.
+        unsafe { self.root = Some(Self::insert_into(self.root, b)) }
+    }
+
+    /// Descends to where `b`'s priority puts it and splits the subtree there
+    /// into its children.
+    unsafe fn insert_into(t: Option<Block>, b: Block) -> Block {
+        // SAFETY: `t` is a tree node or None; `b` a free block.
         unsafe {
-            let (l, r) = Self::split(self.root, b);
-            self.root = Self::merge(Self::merge(l, Some(Self::join(b, None, None))), r);
+            match t {
+                Some(n) if priority(n) > priority(b) => {
+                    if O::less(b, n) {
+                        Self::join(n, Some(Self::insert_into(left(n), b)), right(n))
+                    } else {
+                        Self::join(n, left(n), Some(Self::insert_into(right(n), b)))
+                    }
+                }
+                _ => {
+                    let (l, r) = Self::split(t, b);
+                    Self::join(b, l, r)
+                }
+            }
         }
     }
 
