@@ -219,3 +219,34 @@ fn gigabyte_blocks_replay_without_touching_their_pages() {
         assert!(row["util"].as_f64().unwrap() > 0.9, "{row}");
     }
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    // Far more output than a pipe buffers, so the writer meets the closed pipe.
+    let trace = repo().join("traces/malloclab/short1-bal.rep");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args(["replay", "--json", "--runs", "1", "--min-time-ms", "0"])
+        .args(std::iter::repeat_n(&trace, 300))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with('{'));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -15,6 +15,7 @@
 //! `--check` also walks the heap's free structure after every request.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
@@ -396,6 +397,19 @@ fn number(x: f64) -> serde_json::Value {
 }
 
 pub fn run_cmd(args: ReplayArgs) -> Result<()> {
+    match replay(args, &mut std::io::stdout().lock()) {
+        // A reader that stops early (`| head`) is not an error.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     let names = heaps(&args.heap)?;
     let programs = args
         .traces
@@ -405,10 +419,11 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
     let mut arena =
         Arena::new(ARENA).ok_or_else(|| anyhow!("cannot reserve a {ARENA}-byte arena"))?;
     if !args.json {
-        println!(
+        writeln!(
+            out,
             "{:<22} {:<18} {:>7} {:>6} {:>8} {:>10} {:>8}",
             "trace", "heap", "ops", "util", "frag4", "kops", "perfidx"
-        );
+        )?;
     }
     for name in &names {
         let (mut util_sum, mut ops, mut secs) = (0.0, 0usize, 0.0);
@@ -423,9 +438,10 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
                     "frag4": number(s.frag4), "kops": number(s.kops()), "perfidx": number(perf_index(s.util, s.kops())),
                     "peak_live": prog.peak_live, "heap_size": s.heap_size, "secs": s.secs,
                 });
-                println!("{row}");
+                writeln!(out, "{row}")?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "{:<22} {:<18} {:>7} {:>6.3} {:>8.3} {:>10.1} {:>8.1}",
                     prog.name,
                     name,
@@ -434,7 +450,7 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
                     s.frag4,
                     s.kops(),
                     perf_index(s.util, s.kops())
-                );
+                )?;
             }
         }
         if programs.len() > 1 {
@@ -444,9 +460,10 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
                     "trace": "TOTAL", "heap": name, "traces": programs.len(), "ops": ops, "util": number(util),
                     "kops": number(kops), "perfidx": number(perf_index(util, kops)),
                 });
-                println!("{row}");
+                writeln!(out, "{row}")?;
             } else {
-                println!(
+                writeln!(
+                    out,
                     "{:<22} {:<18} {:>7} {:>6.3} {:>8} {:>10.1} {:>8.1}",
                     format!("TOTAL ({} traces)", programs.len()),
                     name,
@@ -455,7 +472,7 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
                     "",
                     kops,
                     perf_index(util, kops)
-                );
+                )?;
             }
         }
     }
