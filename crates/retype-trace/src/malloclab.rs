@@ -398,6 +398,14 @@ mod tests {
     }
 
     #[test]
+    fn crlf_and_extra_whitespace_read_as_lf() {
+        let lf = parse("t.rep", b"0\n2\n3\n1\na 0 10\na 1 5\nf 0\n").unwrap();
+        let crlf = parse("t.rep", b"0\r\n2 3\r\n1\r\n\r\na\t0  10\r\na 1 5\r\nf 0").unwrap();
+        assert_eq!(lf.ops, crlf.ops);
+        assert_eq!(crlf.lines, vec![5, 6, 7]);
+    }
+
+    #[test]
     fn refuses_bad_input_naming_file_and_line() {
         assert_eq!(
             err("0\n1\n"),
