@@ -12,4 +12,9 @@ extern crate alloc;
 extern crate std;
 
 pub mod heap;
+pub mod kernel;
+pub mod mm;
 pub mod objects;
+pub mod rng;
+pub mod untyped;
+pub mod workload;

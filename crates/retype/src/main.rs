@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod study;
 
 #[derive(Parser)]
 #[command(
@@ -22,13 +23,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Memory-manager workloads under placement policies (seed 000's study).
+    Study(cmd::study::Args),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::Bench),
     /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
     Replay(cmd::replay::ReplayArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {
+    let result = match cli.command {
+        Command::Study(args) => cmd::study::run(args),
+        Command::Bench(b) => cmd::bench::run(b),
         Command::Replay(args) => cmd::replay::run_cmd(args),
     };
     match result {
