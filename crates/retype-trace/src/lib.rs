@@ -1,3 +1,4 @@
 //! retype-trace: the trace format and the importers of other people's traces.
 
 pub mod cantrip;
+pub mod malloclab;

@@ -29,6 +29,8 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::Bench),
+    /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
+    Replay(cmd::replay::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Study(args) => cmd::study::run(args),
         Command::Bench(b) => cmd::bench::run(b),
+        Command::Replay(args) => cmd::replay::run_cmd(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
