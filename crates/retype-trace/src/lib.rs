@@ -3,7 +3,7 @@
 //! - [`event`]: what a trace holds (events, thread summaries, metadata).
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
-//! - [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
+//! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
 //! - [`summary`]: what `retype trace info` reports.
 
 pub mod codec;
@@ -11,6 +11,7 @@ pub mod csv;
 pub mod error;
 pub mod event;
 pub mod format;
+pub mod malloclab;
 pub mod reader;
 pub mod summary;
 pub mod trace;
