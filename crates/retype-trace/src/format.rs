@@ -2,12 +2,13 @@
 //! format is recognised.
 
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
 
 use crate::trace::Trace;
-use crate::{codec, csv, valgrind, wee_alloc};
+use crate::{codec, csv, malloclab, rep, valgrind, wee_alloc};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -18,10 +19,12 @@ pub enum Format {
     /// `valgrind --trace-malloc=yes` stderr.
     Valgrind,
     Csv,
+    /// CS:APP malloc-lab request traces (`.rep`).
+    Rep,
 }
 
 impl Format {
-    pub const NAMES: &'static str = "rtr, wee_alloc, valgrind, csv";
+    pub const NAMES: &'static str = "rtr, rep, wee_alloc, valgrind, csv";
 
     pub fn from_name(name: &str) -> anyhow::Result<Format> {
         Ok(match name {
@@ -29,6 +32,7 @@ impl Format {
             "wee_alloc" | "wee" => Format::WeeAlloc,
             "valgrind" => Format::Valgrind,
             "csv" => Format::Csv,
+            "rep" => Format::Rep,
             _ => bail!("unknown trace format {name:?} (known: {})", Format::NAMES),
         })
     }
@@ -68,6 +72,7 @@ impl Format {
             "rtr" => Some(Format::Rtr),
             "trace" => Some(Format::WeeAlloc),
             "csv" => Some(Format::Csv),
+            "rep" => Some(Format::Rep),
             "vg" => Some(Format::Valgrind),
             _ => None,
         }
@@ -89,6 +94,8 @@ pub fn load(path: &Path, format: Option<Format>) -> anyhow::Result<Trace> {
         Format::WeeAlloc => wee_alloc::parse(text()?).map_err(anyhow::Error::from),
         Format::Valgrind => valgrind::parse(text()?).map_err(anyhow::Error::from),
         Format::Csv => csv::parse(text()?).map_err(anyhow::Error::from),
+        // malloclab's errors already name the file.
+        Format::Rep => return Ok(rep::from_malloclab(&malloclab::parse(&path.display().to_string(), &bytes)?)),
     };
     trace.with_context(|| format!("{}", path.display()))
 }
@@ -101,6 +108,11 @@ pub fn save(trace: &Trace, path: &Path, format: Format) -> anyhow::Result<()> {
     let r = match format {
         Format::Rtr => trace.write(out),
         Format::Csv => csv::write(trace, out),
+        Format::Rep => {
+            let (ops, _) = rep::to_malloclab(trace);
+            let mut out = out;
+            malloclab::write(&mut out, 0, 1, &ops).and_then(|()| out.flush())
+        }
         Format::WeeAlloc | Format::Valgrind => {
             bail!("{format:?} is an input format only; write rtr or csv")
         }

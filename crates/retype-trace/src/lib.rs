@@ -13,6 +13,7 @@ pub mod event;
 pub mod format;
 pub mod malloclab;
 pub mod reader;
+pub mod rep;
 pub mod summary;
 pub mod trace;
 pub mod valgrind;

@@ -11,7 +11,8 @@ use crate::event::{Record, ThreadSummary};
 pub const MAX_RECORD_LEN: u64 = 1 << 26;
 
 /// Reads a trace record by record: an iterator of `Result<Record, TraceError>`
-/// that stops after the end record or after the first error.
+/// that stops at the end of the file or after the first error. A file is one or
+/// more segments, each closed by an end record that counts its events.
 pub struct Reader<R: Read> {
     src: R,
     /// File offset of the next byte `src` yields.
@@ -22,6 +23,7 @@ pub struct Reader<R: Read> {
     cursor: usize,
     /// The thread and delta state of the events record being read, if any.
     block: Option<(u32, DeltaState)>,
+    /// Events of the current segment so far.
     events: u64,
     ended: bool,
     done: bool,
@@ -98,9 +100,9 @@ impl<R: Read> Reader<R> {
                 ))
             };
         }
-        if self.ended {
-            return Err(corrupt(start, "data after the end record".into()));
-        }
+        // After an end record the file may go on with a new segment (the next
+        // program image after an exec); its count starts again.
+        self.ended = false;
         let len = self.read_stream_varint()?;
         if len > MAX_RECORD_LEN {
             return Err(corrupt(

@@ -216,7 +216,17 @@ fn an_end_record_with_the_wrong_count_is_corrupt() {
     assert_eq!(e.offset, n as u64 - 3);
     assert!(
         e.to_string()
-            .contains("counts 2 events but the file holds 1"),
+            .contains("counts 2 events but its segment holds 1"),
         "{e}"
     );
+}
+
+#[test]
+fn segments_follow_each_other() {
+    let a = Trace { events: vec![Event { op: Op::Free, ptr: 16, ..Event::default() }], ..Trace::default() };
+    let b = Trace { events: vec![Event { op: Op::Malloc, size: 1, ret: 32, ..Event::default() }; 2], ..Trace::default() };
+    let mut bytes = bytes_of(&a);
+    bytes.extend_from_slice(&bytes_of(&b)[codec::HEADER_LEN..]);
+    let t = Trace::read(&bytes[..]).unwrap();
+    assert_eq!(t.events.len(), 3);
 }
