@@ -95,7 +95,12 @@ pub fn load(path: &Path, format: Option<Format>) -> anyhow::Result<Trace> {
         Format::Valgrind => valgrind::parse(text()?).map_err(anyhow::Error::from),
         Format::Csv => csv::parse(text()?).map_err(anyhow::Error::from),
         // malloclab's errors already name the file.
-        Format::Rep => return Ok(rep::from_malloclab(&malloclab::parse(&path.display().to_string(), &bytes)?)),
+        Format::Rep => {
+            return Ok(rep::from_malloclab(&malloclab::parse(
+                &path.display().to_string(),
+                &bytes,
+            )?))
+        }
     };
     trace.with_context(|| format!("{}", path.display()))
 }

@@ -168,11 +168,12 @@ impl<R: Read> Reader<R> {
                     return Err(corrupt(
                         start,
                         format!(
-                            "end record counts {events} events but the file holds {}",
+                            "end record counts {events} events but its segment holds {}",
                             self.events
                         ),
                     ));
                 }
+                self.events = 0;
                 self.ended = true;
                 Ok(Some(Record::End { events }))
             }

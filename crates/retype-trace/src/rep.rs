@@ -29,12 +29,27 @@ pub fn from_malloclab(m: &malloclab::Trace) -> Trace {
                 ret: synthetic_addr(u64::from(id)),
                 ..Event::default()
             },
-            malloclab::Op::Alloc { id, size, .. } => Event { op: Op::Malloc, size, ret: synthetic_addr(u64::from(id)), ..Event::default() },
+            malloclab::Op::Alloc { id, size, .. } => Event {
+                op: Op::Malloc,
+                size,
+                ret: synthetic_addr(u64::from(id)),
+                ..Event::default()
+            },
             malloclab::Op::Realloc { id, size } => {
                 let a = synthetic_addr(u64::from(id));
-                Event { op: Op::Realloc, ptr: a, size, ret: a, ..Event::default() }
+                Event {
+                    op: Op::Realloc,
+                    ptr: a,
+                    size,
+                    ret: a,
+                    ..Event::default()
+                }
             }
-            malloclab::Op::Free { id } => Event { op: Op::Free, ptr: synthetic_addr(u64::from(id)), ..Event::default() },
+            malloclab::Op::Free { id } => Event {
+                op: Op::Free,
+                ptr: synthetic_addr(u64::from(id)),
+                ..Event::default()
+            },
         };
         t.events.push(Event { time_ns, ..e });
     }
@@ -57,20 +72,26 @@ pub fn to_malloclab(t: &Trace) -> (Vec<malloclab::Op>, Dropped) {
     let mut ids: HashMap<u64, u32> = HashMap::new();
     let mut free_ids = BTreeSet::new();
     let mut next_id = 0u32;
-    let mut take_id = |free_ids: &mut BTreeSet<u32>| free_ids.pop_first().unwrap_or_else(|| {
-        next_id += 1;
-        next_id - 1
-    });
+    let mut take_id = |free_ids: &mut BTreeSet<u32>| {
+        free_ids.pop_first().unwrap_or_else(|| {
+            next_id += 1;
+            next_id - 1
+        })
+    };
     for e in t.serialized() {
         match e.op {
             Op::Free if e.ptr == 0 => dropped.free_null += 1,
-            Op::Free | Op::Realloc if e.ptr != 0 && (e.op == Op::Free || (e.size == 0 && e.ret == 0)) => match ids.remove(&e.ptr) {
-                Some(id) => {
-                    free_ids.insert(id);
-                    ops.push(malloclab::Op::Free { id });
+            Op::Free | Op::Realloc
+                if e.ptr != 0 && (e.op == Op::Free || (e.size == 0 && e.ret == 0)) =>
+            {
+                match ids.remove(&e.ptr) {
+                    Some(id) => {
+                        free_ids.insert(id);
+                        ops.push(malloclab::Op::Free { id });
+                    }
+                    None => dropped.unknown_pointers += 1,
                 }
-                None => dropped.unknown_pointers += 1,
-            },
+            }
             Op::Realloc if e.ptr != 0 => {
                 if e.ret == 0 {
                     dropped.failed += 1;
@@ -85,13 +106,18 @@ pub fn to_malloclab(t: &Trace) -> (Vec<malloclab::Op>, Dropped) {
                         dropped.unknown_pointers += 1;
                         let id = take_id(&mut free_ids);
                         ids.insert(e.ret, id);
-                        ops.push(malloclab::Op::Alloc { id, size: e.size, align: MALLOCLAB_ALIGN });
+                        ops.push(malloclab::Op::Alloc {
+                            id,
+                            size: e.size,
+                            align: MALLOCLAB_ALIGN,
+                        });
                     }
                 }
             }
             _ if e.ret == 0 => dropped.failed += 1,
             _ => {
-                if e.align > u64::from(MALLOCLAB_ALIGN) || matches!(e.op, Op::Valloc | Op::Pvalloc) {
+                if e.align > u64::from(MALLOCLAB_ALIGN) || matches!(e.op, Op::Valloc | Op::Pvalloc)
+                {
                     dropped.alignments += 1;
                 }
                 // A live address handed out again means the trace missed its free.
@@ -101,7 +127,11 @@ pub fn to_malloclab(t: &Trace) -> (Vec<malloclab::Op>, Dropped) {
                 }
                 let id = take_id(&mut free_ids);
                 ids.insert(e.ret, id);
-                ops.push(malloclab::Op::Alloc { id, size: e.size, align: MALLOCLAB_ALIGN });
+                ops.push(malloclab::Op::Alloc {
+                    id,
+                    size: e.size,
+                    align: MALLOCLAB_ALIGN,
+                });
             }
         }
     }

@@ -223,8 +223,26 @@ fn an_end_record_with_the_wrong_count_is_corrupt() {
 
 #[test]
 fn segments_follow_each_other() {
-    let a = Trace { events: vec![Event { op: Op::Free, ptr: 16, ..Event::default() }], ..Trace::default() };
-    let b = Trace { events: vec![Event { op: Op::Malloc, size: 1, ret: 32, ..Event::default() }; 2], ..Trace::default() };
+    let a = Trace {
+        events: vec![Event {
+            op: Op::Free,
+            ptr: 16,
+            ..Event::default()
+        }],
+        ..Trace::default()
+    };
+    let b = Trace {
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                size: 1,
+                ret: 32,
+                ..Event::default()
+            };
+            2
+        ],
+        ..Trace::default()
+    };
     let mut bytes = bytes_of(&a);
     bytes.extend_from_slice(&bytes_of(&b)[codec::HEADER_LEN..]);
     let t = Trace::read(&bytes[..]).unwrap();
