@@ -76,6 +76,8 @@ pub struct Summary {
     pub reallocs_moved: u64,
     pub reallocs_in_place: u64,
     pub duration_ns: u64,
+    /// Program images (segments) in the trace.
+    pub segments: u64,
     /// Sum of the per-event latencies, and its histogram.
     pub latency_total_ns: u64,
     pub latencies_ns: Log2Histogram,
@@ -89,17 +91,34 @@ struct Live {
 
 impl Summary {
     pub fn of(trace: &Trace) -> Summary {
-        let events = trace.serialized();
+        let segments = trace.serialized_segments();
+        let events: Vec<Event> = segments.concat();
         let mut s = Summary {
             events: events.len() as u64,
+            segments: segments.len().max(1) as u64,
             ..Summary::default()
         };
-        let first = events.first().map_or(0, |e| e.time_ns);
-        s.duration_ns = events.last().map_or(0, |e| e.time_ns - first);
+        // Event indexes where a new program image starts (its heap starts empty), last first.
+        let mut starts: Vec<usize> = segments
+            .iter()
+            .scan(0, |at, seg| {
+                *at += seg.len();
+                Some(*at)
+            })
+            .collect();
+        starts.pop();
+        starts.reverse();
+        let first = events.iter().map(|e| e.time_ns).min().unwrap_or(0);
+        s.duration_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0) - first;
         let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
         let mut live: HashMap<u64, Live> = HashMap::new();
         let mut live_bytes = 0u64;
         for (i, e) in events.iter().enumerate() {
+            if starts.last() == Some(&i) {
+                starts.pop();
+                live.clear();
+                live_bytes = 0;
+            }
             let i = i as u64;
             *s.ops.entry(e.op).or_default() += 1;
             *per_thread.entry(e.thread).or_default() += 1;
@@ -177,7 +196,7 @@ impl Summary {
                 s.peak_live_bytes = live_bytes;
                 s.peak_live_blocks = live.len() as u64;
                 s.peak_event = i;
-                s.peak_time_ns = e.time_ns - first;
+                s.peak_time_ns = e.time_ns.saturating_sub(first);
             }
         }
         s.live_at_end_blocks = live.len() as u64;

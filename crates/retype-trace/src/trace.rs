@@ -18,6 +18,10 @@ pub struct Trace {
     /// Events in file order: per thread in call order, threads interleaved by flush.
     pub events: Vec<Event>,
     pub threads: Vec<ThreadSummary>,
+    /// Indexes into `events` where a new segment (program image, after an
+    /// exec) begins; empty for a one-segment trace. An exec drops the heap, so
+    /// blocks never cross a segment boundary.
+    pub segments: Vec<usize>,
 }
 
 impl Trace {
@@ -29,9 +33,14 @@ impl Trace {
                 Record::Meta(k, v) => t.meta.push((k, v)),
                 Record::Event(e) => t.events.push(e),
                 Record::Thread(s) => t.threads.push(s),
-                Record::End { .. } => {}
+                Record::End { .. } => t.segments.push(t.events.len()),
             }
         }
+        // The last end record closes the last segment rather than opening one.
+        while t.segments.last().is_some_and(|&s| s >= t.events.len()) {
+            t.segments.pop();
+        }
+        t.segments.dedup();
         Ok(t)
     }
 
@@ -46,7 +55,10 @@ impl Trace {
         for (k, v) in &self.meta {
             w.meta(k, v)?;
         }
-        for e in &self.events {
+        for (i, e) in self.events.iter().enumerate() {
+            if self.segments.contains(&i) {
+                w.end_segment()?;
+            }
             w.event(e)?;
         }
         for t in &self.threads {
@@ -68,11 +80,30 @@ impl Trace {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Events ordered by time (stable: ties keep file order), as one thread
-    /// replaying a multi-threaded program would see them.
+    /// Each segment's events ordered by time (stable: ties keep file order),
+    /// as one thread replaying a multi-threaded program would see them.
+    pub fn serialized_segments(&self) -> Vec<Vec<Event>> {
+        let mut bounds = vec![0];
+        bounds.extend(
+            self.segments
+                .iter()
+                .copied()
+                .filter(|&s| s > 0 && s < self.events.len()),
+        );
+        bounds.push(self.events.len());
+        bounds
+            .windows(2)
+            .filter(|w| w[0] < w[1])
+            .map(|w| {
+                let mut ev = self.events[w[0]..w[1]].to_vec();
+                ev.sort_by_key(|e| e.time_ns);
+                ev
+            })
+            .collect()
+    }
+
+    /// All events, segment after segment, each segment ordered by time.
     pub fn serialized(&self) -> Vec<Event> {
-        let mut ev = self.events.clone();
-        ev.sort_by_key(|e| e.time_ns);
-        ev
+        self.serialized_segments().concat()
     }
 }

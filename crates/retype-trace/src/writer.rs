@@ -18,6 +18,7 @@ pub struct Writer<W: Write> {
     thread: u32,
     base_time: u64,
     delta: DeltaState,
+    /// Events of the current segment.
     events: u64,
 }
 
@@ -77,10 +78,17 @@ impl<W: Write> Writer<W> {
         }
     }
 
-    /// Writes the end record and returns the output.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// Ends the current segment; what follows is the next program image's.
+    pub fn end_segment(&mut self) -> io::Result<()> {
         self.flush_events()?;
         self.varint_record(codec::TAG_END, &[self.events])?;
+        self.events = 0;
+        Ok(())
+    }
+
+    /// Writes the end record and returns the output.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.end_segment()?;
         self.out.flush()?;
         Ok(self.out)
     }

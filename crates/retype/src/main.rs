@@ -17,11 +17,20 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Record every malloc-family call of a program into a trace (LD_PRELOAD)
+    Record(cmd::record::Args),
+    /// Inspect and convert allocation traces
+    #[command(subcommand)]
+    Trace(cmd::trace::Command),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result: anyhow::Result<()> = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Trace(c) => cmd::trace::run(c),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
