@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
@@ -45,8 +45,14 @@ thread_local! {
     static MINE: Cell<*mut ThreadBuf> = const { Cell::new(null_mut()) };
 }
 
+/// Events written one by one after their thread's buffer was released.
+static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
+
 /// Appends `e` to this thread's buffer (its `thread` field is ignored).
 pub fn append(e: &Event) {
+    if MINE.get().is_null() && thread::exiting() {
+        return write_stray(e);
+    }
     let b = mine();
     if b.is_null() {
         return;
@@ -68,6 +74,23 @@ pub fn append(e: &Event) {
             buf.events += 1;
         }
         unlock(b);
+    }
+}
+
+/// Writes one event as its own record: for the few calls a thread makes
+/// after its buffer was released at thread exit (glibc's own thread cleanup).
+fn write_stray(e: &Event) {
+    let mut rec = [0u8; MAX_EVENTS_HEADER + MAX_EVENT_LEN];
+    let mut pos = MAX_EVENTS_HEADER;
+    let mut delta = DeltaState::new(e.time_ns);
+    if delta.encode(&mut rec, &mut pos, e).is_none() {
+        return;
+    }
+    let fields = [u64::from(sys::gettid()), e.time_ns];
+    let len = pos - MAX_EVENTS_HEADER;
+    if let Some(start) = codec::header_before(&mut rec, MAX_EVENTS_HEADER, codec::TAG_EVENTS, &fields, len) {
+        STRAY_EVENTS.fetch_add(1, Ordering::Relaxed);
+        output::write(&rec[start..pos]);
     }
 }
 
@@ -211,7 +234,7 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
 /// lock is held (perhaps by the interrupted code) is skipped with its events.
 /// `each_live_thread` sees the tid and start of every buffer still owned.
 pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64 {
-    let mut total = 0;
+    let mut total = STRAY_EVENTS.swap(0, Ordering::Relaxed);
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
         // SAFETY: registry buffers are never unmapped; the lock makes access exclusive.
@@ -229,6 +252,7 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
             buf.write_out();
             total += buf.events;
             buf.events = 0;
+            total += STRAY_EVENTS.swap(0, Ordering::Relaxed);
             let owner = buf.owner.load(Ordering::Acquire);
             if owner != 0 {
                 each_live_thread(owner, buf.start_ns);

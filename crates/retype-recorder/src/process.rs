@@ -58,9 +58,9 @@ fn end_segment(in_signal: bool) -> bool {
     let own = thread::claim_own_summary();
     let events = buffer::drain(in_signal, |tid, start_ns| {
         if tid != me || own {
-            let s = thread::summary(tid, start_ns, tid == me);
             let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
-            if let Some(n) = codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)) {
+            let s = thread::summary(tid, start_ns, tid == me);
+            if let Some(n) = s.and_then(|s| codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s))) {
                 output::write(&rec[..n]);
             }
         }

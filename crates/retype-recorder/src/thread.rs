@@ -50,10 +50,16 @@ unsafe extern "C" fn on_exit(b: *mut c_void) {
     if !SUMMARIZED.replace(true) {
         // SAFETY: the destructor gets the buffer pointer we registered.
         let start_ns = unsafe { (*b.cast::<ThreadBuf>()).start_ns };
-        let s = summary(sys::gettid(), start_ns, true);
-        n = codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)).unwrap_or(0);
+        if let Some(s) = summary(sys::gettid(), start_ns, true) {
+            n = codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)).unwrap_or(0);
+        }
     }
     buffer::release(b.cast(), &rec[..n]);
+}
+
+/// Whether this thread has released its buffer at thread exit.
+pub fn exiting() -> bool {
+    SUMMARIZED.get()
 }
 
 /// Whether this thread's summary is still to be written (and now will be).
@@ -62,7 +68,8 @@ pub fn claim_own_summary() -> bool {
 }
 
 /// The summary of thread `tid`, ending now. `own`: `tid` is the calling thread.
-pub fn summary(tid: u32, start_ns: u64, own: bool) -> ThreadSummary {
+/// `None` for another thread that /proc no longer knows (it has exited).
+pub fn summary(tid: u32, start_ns: u64, own: bool) -> Option<ThreadSummary> {
     let mut s = ThreadSummary {
         thread: tid,
         start_ns,
@@ -80,7 +87,8 @@ pub fn summary(tid: u32, start_ns: u64, own: bool) -> ThreadSummary {
             s.voluntary_switches = ru.ru_nvcsw as u64;
             s.involuntary_switches = ru.ru_nivcsw as u64;
         }
-    } else if let Some(stat) = proc_stat(tid) {
+    } else {
+        let stat = proc_stat(tid)?;
         s.user_ns = stat.utime * tick_ns();
         s.system_ns = stat.stime * tick_ns();
         let mut buf = [0u8; 2048];
@@ -89,7 +97,7 @@ pub fn summary(tid: u32, start_ns: u64, own: bool) -> ThreadSummary {
         s.voluntary_switches = field_after(status, b"\nvoluntary_ctxt_switches:").unwrap_or(0);
         s.involuntary_switches = field_after(status, b"\nnonvoluntary_ctxt_switches:").unwrap_or(0);
     }
-    s
+    Some(s)
 }
 
 /// When thread `tid` started, on CLOCK_MONOTONIC (now, if /proc does not say).

@@ -1,6 +1,7 @@
 //! `valgrind --trace-malloc=yes` output: one stderr line per call, such as
 //! `--1234-- malloc(10) = 0x4A40040`, `--1234-- realloc(0x4A40040,100) = 0x4A40090`,
 //! `--1234-- memalign(al 64, size 100) = 0x4A40200` or `--1234-- free(0x4A40090)`.
+//! A realloc may print the call it becomes: `realloc(0x0,8)malloc(8) = 0x..`, and
 //! `realloc(p, 0)` spans two lines (`realloc(0x..,0)free(0x..)` then ` = 0`).
 //! Lines without the `--PID--` prefix (the program's own output) are skipped.
 //! The pid becomes the event's thread; event `i` gets time `i`.
@@ -36,18 +37,19 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
             Some((c, r)) => (c, Some(r.trim())),
             None => (body, None),
         };
+        // A realloc prints the call it turns into right after its own arguments:
+        // `realloc(0x0,8)malloc(8) = 0x..`, `realloc(0x..,0)free(0x..)`.
+        let call_text = match call_text.find(')') {
+            Some(k) => &call_text[..=k],
+            None => call_text,
+        };
+        let (name, args) = call(call_text)
+            .ok_or_else(|| bad(format!("expected NAME(ARGS), found {body:?}")))?;
         let mut e = Event {
             thread: pid,
             time_ns: t.events.len() as u64,
             ..Event::default()
         };
-        // realloc(p,0) prints the free it does right after its arguments.
-        let call_text = match call_text.find(")free(") {
-            Some(k) if ret.is_none() => &call_text[..=k],
-            _ => call_text,
-        };
-        let (name, args) =
-            call(call_text).ok_or_else(|| bad(format!("expected NAME(ARGS), found {body:?}")))?;
         let args: Vec<&str> = args.split(',').map(str::trim).collect();
         let num = |s: &str| -> Result<u64, ParseError> {
             let s = s.trim_start_matches("al ").trim_start_matches("size ");
