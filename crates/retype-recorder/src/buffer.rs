@@ -88,7 +88,9 @@ fn write_stray(e: &Event) {
     }
     let fields = [u64::from(sys::gettid()), e.time_ns];
     let len = pos - MAX_EVENTS_HEADER;
-    if let Some(start) = codec::header_before(&mut rec, MAX_EVENTS_HEADER, codec::TAG_EVENTS, &fields, len) {
+    if let Some(start) =
+        codec::header_before(&mut rec, MAX_EVENTS_HEADER, codec::TAG_EVENTS, &fields, len)
+    {
         STRAY_EVENTS.fetch_add(1, Ordering::Relaxed);
         output::write(&rec[start..pos]);
     }

@@ -40,7 +40,13 @@ impl Drop for Busy {
 #[inline(always)]
 fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
     if !RECORDING.load(Ordering::Relaxed) {
-        return call();
+        if !crate::process::not_started() {
+            return call();
+        }
+        crate::process::start();
+        if !RECORDING.load(Ordering::Relaxed) {
+            return call();
+        }
     }
     let Some(_busy) = Busy::enter() else {
         return call();

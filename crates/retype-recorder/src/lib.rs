@@ -3,7 +3,8 @@
 //! allocator in line (`dlsym(RTLD_NEXT)`), so it measures whichever allocator
 //! the program runs on (seed 003's TLM).
 //!
-//! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording).
+//! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording);
+//! `RETYPE_ALLOCATOR` is copied into the trace's metadata.
 //! `retype record` sets it. A forked child writes `FILE.PID` (`FILE.PID.N` if
 //! taken); an exec'd image goes on appending to its process's file.
 //!

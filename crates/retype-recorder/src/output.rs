@@ -2,10 +2,11 @@
 //!
 //! `RETYPE_TRACE_FILE` names it. The first process to record takes that name;
 //! any other (a forked child, or a program whose file was lost) takes
-//! `NAME.PID`, or `NAME.PID.N` if that exists. The descriptor is moved to a high
-//! number that `RETYPE_TRACE_FD` announces to exec'd images, and a fork child
-//! puts its own file at that same number: an exec'd image whose descriptor
-//! holds a trace begun by its own pid appends to it (a new segment).
+//! `NAME.PID`, or `NAME.PID.N` if that exists. The descriptor is moved to a fixed
+//! high number (a fork child puts its own file at that same number), kept open
+//! across exec: an exec'd image whose descriptor there holds a trace begun by
+//! its own pid appends to it (a new segment). The environment is left alone:
+//! changing it would allocate behind the program's back.
 //! Every record goes out with one `write(2)` on an `O_APPEND` descriptor, so
 //! threads never interleave inside a record.
 
@@ -14,13 +15,14 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use libc::c_int;
 use retype_trace::codec::{self, HEADER_LEN};
 
-use crate::sys::{self, parse_num, StackStr};
+use crate::sys::{self, StackStr};
 
 const ENV_FILE: &[u8] = b"RETYPE_TRACE_FILE\0";
-const ENV_FD: &[u8] = b"RETYPE_TRACE_FD\0";
 const ENV_ALLOCATOR: &[u8] = b"RETYPE_ALLOCATOR\0";
-/// The lowest descriptor number the trace moves to, out of programs' usual way.
-const HIGH_FD: c_int = 700;
+/// The descriptor number the trace lives at, out of programs' usual way (below
+/// the usual limit of 1024) and the same in every process, so an exec'd image
+/// finds it.
+const SLOT: c_int = 989;
 
 /// The trace descriptor, or -1.
 static FD: AtomicI32 = AtomicI32::new(-1);
@@ -41,50 +43,29 @@ fn getenv(name: &[u8]) -> Option<&'static [u8]> {
 }
 
 /// Opens (or continues) this process's trace. `forked`: we are a fork child
-/// whose parent recorded to the descriptor in `RETYPE_TRACE_FD`.
+/// whose parent recorded to the descriptor in the slot.
 /// Returns false if this process records nothing.
 pub fn start(forked: bool) -> bool {
     let Some(name) = getenv(ENV_FILE).filter(|n| !n.is_empty()) else {
         return false;
     };
-    let slot = getenv(ENV_FD).and_then(parse_num).map(|n| n as c_int);
-    if !forked {
-        if let Some(fd) = slot.filter(|&fd| continues(fd)) {
-            FD.store(fd, Ordering::Relaxed);
-            write_meta(b"exec");
-            return true;
+    if !forked && continues(SLOT) {
+        FD.store(SLOT, Ordering::Relaxed);
+        write_meta(b"exec");
+        return true;
+    }
+    let Some(mut fd) = create(name) else {
+        return false;
+    };
+    // Into the slot: a fork child's slot holds its copy of the parent's trace;
+    // otherwise only if the program does not use that number.
+    // SAFETY: fcntl only queries; dup2/close act on our descriptors.
+    unsafe {
+        if (forked || libc::fcntl(SLOT, libc::F_GETFD) < 0) && libc::dup2(fd, SLOT) == SLOT {
+            libc::close(fd);
+            fd = SLOT;
         }
     }
-    let Some(fd) = create(name) else { return false };
-    let fd = match slot {
-        // Our own slot (a fork child's copy of the parent's trace), or a free number.
-        // SAFETY: fcntl/dup2 on descriptors; F_GETFD only queries.
-        Some(s) if forked || unsafe { libc::fcntl(s, libc::F_GETFD) } < 0 => unsafe {
-            if libc::dup2(fd, s) == s {
-                libc::close(fd);
-                s
-            } else {
-                fd
-            }
-        },
-        Some(_) => fd,
-        None => {
-            // SAFETY: F_DUPFD returns a new descriptor ≥ HIGH_FD or -1.
-            let high = unsafe { libc::fcntl(fd, libc::F_DUPFD, HIGH_FD) };
-            if high >= 0 {
-                // SAFETY: `fd` is ours.
-                unsafe { libc::close(fd) };
-                let mut v = StackStr::<24>::new();
-                v.push_num(high as u64);
-                // setenv allocates: the caller holds the recorder's Busy guard.
-                // SAFETY: both strings are NUL-terminated.
-                unsafe { libc::setenv(ENV_FD.as_ptr().cast(), v.c_str(), 1) };
-                high
-            } else {
-                fd
-            }
-        }
-    };
     FD.store(fd, Ordering::Relaxed);
     write(&codec::header());
     write_meta(if forked { b"fork" } else { b"start" });

@@ -26,11 +26,29 @@ static INIT: extern "C" fn() = init;
 static FINI: extern "C" fn() = fini;
 
 extern "C" fn init() {
-    let _busy = Busy::enter();
+    start();
+}
+
+/// Whether [`start`] has run (or is running).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Starts recording, once: from the library constructor, or from the first
+/// malloc-family call if another library's constructor calls first.
+pub fn start() {
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let Some(_busy) = Busy::enter() else { return };
     real();
     thread::init();
     begin(false);
     catch_fatal_signals();
+}
+
+/// Whether [`start`] still has to run.
+#[inline]
+pub fn not_started() -> bool {
+    !STARTED.load(Ordering::Relaxed)
 }
 
 extern "C" fn fini() {
@@ -60,7 +78,9 @@ fn end_segment(in_signal: bool) -> bool {
         if tid != me || own {
             let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
             let s = thread::summary(tid, start_ns, tid == me);
-            if let Some(n) = s.and_then(|s| codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s))) {
+            if let Some(n) = s
+                .and_then(|s| codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)))
+            {
                 output::write(&rec[..n]);
             }
         }

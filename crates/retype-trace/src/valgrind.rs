@@ -43,8 +43,8 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
             Some(k) => &call_text[..=k],
             None => call_text,
         };
-        let (name, args) = call(call_text)
-            .ok_or_else(|| bad(format!("expected NAME(ARGS), found {body:?}")))?;
+        let (name, args) =
+            call(call_text).ok_or_else(|| bad(format!("expected NAME(ARGS), found {body:?}")))?;
         let mut e = Event {
             thread: pid,
             time_ns: t.events.len() as u64,

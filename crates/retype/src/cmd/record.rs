@@ -105,12 +105,12 @@ pub fn run(a: Args) -> Result<()> {
         preload.push(old);
     }
     let (program, args) = a.command.split_first().context("no command to record")?;
+    let started = std::time::SystemTime::now();
     let status = Command::new(program)
         .args(args)
         .env("LD_PRELOAD", &preload)
         .env("RETYPE_TRACE_FILE", &output)
         .env("RETYPE_ALLOCATOR", &a.allocator)
-        .env_remove("RETYPE_TRACE_FD")
         .status()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
     if !output.exists() {
@@ -120,7 +120,7 @@ pub fn run(a: Args) -> Result<()> {
             output.display()
         );
     }
-    let children = child_traces(&output)?;
+    let children = child_traces(&output, started)?;
     let trace = Trace::read_file(&output)?;
     let s = Summary::of(&trace);
     if a.json {
@@ -161,8 +161,8 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The traces of child processes: `FILE.PID` and `FILE.PID.N`.
-fn child_traces(output: &Path) -> Result<Vec<PathBuf>> {
+/// The traces of child processes written since `since`: `FILE.PID` and `FILE.PID.N`.
+fn child_traces(output: &Path, since: std::time::SystemTime) -> Result<Vec<PathBuf>> {
     let dir = output.parent().unwrap_or(Path::new("."));
     let name = output
         .file_name()
@@ -172,6 +172,11 @@ fn child_traces(output: &Path) -> Result<Vec<PathBuf>> {
     let prefix = format!("{name}.");
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since)
+        })
         .filter(|e| {
             let n = e.file_name().to_string_lossy().into_owned();
             n.strip_prefix(&prefix).is_some_and(|rest| {
