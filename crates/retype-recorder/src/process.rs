@@ -59,6 +59,7 @@ extern "C" fn fini() {
 fn begin(forked: bool) {
     OWNER.store(sys::getpid(), Ordering::Release);
     if output::start(forked) {
+        sys::calibrate_clock();
         FINISHED.store(false, Ordering::Release);
         RECORDING.store(true, Ordering::Release);
     }

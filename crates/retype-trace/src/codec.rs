@@ -21,8 +21,9 @@ pub const TAG_END: u8 = 4;
 
 /// The most bytes a LEB128 varint of a u64 takes.
 pub const MAX_VARINT: usize = 10;
-/// The most bytes one encoded event takes: op, time, latency and three u64s.
-pub const MAX_EVENT_LEN: usize = 1 + 6 * MAX_VARINT;
+/// The room one encoded event needs: op, time, latency and three u64s take at
+/// most 61 bytes, rounded up to a power of two for cheap indexing.
+pub const MAX_EVENT_LEN: usize = 64;
 /// The most bytes a record header (tag and payload length) takes.
 pub const MAX_RECORD_HEADER: usize = 1 + MAX_VARINT;
 /// The most bytes an events record's header takes: record header, thread, base time.
@@ -49,6 +50,19 @@ pub fn put_varint(buf: &mut [u8], pos: &mut usize, mut v: u64) -> Option<()> {
         }
         *slot = byte | 0x80;
     }
+}
+
+/// [`put_varint`] into an event's fixed-size room: at most 6 varints of at
+/// most [`MAX_VARINT`] bytes follow the op byte, so `n` stays in bounds.
+#[inline(always)]
+fn put_small(out: &mut [u8; MAX_EVENT_LEN], n: &mut usize, mut v: u64) {
+    while v >= 0x80 {
+        out[*n & (MAX_EVENT_LEN - 1)] = v as u8 | 0x80;
+        v >>= 7;
+        *n += 1;
+    }
+    out[*n & (MAX_EVENT_LEN - 1)] = v as u8;
+    *n += 1;
 }
 
 /// Why a varint could not be read.
@@ -105,12 +119,6 @@ impl DeltaState {
         }
     }
 
-    fn put_addr(&mut self, buf: &mut [u8], pos: &mut usize, addr: u64) -> Option<()> {
-        put_varint(buf, pos, zigzag(addr.wrapping_sub(self.prev_addr)))?;
-        self.prev_addr = addr;
-        Some(())
-    }
-
     fn get_addr(&mut self, buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
         let addr = self.prev_addr.wrapping_add(unzigzag(get_varint(buf, pos)?));
         self.prev_addr = addr;
@@ -118,25 +126,30 @@ impl DeltaState {
     }
 
     /// Appends `e` (its thread is the record's) at `buf[*pos..]`.
-    /// On `None` nothing is committed: `pos` and the state are unchanged.
+    /// On `None` (fewer than [`MAX_EVENT_LEN`] bytes of room) nothing is
+    /// committed: `pos` and the state are unchanged.
+    #[inline]
     pub fn encode(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) -> Option<()> {
-        let (mut p, mut s) = (*pos, *self);
-        *buf.get_mut(p)? = e.op as u8;
-        p += 1;
-        put_varint(buf, &mut p, zigzag(e.time_ns.wrapping_sub(s.prev_time)))?;
-        s.prev_time = e.time_ns;
-        put_varint(buf, &mut p, e.latency_ns)?;
+        // One bounds check for the whole event: the recorder calls this inside malloc.
+        let out: &mut [u8; MAX_EVENT_LEN] = buf.get_mut(*pos..)?.get_mut(..MAX_EVENT_LEN)?.try_into().ok()?;
+        let mut n = 1;
+        out[0] = e.op as u8;
+        put_small(out, &mut n, zigzag(e.time_ns.wrapping_sub(self.prev_time)));
+        self.prev_time = e.time_ns;
+        put_small(out, &mut n, e.latency_ns);
         if e.op.has_ptr() {
-            s.put_addr(buf, &mut p, e.ptr)?;
+            put_small(out, &mut n, zigzag(e.ptr.wrapping_sub(self.prev_addr)));
+            self.prev_addr = e.ptr;
         }
         if e.op.has_align() {
-            put_varint(buf, &mut p, e.align)?;
+            put_small(out, &mut n, e.align);
         }
         if e.op.allocates() {
-            put_varint(buf, &mut p, e.size)?;
-            s.put_addr(buf, &mut p, e.ret)?;
+            put_small(out, &mut n, e.size);
+            put_small(out, &mut n, zigzag(e.ret.wrapping_sub(self.prev_addr)));
+            self.prev_addr = e.ret;
         }
-        (*pos, *self) = (p, s);
+        *pos += n;
         Some(())
     }
 
