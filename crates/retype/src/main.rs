@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "retype", version, about = "Capability-based memory management and the laboratory that measures it")]
+#[command(
+    name = "retype",
+    version,
+    about = "Capability-based memory management and the laboratory that measures it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
+    Replay(cmd::replay::ReplayArgs),
     /// Record every malloc-family call of a program into a trace (LD_PRELOAD)
     Record(cmd::record::Args),
     /// Inspect and convert allocation traces
@@ -28,6 +34,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command {
+        Command::Replay(args) => cmd::replay::run_cmd(args),
         Command::Record(a) => cmd::record::run(a),
         Command::Trace(c) => cmd::trace::run(c),
     };
