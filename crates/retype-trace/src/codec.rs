@@ -131,7 +131,11 @@ impl DeltaState {
     #[inline]
     pub fn encode(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) -> Option<()> {
         // One bounds check for the whole event: the recorder calls this inside malloc.
-        let out: &mut [u8; MAX_EVENT_LEN] = buf.get_mut(*pos..)?.get_mut(..MAX_EVENT_LEN)?.try_into().ok()?;
+        let out: &mut [u8; MAX_EVENT_LEN] = buf
+            .get_mut(*pos..)?
+            .get_mut(..MAX_EVENT_LEN)?
+            .try_into()
+            .ok()?;
         let mut n = 1;
         out[0] = e.op as u8;
         put_small(out, &mut n, zigzag(e.time_ns.wrapping_sub(self.prev_time)));

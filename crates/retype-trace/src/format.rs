@@ -114,7 +114,8 @@ pub fn save(trace: &Trace, path: &Path, format: Format) -> anyhow::Result<()> {
         Format::Rtr => trace.write(out),
         Format::Csv => csv::write(trace, out),
         Format::Rep => {
-            let (ops, _) = rep::to_malloclab(trace);
+            let (mut ops, _) = rep::to_malloclab(trace);
+            rep::clamp_alignments(&mut ops);
             let mut out = out;
             malloclab::write(&mut out, 0, 1, &ops).and_then(|()| out.flush())
         }

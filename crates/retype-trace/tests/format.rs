@@ -59,7 +59,12 @@ fn trace() -> impl Strategy<Value = Trace> {
             segments.retain(|&s| s < events.len());
             segments.sort_unstable();
             segments.dedup();
-            Trace { meta, events, threads, segments }
+            Trace {
+                meta,
+                events,
+                threads,
+                segments,
+            }
         })
 }
 

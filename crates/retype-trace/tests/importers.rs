@@ -11,7 +11,10 @@ use retype_trace::{csv, malloclab, rep, valgrind, wee_alloc, Event, Op, Trace};
 fn wee_alloc_frees_name_the_kth_alloc() {
     let t = wee_alloc::parse("Alloc(552),\nAlloc(120),\nFree(0),\nAlloc(8),\nFree(2),\n").unwrap();
     let ops: Vec<Op> = t.events.iter().map(|e| e.op).collect();
-    assert_eq!(ops, [Op::Malloc, Op::Malloc, Op::Free, Op::Malloc, Op::Free]);
+    assert_eq!(
+        ops,
+        [Op::Malloc, Op::Malloc, Op::Free, Op::Malloc, Op::Free]
+    );
     assert_eq!(t.events[2].ptr, t.events[0].ret);
     assert_eq!(t.events[4].ptr, t.events[3].ret);
     let s = Summary::of(&t);
@@ -50,7 +53,11 @@ program output
 #[test]
 fn valgrind_lines_become_events() {
     let t = valgrind::parse(VALGRIND).unwrap();
-    let got: Vec<(Op, u64, u64, u64, u64)> = t.events.iter().map(|e| (e.op, e.ptr, e.size, e.align, e.ret)).collect();
+    let got: Vec<(Op, u64, u64, u64, u64)> = t
+        .events
+        .iter()
+        .map(|e| (e.op, e.ptr, e.size, e.align, e.ret))
+        .collect();
     assert_eq!(
         got,
         [
@@ -81,8 +88,29 @@ fn valgrind_errors_name_the_line() {
 }
 
 fn event() -> impl Strategy<Value = Event> {
-    (prop::sample::select(Op::ALL.to_vec()), 0u32..3, any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>())
-        .prop_map(|(op, thread, time_ns, latency_ns, size, align, ptr, ret)| Event { op, thread, time_ns, latency_ns, size, align, ptr, ret }.canonical())
+    (
+        prop::sample::select(Op::ALL.to_vec()),
+        0u32..3,
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+    )
+        .prop_map(|(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
+            Event {
+                op,
+                thread,
+                time_ns,
+                latency_ns,
+                size,
+                align,
+                ptr,
+                ret,
+            }
+            .canonical()
+        })
 }
 
 /// A valid malloc-lab request stream: allocs of free ids, reallocs and frees of live ones.
@@ -94,7 +122,11 @@ fn malloclab_ops() -> impl Strategy<Value = Vec<malloclab::Op>> {
             let op = match (kind, live.contains(&id)) {
                 (_, false) => {
                     live.insert(id);
-                    malloclab::Op::Alloc { id, size, align: malloclab::MALLOCLAB_ALIGN }
+                    malloclab::Op::Alloc {
+                        id,
+                        size,
+                        align: malloclab::MALLOCLAB_ALIGN,
+                    }
                 }
                 (0, true) => malloclab::Op::Realloc { id, size },
                 _ => {
@@ -169,7 +201,13 @@ proptest! {
 
 #[test]
 fn exporting_to_rep_drops_what_it_cannot_say() {
-    let ev = |op, ptr, size, ret| Event { op, ptr, size, ret, ..Event::default() };
+    let ev = |op, ptr, size, ret| Event {
+        op,
+        ptr,
+        size,
+        ret,
+        ..Event::default()
+    };
     let t = Trace {
         events: vec![
             ev(Op::Malloc, 0, 10, 0x100),
@@ -185,17 +223,31 @@ fn exporting_to_rep_drops_what_it_cannot_say() {
     assert_eq!(
         ops,
         [
-            malloclab::Op::Alloc { id: 0, size: 10, align: malloclab::MALLOCLAB_ALIGN },
+            malloclab::Op::Alloc {
+                id: 0,
+                size: 10,
+                align: malloclab::MALLOCLAB_ALIGN
+            },
             malloclab::Op::Realloc { id: 0, size: 20 },
             malloclab::Op::Free { id: 0 },
         ]
     );
-    assert_eq!((dropped.free_null, dropped.failed, dropped.unknown_pointers), (1, 1, 1));
+    assert_eq!(
+        (dropped.free_null, dropped.failed, dropped.unknown_pointers),
+        (1, 1, 1)
+    );
 }
 
 #[test]
 fn summary_of_a_small_trace() {
-    let ev = |time_ns, op, ptr, size, ret| Event { time_ns, op, ptr, size, ret, ..Event::default() };
+    let ev = |time_ns, op, ptr, size, ret| Event {
+        time_ns,
+        op,
+        ptr,
+        size,
+        ret,
+        ..Event::default()
+    };
     let t = Trace {
         events: vec![
             ev(0, Op::Malloc, 0, 100, 0x10),

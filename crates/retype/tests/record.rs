@@ -394,3 +394,73 @@ fn clear_errors_for_missing_allocators_and_commands() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such shared object"));
 }
+
+#[test]
+fn a_recorded_trace_replays_on_our_heaps() {
+    let dir = scratch("replay");
+    let exe = compile("mt_alloc.c", &dir);
+    let (t, _) = record(&dir, "mt.rtr", &[], &[exe.to_str().unwrap(), "2", "1500"]);
+    let path = dir.join("mt.rtr");
+    let o = retype()
+        .args([
+            "replay",
+            "--heap",
+            "best-fit,tlsf",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (ops, _) = retype_trace::rep::to_malloclab(&t);
+    let reallocs = ops
+        .iter()
+        .filter(|op| matches!(op, retype_trace::malloclab::Op::Realloc { .. }))
+        .count() as u64;
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["ops"], ops.len());
+        let util = row["util"].as_f64().unwrap();
+        assert!(util > 0.0 && util <= 1.0, "{row}");
+        let moved = row["reallocs_moved"].as_u64().unwrap();
+        assert_eq!(
+            moved + row["reallocs_in_place"].as_u64().unwrap(),
+            reallocs,
+            "{row}"
+        );
+        let histogram: u64 = row["hole_histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(histogram, row["holes_at_peak"].as_u64().unwrap());
+    }
+    // The text report adds the placement table for recorded traces.
+    let o = retype()
+        .args([
+            "replay",
+            "--heap",
+            "tlsf",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("hole bytes") && text.contains("in place"),
+        "{text}"
+    );
+}

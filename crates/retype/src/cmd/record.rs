@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 use retype_trace::summary::Summary;
@@ -105,7 +106,7 @@ pub fn run(a: Args) -> Result<()> {
         preload.push(old);
     }
     let (program, args) = a.command.split_first().context("no command to record")?;
-    let started = std::time::SystemTime::now();
+    let before = child_traces(&output)?;
     let status = Command::new(program)
         .args(args)
         .env("LD_PRELOAD", &preload)
@@ -120,7 +121,11 @@ pub fn run(a: Args) -> Result<()> {
             output.display()
         );
     }
-    let children = child_traces(&output, started)?;
+    let children: Vec<PathBuf> = child_traces(&output)?
+        .into_iter()
+        .filter(|c| !before.contains(c))
+        .map(|(path, _)| path)
+        .collect();
     let trace = Trace::read_file(&output)?;
     let s = Summary::of(&trace);
     if a.json {
@@ -161,8 +166,9 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The traces of child processes written since `since`: `FILE.PID` and `FILE.PID.N`.
-fn child_traces(output: &Path, since: std::time::SystemTime) -> Result<Vec<PathBuf>> {
+/// The traces of child processes, `FILE.PID` and `FILE.PID.N`, with their
+/// modification times (to tell this run's from older ones).
+fn child_traces(output: &Path) -> Result<Vec<(PathBuf, Option<SystemTime>)>> {
     let dir = output.parent().unwrap_or(Path::new("."));
     let name = output
         .file_name()
@@ -170,23 +176,18 @@ fn child_traces(output: &Path, since: std::time::SystemTime) -> Result<Vec<PathB
         .to_string_lossy()
         .into_owned();
     let prefix = format!("{name}.");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)?
+    let is_child = |n: &str| {
+        n.strip_prefix(&prefix).is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+    };
+    let mut found: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
-        .filter(|e| {
-            e.metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t >= since)
-        })
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.strip_prefix(&prefix).is_some_and(|rest| {
-                !rest.is_empty()
-                    && rest
-                        .split('.')
-                        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            })
-        })
-        .map(|e| e.path())
+        .filter(|e| is_child(&e.file_name().to_string_lossy()))
+        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
         .collect();
     found.sort();
     Ok(found)

@@ -68,11 +68,14 @@ pub fn run(c: Command) -> Result<()> {
                 })?,
             };
             format::save(&trace, &output, to)?;
-            let dropped = (to == Format::Rep).then(|| rep::to_malloclab(&trace).1);
+            let dropped = (to == Format::Rep).then(|| {
+                let (mut ops, dropped) = rep::to_malloclab(&trace);
+                (dropped, rep::clamp_alignments(&mut ops))
+            });
             if json {
                 let mut v = json!({"input": input, "output": output, "events": trace.events.len(), "threads": trace.threads.len()});
-                if let Some(d) = &dropped {
-                    v["dropped"] = json!({"free_null": d.free_null, "failed": d.failed, "unknown_pointers": d.unknown_pointers, "alignments": d.alignments});
+                if let Some((d, alignments)) = &dropped {
+                    v["dropped"] = json!({"free_null": d.free_null, "failed": d.failed, "unknown_pointers": d.unknown_pointers, "alignments": alignments});
                 }
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
@@ -82,10 +85,10 @@ pub fn run(c: Command) -> Result<()> {
                     output.display(),
                     trace.events.len()
                 );
-                if let Some(d) = dropped {
+                if let Some((d, alignments)) = dropped {
                     println!(
-                        "not expressible in .rep: {} free(NULL), {} failed calls, {} frees of unknown blocks dropped; {} alignments lost",
-                        d.free_null, d.failed, d.unknown_pointers, d.alignments
+                        "not expressible in .rep: {} free(NULL), {} failed calls, {} frees of unknown blocks dropped; {alignments} alignments lost",
+                        d.free_null, d.failed, d.unknown_pointers
                     );
                 }
             }
