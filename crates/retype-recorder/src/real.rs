@@ -102,7 +102,7 @@ fn next(name: &[u8]) -> *mut c_void {
 }
 
 macro_rules! required {
-    ($name:literal) => {{
+    ($name:literal, $ty:ty) => {{
         let p = next(concat!($name, "\0").as_bytes());
         if p.is_null() {
             crate::sys::write_all(
@@ -113,37 +113,37 @@ macro_rules! required {
             unsafe { libc::abort() }
         }
         // SAFETY: the symbol is the C function of that name, whose type we declare.
-        unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+        unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
     }};
 }
 
 macro_rules! optional {
-    ($name:literal) => {{
+    ($name:literal, $ty:ty) => {{
         let p = next(concat!($name, "\0").as_bytes());
         // SAFETY: as above; null becomes None.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, _>(p) })
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, $ty>(p) })
     }};
 }
 
 fn resolve() -> Real {
     Real {
-        malloc: required!("malloc"),
-        calloc: required!("calloc"),
-        realloc: required!("realloc"),
-        free: required!("free"),
-        posix_memalign: required!("posix_memalign"),
-        aligned_alloc: required!("aligned_alloc"),
-        memalign: required!("memalign"),
-        valloc: required!("valloc"),
-        pvalloc: optional!("pvalloc"),
-        fork: required!("fork"),
-        execve: required!("execve"),
-        execv: required!("execv"),
-        execvp: required!("execvp"),
-        execvpe: required!("execvpe"),
-        fexecve: required!("fexecve"),
-        exit: required!("_exit"),
-        exit_upper: required!("_Exit"),
+        malloc: required!("malloc", Malloc),
+        calloc: required!("calloc", Calloc),
+        realloc: required!("realloc", Realloc),
+        free: required!("free", Free),
+        posix_memalign: required!("posix_memalign", PosixMemalign),
+        aligned_alloc: required!("aligned_alloc", AlignedAlloc),
+        memalign: required!("memalign", AlignedAlloc),
+        valloc: required!("valloc", Malloc),
+        pvalloc: optional!("pvalloc", Malloc),
+        fork: required!("fork", Fork),
+        execve: required!("execve", Execve),
+        execv: required!("execv", Execv),
+        execvp: required!("execvp", Execv),
+        execvpe: required!("execvpe", Execve),
+        fexecve: required!("fexecve", Fexecve),
+        exit: required!("_exit", Exit),
+        exit_upper: required!("_Exit", Exit),
     }
 }
 

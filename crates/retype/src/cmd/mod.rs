@@ -1,5 +1,5 @@
 //! One module per subcommand.
 
-pub mod replay;
 pub mod record;
+pub mod replay;
 pub mod trace;

@@ -231,7 +231,8 @@ impl Placement {
         }
         let mut h = Log2Histogram::default();
         // SAFETY: every address in `blocks` is a live block of `heap`.
-        let usable_end = |a: usize| a + unsafe { heap.usable_size(NonNull::new_unchecked(a as *mut u8)) };
+        let usable_end =
+            |a: usize| a + unsafe { heap.usable_size(NonNull::new_unchecked(a as *mut u8)) };
         let ends = blocks.keys().map(|&a| usable_end(a));
         for (end, &start) in ends.zip(blocks.keys().skip(1)) {
             let gap = start.saturating_sub(end) as u64;
@@ -486,8 +487,12 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
             secs += s.secs;
             if args.json {
                 let p = &s.placement;
-                let holes: Vec<_> = p.holes.iter().flat_map(|h| h.nonempty())
-                    .map(|(le, count)| serde_json::json!({"le": le as u64, "count": count})).collect();
+                let holes: Vec<_> = p
+                    .holes
+                    .iter()
+                    .flat_map(|h| h.nonempty())
+                    .map(|(le, count)| serde_json::json!({"le": le as u64, "count": count}))
+                    .collect();
                 let row = serde_json::json!({
                     "trace": prog.path, "heap": name, "ops": s.ops, "util": number(s.util),
                     "frag4": number(s.frag4), "kops": number(s.kops()), "perfidx": number(perf_index(s.util, s.kops())),
