@@ -265,3 +265,36 @@ fn segments_follow_each_other() {
     let t = Trace::read(&bytes[..]).unwrap();
     assert_eq!(t.events.len(), 3);
 }
+
+/// The worked example of docs/trace-format.md, byte for byte.
+#[test]
+fn the_documented_example_encodes_as_documented() {
+    let t = Trace {
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                thread: 7,
+                time_ns: 1000,
+                latency_ns: 80,
+                size: 24,
+                ret: 0x5000,
+                ..Event::default()
+            },
+            Event {
+                op: Op::Free,
+                thread: 7,
+                time_ns: 1130,
+                latency_ns: 40,
+                ptr: 0x5000,
+                ..Event::default()
+            },
+        ],
+        ..Trace::default()
+    };
+    let mut want = b"\x89RTR\r\n\x1a\n\x01\x00\x00\x00".to_vec();
+    want.extend([0x02, 0x0F, 0x07, 0xE8, 0x07]);
+    want.extend([0x01, 0x00, 0x50, 0x18, 0x80, 0xC0, 0x02]);
+    want.extend([0x04, 0x84, 0x02, 0x28, 0x00]);
+    want.extend([0x04, 0x01, 0x02]);
+    assert_eq!(bytes_of(&t), want);
+}
