@@ -281,7 +281,7 @@ pub fn after_fork_child() {
             buf.lock.store(false, Ordering::Release);
             if b == me {
                 buf.tid = sys::gettid();
-                buf.start_ns = sys::now_ns();
+                buf.start_ns = thread::start_ns(buf.tid);
                 buf.owner.store(buf.tid, Ordering::Release);
             } else {
                 buf.owner.store(0, Ordering::Release);

@@ -134,6 +134,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
     let pid = unsafe { (r.fork)() };
     if pid == 0 {
         let _busy = Busy::enter();
+        thread::started_now();
         let recording = RECORDING.swap(false, Ordering::AcqRel);
         buffer::after_fork_child();
         if recording {

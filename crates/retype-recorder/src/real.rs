@@ -22,6 +22,13 @@ pub type Execve =
 pub type Execv = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 pub type Fexecve = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 pub type Exit = unsafe extern "C" fn(c_int) -> !;
+pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
+pub type PthreadCreate = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    StartRoutine,
+    *mut c_void,
+) -> c_int;
 
 /// The next allocator and the process functions we wrap.
 pub struct Real {
@@ -35,6 +42,7 @@ pub struct Real {
     pub valloc: Malloc,
     pub pvalloc: Option<Malloc>,
     pub fork: Fork,
+    pub pthread_create: PthreadCreate,
     pub execve: Execve,
     pub execv: Execv,
     pub execvp: Execv,
@@ -137,6 +145,7 @@ fn resolve() -> Real {
         valloc: required!("valloc", Malloc),
         pvalloc: optional!("pvalloc", Malloc),
         fork: required!("fork", Fork),
+        pthread_create: required!("pthread_create", PthreadCreate),
         execve: required!("execve", Execve),
         execv: required!("execv", Execv),
         execvp: required!("execvp", Execv),

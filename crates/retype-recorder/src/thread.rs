@@ -4,8 +4,9 @@
 //!
 //! The calling thread's figures come from `getrusage(RUSAGE_THREAD)` (µs);
 //! another thread's from `/proc/self/task/TID/{stat,status}` (clock ticks, 10 ms).
-//! A thread's start comes from its `/proc` start time (clock ticks since boot),
-//! so lifetimes and wait times are exact to 10 ms.
+//! A thread's start is read by the thread itself as it begins (we wrap
+//! `pthread_create`); for other threads (the main one, raw clones) it comes from
+//! the `/proc` start time, in clock ticks (10 ms).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,6 +16,7 @@ use retype_trace::codec::{self, thread_fields};
 use retype_trace::ThreadSummary;
 
 use crate::buffer::{self, ThreadBuf};
+use crate::real::{real, StartRoutine};
 use crate::sys::{self, parse_num, StackStr};
 
 /// The pthread key whose destructor tells us a thread exits (u32::MAX: none).
@@ -23,6 +25,8 @@ static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
 thread_local! {
     /// This thread's summary has been written.
     static SUMMARIZED: Cell<bool> = const { Cell::new(false) };
+    /// When this thread started, if our `pthread_create` made it (else 0).
+    static STARTED_AT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Creates the thread-exit key (once, from the constructor).
@@ -100,8 +104,68 @@ pub fn summary(tid: u32, start_ns: u64, own: bool) -> Option<ThreadSummary> {
     Some(s)
 }
 
-/// When thread `tid` started, on CLOCK_MONOTONIC (now, if /proc does not say).
+/// What a thread created through our `pthread_create` runs first.
+struct Start {
+    routine: StartRoutine,
+    arg: *mut c_void,
+}
+
+/// Wraps the program's `pthread_create` so that the new thread notes the exact
+/// time it starts before running its routine. The small `Start` block comes from
+/// the next allocator directly and is not recorded: it is the recorder's, not the
+/// program's.
+///
+/// # Safety
+/// The C `pthread_create` contract.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: StartRoutine,
+    arg: *mut c_void,
+) -> libc::c_int {
+    let Some(r) = real() else { return libc::EAGAIN };
+    // SAFETY: forwarding to the next allocator; the block is ours.
+    let start = unsafe { (r.malloc)(std::mem::size_of::<Start>()) }.cast::<Start>();
+    if start.is_null() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { (r.pthread_create)(thread, attr, routine, arg) };
+    }
+    // SAFETY: `start` is a fresh block of the right size and alignment (malloc's 16).
+    unsafe { start.write(Start { routine, arg }) };
+    // SAFETY: forwarding, with our trampoline in front of the routine.
+    let rc = unsafe { (r.pthread_create)(thread, attr, trampoline, start.cast()) };
+    if rc != 0 {
+        // SAFETY: the thread was not created; the block is still ours.
+        unsafe { (r.free)(start.cast()) };
+    }
+    rc
+}
+
+extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
+    started_now();
+    // SAFETY: `p` is the `Start` block pthread_create wrote; we own it now.
+    let Start { routine, arg } = unsafe { p.cast::<Start>().read() };
+    if let Some(r) = real() {
+        // SAFETY: the block came from this allocator.
+        unsafe { (r.free)(p) };
+    }
+    routine(arg)
+}
+
+/// Notes that the calling thread starts now (a new thread, or a fork child's).
+pub fn started_now() {
+    STARTED_AT.set(sys::now_ns());
+}
+
+/// When thread `tid` (the calling thread) started, on CLOCK_MONOTONIC: exact
+/// for threads made by `pthread_create`, else from /proc (now, if /proc does
+/// not say).
 pub fn start_ns(tid: u32) -> u64 {
+    let exact = STARTED_AT.get();
+    if exact != 0 {
+        return exact;
+    }
     let now = sys::now_ns();
     let Some(stat) = proc_stat(tid) else {
         return now;

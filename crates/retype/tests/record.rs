@@ -170,6 +170,19 @@ fn a_multithreaded_c_program_matches_valgrind_call_for_call() {
     assert!(summaries.len() >= 4, "{summaries:?}");
     for m in &summaries {
         assert!(m.end_ns >= m.start_ns);
+        // A worker's events lie inside its lifetime (its start is read as it begins).
+        let times: Vec<u64> = t
+            .events
+            .iter()
+            .filter(|e| e.thread == m.thread)
+            .map(|e| e.time_ns)
+            .collect();
+        if m.thread != main {
+            assert!(
+                times.iter().all(|&x| m.start_ns <= x && x <= m.end_ns),
+                "{m:?}"
+            );
+        }
         assert_eq!(
             m.wait_ns(),
             m.lifetime_ns().saturating_sub(m.user_ns + m.system_ns)
