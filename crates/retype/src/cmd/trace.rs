@@ -181,13 +181,19 @@ fn histogram_text(out: &mut String, title: &str, h: &Log2Histogram, unit: fn(u64
 fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
     use std::fmt::Write;
     let mut o = String::new();
+    // Imported traces have no clock: their "time" is the event index.
+    let clocked = t.meta_value("clock").is_some();
+    let span = if clocked {
+        format!("over {}", ns(s.duration_ns))
+    } else {
+        "no clock (times are event numbers)".to_string()
+    };
     let _ = writeln!(
         o,
-        "{}: {} events, {} threads, over {}",
+        "{}: {} events, {} threads, {span}",
         file.display(),
         s.events,
-        s.threads.len(),
-        ns(s.duration_ns)
+        s.threads.len()
     );
     for key in ["source", "allocator"] {
         if let Some(v) = t.meta_value(key) {
@@ -216,13 +222,15 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         .filter_map(|op| s.ops.get(op).map(|n| format!("{} {n}", op.name())))
         .collect();
     let _ = writeln!(o, "ops: {}", ops.join(", "));
+    let when = if clocked {
+        format!(" ({} after the first event)", ns(s.peak_time_ns))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "peak live: {} bytes in {} blocks, at event {} ({} after the first)",
-        s.peak_live_bytes,
-        s.peak_live_blocks,
-        s.peak_event,
-        ns(s.peak_time_ns)
+        "peak live: {} bytes in {} blocks, at event {}{when}",
+        s.peak_live_bytes, s.peak_live_blocks, s.peak_event
     );
     let _ = writeln!(
         o,
