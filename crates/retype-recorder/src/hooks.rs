@@ -1,8 +1,9 @@
 //! The exported malloc family. Each hook times the call it forwards and
 //! appends one event to this thread's buffer.
 //!
-//! Calls made while this thread is already inside the recorder (a reentrant
-//! call, or the recorder's own setenv) are forwarded without a record.
+//! Calls made while this thread is already inside the recorder (the next
+//! allocator calling malloc itself, or a libc function the recorder uses) are
+//! forwarded without a record: they are not the program's.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
