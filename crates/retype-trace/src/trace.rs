@@ -1,7 +1,7 @@
 //! A whole trace in memory, for the commands that need random access.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use anyhow::Context;
@@ -66,10 +66,6 @@ impl Trace {
         }
         w.finish()?;
         Ok(())
-    }
-
-    pub fn write_file(&self, path: &Path) -> std::io::Result<()> {
-        self.write(BufWriter::new(File::create(path)?))
     }
 
     /// The first value of metadata key `key`.

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
-use crate::event::{Event, Record, ThreadSummary};
+use crate::event::{Event, ThreadSummary};
 
 /// Bytes of event payload gathered before an events record is written.
 const BLOCK: usize = 64 * 1024;
@@ -66,16 +66,6 @@ impl<W: Write> Writer<W> {
     pub fn thread(&mut self, t: &ThreadSummary) -> io::Result<()> {
         self.flush_events()?;
         self.varint_record(codec::TAG_THREAD, &codec::thread_fields(t))
-    }
-
-    /// Writes any record (an `End` record finishes nothing: use [`Writer::finish`]).
-    pub fn record(&mut self, r: &Record) -> io::Result<()> {
-        match r {
-            Record::Meta(k, v) => self.meta(k, v),
-            Record::Event(e) => self.event(e),
-            Record::Thread(t) => self.thread(t),
-            Record::End { .. } => Ok(()),
-        }
     }
 
     /// Ends the current segment; what follows is the next program image's.
