@@ -287,3 +287,38 @@ fn holes_of_freed_large_blocks_coalesce_past_small_ones() {
         h.check().unwrap();
     }
 }
+
+#[test]
+fn heaps_can_move_to_another_thread() {
+    fn assert_send<T: Send>(_: &T) {}
+    let a = Arena::new(1 << 20).unwrap();
+    let h = retype_core::heap::tlsf::Tlsf::new(a).unwrap();
+    assert_send(&h);
+    let h = std::thread::spawn(move || {
+        let mut h = h;
+        h.allocate(64, 8).unwrap();
+        h
+    })
+    .join()
+    .unwrap();
+    assert_eq!(h.check().unwrap().live_blocks, 1);
+}
+
+#[test]
+fn the_walker_finds_a_corrupt_header() {
+    for name in NAMES {
+        let mut h = heap(name);
+        let a = h.allocate(40, 8).unwrap();
+        let b = h.allocate(40, 8).unwrap();
+        // SAFETY: `b` is live; freeing it leaves a free neighbour to coalesce with.
+        unsafe { h.free(b) };
+        h.check().unwrap();
+        // SAFETY: every heap keeps a header word right before a payload; a
+        // size of 3 is impossible in all of them.
+        unsafe { a.as_ptr().cast::<usize>().sub(1).write(3) };
+        assert!(
+            h.check().is_err(),
+            "{name}: a corrupt header went unnoticed"
+        );
+    }
+}

@@ -11,7 +11,8 @@
 //! free the blocks. Time covers the three phases; the guards are freed after.
 //!
 //! `cargo bench -p retype --bench seed002 [-- --repeats N --heaps P,P --loads low,medium,high]`
-//! prints a Markdown table: the mean of N runs (default 3) per cell.
+//! prints a Markdown table: the mean of N runs (default 3) per cell, the runs
+//! of the heaps alternating.
 
 use std::process::Command;
 use std::ptr::NonNull;
@@ -137,9 +138,11 @@ fn main() {
     println!("|---|---|---|---:|---:|---:|---:|");
     for &(load_name, load) in &loads {
         for ty in TYPES {
-            for name in &heaps {
-                let mut sums = [0f64; 4];
-                for _ in 0..repeats {
+            // Repeats alternate over the heaps (A B C A B C), so that a burst of
+            // load on the machine hits all of them alike.
+            let mut sums = vec![[0f64; 4]; heaps.len()];
+            for _ in 0..repeats {
+                for (name, sum) in heaps.iter().zip(&mut sums) {
                     let out = Command::new(&exe)
                         .args(["--child", &load.to_string(), ty, name])
                         .output()
@@ -150,11 +153,13 @@ fn main() {
                         String::from_utf8_lossy(&out.stderr)
                     );
                     let text = String::from_utf8(out.stdout).expect("utf-8");
-                    for (s, v) in sums.iter_mut().zip(text.split_whitespace()) {
+                    for (s, v) in sum.iter_mut().zip(text.split_whitespace()) {
                         *s += v.parse::<f64>().expect("number");
                     }
                 }
-                let m = sums.map(|s| s / repeats as f64);
+            }
+            for (name, sum) in heaps.iter().zip(&sums) {
+                let m = sum.map(|s| s / repeats as f64);
                 println!(
                     "| {load_name} ({load}) | {ty} | {name} | {:.1} | {:.1} | {:.0} | {:.0} |",
                     m[0], m[1], m[2], m[3]

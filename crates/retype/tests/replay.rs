@@ -196,3 +196,26 @@ fn bad_arguments_are_refused() {
         .unwrap()
         .contains("no/such/file.rep"));
 }
+
+#[test]
+fn gigabyte_blocks_replay_without_touching_their_pages() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/huge-blocks.rep");
+    let out = retype(&[
+        "replay",
+        "--json",
+        "--runs",
+        "1",
+        "--min-time-ms",
+        "0",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(row["util"].as_f64().unwrap() > 0.9, "{row}");
+    }
+}

@@ -35,6 +35,10 @@ pub struct Buddy<S> {
     lists: [FreeList; ORDERS],
 }
 
+// SAFETY: the heap's pointers point only into memory it owns through its
+// source; moving the heap to another thread moves that ownership with it.
+unsafe impl<S: Send> Send for Buddy<S> {}
+
 fn tag(order: u32, state: usize) -> usize {
     ((order as usize) << 3) | state
 }
@@ -125,11 +129,10 @@ impl<S: Source> Buddy<S> {
             // Cut the gap into the largest aligned blocks; tag them all before
             // freeing any, so a merge never reads an unwritten tag.
             let pieces = || {
-                core::iter::successors(Some(gap), move |&o| {
+                core::iter::successors((gap < start).then_some(gap), move |&o| {
                     let next = o + (1 << piece_order(o, start));
                     (next < start).then_some(next)
                 })
-                .filter(move |&o| o < start)
             };
             for o in pieces() {
                 self.set_tag(o, tag(piece_order(o, start), USED));
@@ -205,7 +208,8 @@ impl<S: Source> Buddy<S> {
     }
 }
 
-/// The order of the gap piece at `o`: as large as its alignment and the room before `start` allow.
+/// The order of the gap piece at `o < start`: as large as its alignment and
+/// the room before `start` allow.
 fn piece_order(o: usize, start: usize) -> u32 {
     o.trailing_zeros()
         .min(usize::BITS - 1 - (start - o).leading_zeros())

@@ -3,10 +3,12 @@
 //! [`FitHeap`] lays blocks out back to back from the source's first break up
 //! to an epilogue (a zero-sized allocated header in the heap's last word). It
 //! splits a free block that is larger than a request by at least a minimal
-//! block (small requests from its end, others from its start), coalesces a freed block with free neighbours at once (so no two free
-//! blocks are ever adjacent), grows the heap by only what a request lacks
-//! (extending a free block at the end), and reallocates in place when the
-//! block, its free successor or the end of the heap can hold the new size.
+//! block, cutting small requests from the block's end and others from its
+//! start; coalesces a freed block with free neighbours at once (so no two
+//! free blocks are ever adjacent); grows the heap by what a request lacks
+//! (extending a free block at the end; a small request adds some slack); and
+//! reallocates in place when the block, its free successor or the end of the
+//! heap can hold the new size.
 //!
 //! Which free block serves a request is the policy: a [`FreeIndex`] holds the
 //! free blocks in their own link words and answers [`FreeIndex::find`].
@@ -72,6 +74,10 @@ pub struct FitHeap<I, S> {
     /// The epilogue's header, the heap's last word.
     end: *mut u8,
 }
+
+// SAFETY: the heap's pointers point only into memory it owns through its
+// source; moving the heap to another thread moves that ownership with it.
+unsafe impl<I, S: Send> Send for FitHeap<I, S> {}
 
 impl<I: FreeIndex, S: Source> FitHeap<I, S> {
     /// The smallest block: header, the index's links and a footer.

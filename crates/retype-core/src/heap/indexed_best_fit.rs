@@ -4,7 +4,7 @@
 
 use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
-use super::treap::{self, Order, Treap};
+use super::treap::{Order, Treap};
 use super::CheckError;
 
 /// Best fit, tree-indexed.
@@ -14,6 +14,8 @@ pub type IndexedBestFit<S> = FitHeap<SizeTree, S>;
 pub struct BySize;
 
 impl Order for BySize {
+    const AUGMENTED: bool = false;
+
     unsafe fn less(a: Block, b: Block) -> bool {
         // SAFETY: forwarded contract.
         unsafe { (a.size(), a) < (b.size(), b) }
@@ -27,7 +29,7 @@ pub struct SizeTree {
 
 impl FreeIndex for SizeTree {
     const NAME: &'static str = "indexed-best-fit";
-    const LINKS: usize = treap::LINKS;
+    const LINKS: usize = BySize::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {
         // SAFETY: forwarded contract.

@@ -6,7 +6,7 @@
 
 use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
-use super::treap::{self, Order, Treap};
+use super::treap::{Order, Treap};
 use super::CheckError;
 
 /// Address-ordered first fit, tree-indexed.
@@ -16,6 +16,8 @@ pub type IndexedFirstFit<S> = FitHeap<AddressTree, S>;
 pub struct ByAddress;
 
 impl Order for ByAddress {
+    const AUGMENTED: bool = true;
+
     unsafe fn less(a: Block, b: Block) -> bool {
         a < b
     }
@@ -28,7 +30,7 @@ pub struct AddressTree {
 
 impl FreeIndex for AddressTree {
     const NAME: &'static str = "indexed-first-fit";
-    const LINKS: usize = treap::LINKS;
+    const LINKS: usize = ByAddress::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {
         // SAFETY: forwarded contract.

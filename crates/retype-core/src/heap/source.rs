@@ -26,6 +26,9 @@ pub struct Arena {
     brk: usize,
 }
 
+// SAFETY: the arena owns its buffer; nothing else points into it.
+unsafe impl Send for Arena {}
+
 impl Arena {
     /// A buffer of `capacity` bytes; `None` if the system allocator refuses it.
     pub fn new(capacity: usize) -> Option<Arena> {

@@ -3,24 +3,28 @@
 //! nodes on a hash of their address. The hash makes the shape a deterministic
 //! function of the set of blocks, so no priority needs storing.
 //!
-//! Each node also carries the largest block size in its subtree, which lets an
+//! The order of the keys is the [`Order`] parameter, which may also ask each
+//! node to carry the largest block size in its subtree: that lets an
 //! address-ordered tree answer "first block of at least n bytes" in one
 //! descent (McCreight's augmented tree, which seed 002 proposes).
-//! The order of the keys is the [`Order`] parameter.
 
 use core::marker::PhantomData;
 
 use super::block::{get_link, set_link, Block, WORD};
 use super::{ensure, CheckError};
 
-/// Link words a tree node needs: left, right, subtree maximum.
-pub const LINKS: usize = 3;
 const LEFT: usize = 0;
 const RIGHT: usize = 1;
 const MAX: usize = 2;
 
-/// A strict total order on free blocks.
+/// A strict total order on free blocks, and whether the tree keeps subtree maxima.
 pub trait Order {
+    /// Whether each node records the largest block size in its subtree
+    /// (needed by [`Treap::first_at_least`]; costs a third link word).
+    const AUGMENTED: bool;
+    /// Link words a tree node needs: left, right and, if augmented, the maximum.
+    const LINKS: usize = if Self::AUGMENTED { 3 } else { 2 };
+
     /// # Safety
     /// Both blocks must be free blocks of the heap.
     unsafe fn less(a: Block, b: Block) -> bool;
@@ -67,19 +71,21 @@ unsafe fn subtree_max(t: Option<Block>) -> usize {
     t.map_or(0, |b| unsafe { b.link(MAX).read() as usize })
 }
 
-/// Sets the children of `b` and recomputes its subtree maximum.
-unsafe fn join(b: Block, l: Option<Block>, r: Option<Block>) -> Block {
-    // SAFETY: callers pass tree nodes.
-    unsafe {
-        set_link(b, LEFT, l);
-        set_link(b, RIGHT, r);
-        let max = b.size().max(subtree_max(l)).max(subtree_max(r));
-        b.link(MAX).write(max as *mut u8);
-    }
-    b
-}
-
 impl<O: Order> Treap<O> {
+    /// Sets the children of `b` and, if augmented, recomputes its subtree maximum.
+    unsafe fn join(b: Block, l: Option<Block>, r: Option<Block>) -> Block {
+        // SAFETY: callers pass tree nodes.
+        unsafe {
+            set_link(b, LEFT, l);
+            set_link(b, RIGHT, r);
+            if O::AUGMENTED {
+                let max = b.size().max(subtree_max(l)).max(subtree_max(r));
+                b.link(MAX).write(max as *mut u8);
+            }
+        }
+        b
+    }
+
     /// Splits `t` into the nodes before `key` and the nodes from `key` on.
     unsafe fn split(t: Option<Block>, key: Block) -> (Option<Block>, Option<Block>) {
         let Some(n) = t else { return (None, None) };
@@ -87,10 +93,10 @@ impl<O: Order> Treap<O> {
         unsafe {
             if O::less(n, key) {
                 let (l, r) = Self::split(right(n), key);
-                (Some(join(n, left(n), l)), r)
+                (Some(Self::join(n, left(n), l)), r)
             } else {
                 let (l, r) = Self::split(left(n), key);
-                (l, Some(join(n, r, right(n))))
+                (l, Some(Self::join(n, r, right(n))))
             }
         }
     }
@@ -102,9 +108,9 @@ impl<O: Order> Treap<O> {
             // SAFETY: both are tree nodes.
             (Some(x), Some(y)) => unsafe {
                 if priority(x) > priority(y) {
-                    Some(join(x, left(x), Self::merge(right(x), b)))
+                    Some(Self::join(x, left(x), Self::merge(right(x), b)))
                 } else {
-                    Some(join(y, Self::merge(a, left(y)), right(y)))
+                    Some(Self::join(y, Self::merge(a, left(y)), right(y)))
                 }
             },
         }
@@ -114,9 +120,27 @@ impl<O: Order> Treap<O> {
     /// `b` must be a free block not in the tree.
     pub unsafe fn insert(&mut self, b: Block) {
         // SAFETY: by the caller's contract.
+        unsafe { self.root = Some(Self::insert_into(self.root, b)) }
+    }
+
+    /// Descends to where `b`'s priority puts it and splits the subtree there
+    /// into its children.
+    unsafe fn insert_into(t: Option<Block>, b: Block) -> Block {
+        // SAFETY: `t` is a tree node or None; `b` a free block.
         unsafe {
-            let (l, r) = Self::split(self.root, b);
-            self.root = Self::merge(Self::merge(l, Some(join(b, None, None))), r);
+            match t {
+                Some(n) if priority(n) > priority(b) => {
+                    if O::less(b, n) {
+                        Self::join(n, Some(Self::insert_into(left(n), b)), right(n))
+                    } else {
+                        Self::join(n, left(n), Some(Self::insert_into(right(n), b)))
+                    }
+                }
+                _ => {
+                    let (l, r) = Self::split(t, b);
+                    Self::join(b, l, r)
+                }
+            }
         }
     }
 
@@ -134,9 +158,9 @@ impl<O: Order> Treap<O> {
             if n == b {
                 Self::merge(left(n), right(n))
             } else if O::less(b, n) {
-                Some(join(n, Self::remove_from(left(n), b), right(n)))
+                Some(Self::join(n, Self::remove_from(left(n), b), right(n)))
             } else {
-                Some(join(n, left(n), Self::remove_from(right(n), b)))
+                Some(Self::join(n, left(n), Self::remove_from(right(n), b)))
             }
         }
     }
@@ -165,8 +189,9 @@ impl<O: Order> Treap<O> {
     /// The first node in key order of at least `size` bytes, by the subtree maxima.
     ///
     /// # Safety
-    /// The tree must be well formed.
+    /// The tree must be well formed and augmented.
     pub unsafe fn first_at_least(&self, size: usize) -> Option<Block> {
+        const { assert!(O::AUGMENTED, "first_at_least needs subtree maxima") };
         let mut at = self.root;
         // SAFETY: every node reached is a tree node.
         unsafe {
@@ -225,7 +250,7 @@ impl<O: Order> Treap<O> {
             let r = Self::visit_subtree(right(n), priority(n), last, f)?;
             let max = n.size().max(l).max(r);
             ensure!(
-                subtree_max(Some(n)) == max,
+                !O::AUGMENTED || subtree_max(Some(n)) == max,
                 "treap: wrong subtree maximum at {:p}",
                 n.addr()
             );

@@ -10,7 +10,8 @@
 //! 100 × (0.6 × utilization + 0.4 × min(1, Kops/s ÷ 600)).
 //!
 //! Before timing, one run validates the heap as mdriver does: every block is
-//! aligned, overlaps no other, and keeps its bytes until realloc or free;
+//! aligned, overlaps no other, and keeps its bytes until realloc or free (the
+//! first and last 64 KiB of a larger block);
 //! `--check` also walks the heap's free structure after every request.
 //!
 //! Besides `.rep` files it replays any trace `retype trace` reads (a recording
@@ -197,8 +198,9 @@ impl Observer for Quiet {}
 struct Validator {
     /// Live blocks by address: (end, fill byte).
     blocks: BTreeMap<usize, (usize, u8)>,
-    /// The fill byte of the block a realloc is moving.
+    /// The fill byte and size of the block a realloc is moving.
     moving: u8,
+    moving_size: usize,
     walk: bool,
     placement: Placement,
 }
@@ -246,6 +248,15 @@ impl Placement {
     }
 }
 
+/// Bytes of a block that validation fills and checks: all of a block up to
+/// 128 KiB, the first and last 64 KiB of a larger one (so that a huge request
+/// does not make the check touch gigabytes).
+fn windows(size: usize) -> [std::ops::Range<usize>; 2] {
+    const W: usize = 64 << 10;
+    let head = size.min(W);
+    [0..head, head.max(size.saturating_sub(W))..size]
+}
+
 impl Observer for Validator {
     fn placed(
         &mut self,
@@ -276,10 +287,18 @@ impl Observer for Validator {
         let fill = self.moving.wrapping_add(0x5b) | 1;
         // SAFETY: the block has at least `size` usable bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), size) };
-        if let Some(i) = bytes[..kept].iter().position(|&b| b != self.moving) {
-            return Err(format!("realloc lost byte {i} of the block now at {a:#x}"));
+        for w in windows(self.moving_size) {
+            let w = w.start.min(kept)..w.end.min(kept);
+            if let Some(i) = bytes[w.clone()].iter().position(|&b| b != self.moving) {
+                return Err(format!(
+                    "realloc lost byte {} of the block now at {a:#x}",
+                    w.start + i
+                ));
+            }
         }
-        bytes.fill(fill);
+        for w in windows(size) {
+            bytes[w].fill(fill);
+        }
         self.blocks.insert(a, (end, fill));
         self.placement.live += size as u64;
         Ok(())
@@ -293,12 +312,15 @@ impl Observer for Validator {
             .ok_or_else(|| format!("block {a:#x} is unknown"))?;
         // SAFETY: the block is still live with `size` bytes.
         let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), size) };
-        if let Some(i) = bytes.iter().position(|&b| b != fill) {
-            return Err(format!(
-                "byte {i} of the block at {a:#x} changed while it was live"
-            ));
+        for w in windows(size) {
+            if let Some(i) = bytes[w.clone()].iter().position(|&b| b != fill) {
+                return Err(format!(
+                    "byte {} of the block at {a:#x} changed while it was live",
+                    w.start + i
+                ));
+            }
         }
-        self.moving = fill;
+        (self.moving, self.moving_size) = (fill, size);
         self.placement.live -= size as u64;
         Ok(())
     }
