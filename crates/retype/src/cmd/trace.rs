@@ -24,7 +24,9 @@ pub enum Command {
     },
     /// Convert a trace between formats (output format from --to or the output's extension)
     Convert {
+        /// The trace to read: .rtr, .rep, wee_alloc .trace, valgrind output or CSV
         input: PathBuf,
+        /// The file to write: .rtr, .rep or .csv
         output: PathBuf,
         /// Input format (rtr, rep, wee_alloc, valgrind, csv); detected when left out
         #[arg(long)]
