@@ -31,6 +31,11 @@ enum Command {
     Bench(cmd::bench::Bench),
     /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
     Replay(cmd::replay::ReplayArgs),
+    /// Record every malloc-family call of a program into a trace (LD_PRELOAD)
+    Record(cmd::record::Args),
+    /// Inspect and convert allocation traces
+    #[command(subcommand)]
+    Trace(cmd::trace::Command),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +44,8 @@ fn main() -> ExitCode {
         Command::Study(args) => cmd::study::run(args),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Replay(args) => cmd::replay::run_cmd(args),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Trace(c) => cmd::trace::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod record;
 pub mod replay;
 pub mod study;
+pub mod trace;

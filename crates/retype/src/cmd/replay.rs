@@ -13,6 +13,12 @@
 //! aligned, overlaps no other, and keeps its bytes until realloc or free (the
 //! first and last 64 KiB of a larger block);
 //! `--check` also walks the heap's free structure after every request.
+//!
+//! Besides `.rep` files it replays any trace `retype trace` reads (a recording
+//! from `retype record`, CSV, wee_alloc, valgrind output): threads serialized by
+//! timestamp, as requests numbered from 1 in error messages. For those it also
+//! reports what seed 003's TLM measures of placement: the holes (gaps between
+//! live blocks) when the live bytes peak, and how many reallocs moved.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -24,6 +30,7 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use retype_core::heap::{self, Arena, Heap};
 use retype_trace::malloclab::{self, Op};
+use retype_trace::summary::Log2Histogram;
 
 /// mdriver's weight of utilization in the performance index.
 const UTIL_WEIGHT: f64 = 0.60;
@@ -80,10 +87,28 @@ struct Program {
     slots: usize,
     /// mdriver's `max_total_size`.
     peak_live: u64,
+    /// Read from a recorded trace rather than a `.rep` file.
+    recorded: bool,
+}
+
+/// Any trace other than `.rep` as requests (see the module doc).
+fn recorded_requests(path: &Path) -> Result<malloclab::Trace> {
+    let t = retype_trace::format::load(path, None)?;
+    let (ops, _) = retype_trace::rep::to_malloclab(&t);
+    Ok(malloclab::Trace {
+        lines: (1..=ops.len()).collect(),
+        ops,
+        ..malloclab::Trace::default()
+    })
 }
 
 fn compile(path: &Path) -> Result<Program> {
-    let trace = malloclab::read(path)?;
+    let recorded = path.extension().is_none_or(|e| e != "rep");
+    let trace = if recorded {
+        recorded_requests(path)?
+    } else {
+        malloclab::read(path)?
+    };
     let file = path.display().to_string();
     let mut slot_of: HashMap<u32, usize> = HashMap::new();
     let mut live: Vec<u64> = Vec::new();
@@ -136,6 +161,7 @@ fn compile(path: &Path) -> Result<Program> {
         lines: trace.lines,
         slots: live.len(),
         peak_live: peak,
+        recorded,
     })
 }
 
@@ -161,6 +187,8 @@ trait Observer {
     fn after(&mut self, _h: &dyn Heap) -> Result<(), String> {
         Ok(())
     }
+    /// A realloc has completed; `moved`: the block changed address.
+    fn reallocated(&mut self, _moved: bool) {}
 }
 
 struct Quiet;
@@ -175,6 +203,50 @@ struct Validator {
     moving: u8,
     moving_size: usize,
     walk: bool,
+    placement: Placement,
+}
+
+/// Placement as seed 003's TLM measures it.
+#[derive(Clone, Default)]
+struct Placement {
+    /// Live requested bytes now, and at the trace's peak.
+    live: u64,
+    peak: u64,
+    /// Holes between consecutive live blocks when `live` first reached `peak`.
+    holes: Option<Log2Histogram>,
+    hole_bytes: u64,
+    largest_hole: u64,
+    reallocs_moved: u64,
+    reallocs_in_place: u64,
+}
+
+/// Gaps between live blocks smaller than this are the heap's bookkeeping (the
+/// next block's header, alignment padding), not room another block could use.
+const MIN_HOLE: u64 = 32;
+
+impl Placement {
+    /// Measures the holes between the live `blocks` of `heap` at the peak: a
+    /// hole is a gap of at least [`MIN_HOLE`] bytes from the end of one block's
+    /// usable bytes to the start of the next block.
+    fn at_peak(&mut self, heap: &dyn Heap, blocks: &BTreeMap<usize, (usize, u8)>) {
+        if self.holes.is_some() || self.live != self.peak {
+            return;
+        }
+        let mut h = Log2Histogram::default();
+        // SAFETY: every address in `blocks` is a live block of `heap`.
+        let usable_end =
+            |a: usize| a + unsafe { heap.usable_size(NonNull::new_unchecked(a as *mut u8)) };
+        let ends = blocks.keys().map(|&a| usable_end(a));
+        for (end, &start) in ends.zip(blocks.keys().skip(1)) {
+            let gap = start.saturating_sub(end) as u64;
+            if gap >= MIN_HOLE {
+                h.add(gap);
+                self.hole_bytes += gap;
+                self.largest_hole = self.largest_hole.max(gap);
+            }
+        }
+        self.holes = Some(h);
+    }
 }
 
 /// Bytes of a block that validation fills and checks: all of a block up to
@@ -229,6 +301,7 @@ impl Observer for Validator {
             bytes[w].fill(fill);
         }
         self.blocks.insert(a, (end, fill));
+        self.placement.live += size as u64;
         Ok(())
     }
 
@@ -249,10 +322,20 @@ impl Observer for Validator {
             }
         }
         (self.moving, self.moving_size) = (fill, size);
+        self.placement.live -= size as u64;
         Ok(())
     }
 
+    fn reallocated(&mut self, moved: bool) {
+        if moved {
+            self.placement.reallocs_moved += 1;
+        } else {
+            self.placement.reallocs_in_place += 1;
+        }
+    }
+
     fn after(&mut self, h: &dyn Heap) -> Result<(), String> {
+        self.placement.at_peak(h, &self.blocks);
         if self.walk {
             h.check().map_err(|e| format!("heap check failed: {e}"))?;
         }
@@ -290,6 +373,7 @@ fn run(h: &mut dyn Heap, prog: &Program, obs: &mut impl Observer) -> Result<(), 
                 })?;
                 obs.placed(h, p, size, align, old_size.min(size))
                     .map_err(at)?;
+                obs.reallocated(p != old);
                 blocks[slot] = (Some(p), size, align);
             }
             Step::Free { slot } => {
@@ -314,6 +398,7 @@ struct Score {
     frag4: f64,
     secs: f64,
     heap_size: usize,
+    placement: Placement,
 }
 
 impl Score {
@@ -333,15 +418,15 @@ fn score(arena: &mut Arena, name: &str, prog: &Program, args: &ReplayArgs) -> Re
     arena.reset();
     let mut h = heap::by_name(name, &mut *arena)
         .ok_or_else(|| anyhow!("heap {name}: the arena is too small"))?;
-    run(
-        &mut *h,
-        prog,
-        &mut Validator {
-            walk: args.check,
-            ..Validator::default()
+    let mut validator = Validator {
+        walk: args.check,
+        placement: Placement {
+            peak: prog.peak_live,
+            ..Placement::default()
         },
-    )
-    .map_err(fail)?;
+        ..Validator::default()
+    };
+    run(&mut *h, prog, &mut validator).map_err(fail)?;
     let heap_size = h.heap_size();
     drop(h);
     let (mut best, mut spent, mut runs) = (Duration::MAX, Duration::ZERO, 0);
@@ -369,6 +454,7 @@ fn score(arena: &mut Arena, name: &str, prog: &Program, args: &ReplayArgs) -> Re
         frag4: (heap_size as f64 - peak) / peak,
         secs: best.as_secs_f64().max(1e-9),
         heap_size,
+        placement: validator.placement,
     })
 }
 
@@ -425,18 +511,32 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
             "trace", "heap", "ops", "util", "frag4", "kops", "perfidx"
         )?;
     }
+    let mut placements = Vec::new();
     for name in &names {
         let (mut util_sum, mut ops, mut secs) = (0.0, 0usize, 0.0);
         for prog in &programs {
             let s = score(&mut arena, name, prog, &args)?;
+            if prog.recorded {
+                placements.push((prog.name.clone(), *name, s.placement.clone()));
+            }
             util_sum += s.util;
             ops += s.ops;
             secs += s.secs;
             if args.json {
+                let p = &s.placement;
+                let holes: Vec<_> = p
+                    .holes
+                    .iter()
+                    .flat_map(|h| h.nonempty())
+                    .map(|(le, count)| serde_json::json!({"le": le as u64, "count": count}))
+                    .collect();
                 let row = serde_json::json!({
                     "trace": prog.path, "heap": name, "ops": s.ops, "util": number(s.util),
                     "frag4": number(s.frag4), "kops": number(s.kops()), "perfidx": number(perf_index(s.util, s.kops())),
                     "peak_live": prog.peak_live, "heap_size": s.heap_size, "secs": s.secs,
+                    "holes_at_peak": p.holes.as_ref().map_or(0, |h| h.total()), "hole_bytes_at_peak": p.hole_bytes,
+                    "largest_hole_at_peak": p.largest_hole, "hole_histogram": holes,
+                    "reallocs_moved": p.reallocs_moved, "reallocs_in_place": p.reallocs_in_place,
                 });
                 writeln!(out, "{row}")?;
             } else {
@@ -476,5 +576,30 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
             }
         }
     }
+    if !args.json && !placements.is_empty() {
+        print_placements(&placements);
+    }
     Ok(())
+}
+
+/// The placement table of recorded traces: holes between live blocks at the
+/// peak, and reallocs that moved or grew in place.
+fn print_placements(rows: &[(String, &str, Placement)]) {
+    println!();
+    println!(
+        "{:<22} {:<18} {:>9} {:>12} {:>12} {:>9} {:>9}",
+        "trace", "heap", "holes", "hole bytes", "largest", "moved", "in place"
+    );
+    for (trace, heap, p) in rows {
+        println!(
+            "{:<22} {:<18} {:>9} {:>12} {:>12} {:>9} {:>9}",
+            trace,
+            heap,
+            p.holes.as_ref().map_or(0, |h| h.total()),
+            p.hole_bytes,
+            p.largest_hole,
+            p.reallocs_moved,
+            p.reallocs_in_place
+        );
+    }
 }
