@@ -1,0 +1,406 @@
+//! An AA tree (Andersson 1993) with parent pointers, augmented as an
+//! interval tree (CLRS §14.3): every node knows the largest (type root, end
+//! address) in its subtree, so range and ancestor queries skip whole
+//! subtrees. Nodes live in an arena indexed by slot id, as Barrelfish embeds
+//! them in the capability slots: the tree allocates nothing per operation.
+
+use alloc::vec::Vec;
+
+use super::{CapId, Found, Mdb, MdbError, RangeQuery, Relation};
+use crate::caps::cap::Key;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    key: Key,
+    left: u32,
+    right: u32,
+    parent: u32,
+    /// AA level; 0 marks a slot that is not in the tree.
+    level: u32,
+    /// The largest (type root, end) of the subtree.
+    span: (u8, u64),
+}
+
+const EMPTY: Node = Node {
+    key: Key {
+        root: 0,
+        ty: 0,
+        base: 0,
+        size: 0,
+        eq: [0, 0],
+    },
+    left: NIL,
+    right: NIL,
+    parent: NIL,
+    level: 0,
+    span: (0, 0),
+};
+
+/// The augmented AA tree.
+#[derive(Clone, Debug)]
+pub struct AaTree {
+    nodes: Vec<Node>,
+    root: u32,
+    len: usize,
+}
+
+impl AaTree {
+    fn node(&self, n: u32) -> &Node {
+        &self.nodes[n as usize]
+    }
+
+    fn node_mut(&mut self, n: u32) -> &mut Node {
+        &mut self.nodes[n as usize]
+    }
+
+    fn level(&self, n: u32) -> u32 {
+        if n == NIL {
+            0
+        } else {
+            self.node(n).level
+        }
+    }
+
+    fn span(&self, n: u32) -> (u8, u64) {
+        if n == NIL {
+            (0, 0)
+        } else {
+            self.node(n).span
+        }
+    }
+
+    /// `a` sorts before `b` (key, then slot id).
+    fn less(&self, a: u32, b: u32) -> bool {
+        (self.node(a).key, a) < (self.node(b).key, b)
+    }
+
+    /// Recomputes `n`'s span from its key and its children's spans.
+    fn update(&mut self, n: u32) {
+        let x = self.node(n);
+        let own = (x.key.root, x.key.end());
+        let span = own.max(self.span(x.left)).max(self.span(x.right));
+        self.node_mut(n).span = span;
+    }
+
+    fn set_left(&mut self, n: u32, c: u32) {
+        self.node_mut(n).left = c;
+        if c != NIL {
+            self.node_mut(c).parent = n;
+        }
+    }
+
+    fn set_right(&mut self, n: u32, c: u32) {
+        self.node_mut(n).right = c;
+        if c != NIL {
+            self.node_mut(c).parent = n;
+        }
+    }
+
+    /// Removes a left horizontal link by a right rotation.
+    fn skew(&mut self, t: u32) -> u32 {
+        let l = self.node(t).left;
+        if l == NIL || self.level(l) != self.level(t) {
+            return t;
+        }
+        self.set_left(t, self.node(l).right);
+        self.set_right(l, t);
+        self.update(t);
+        self.update(l);
+        l
+    }
+
+    /// Removes two consecutive right horizontal links by a left rotation.
+    fn split(&mut self, t: u32) -> u32 {
+        let r = self.node(t).right;
+        if r == NIL {
+            return t;
+        }
+        let rr = self.node(r).right;
+        if rr == NIL || self.level(rr) != self.level(t) {
+            return t;
+        }
+        self.set_right(t, self.node(r).left);
+        self.set_left(r, t);
+        self.node_mut(r).level += 1;
+        self.update(t);
+        self.update(r);
+        r
+    }
+
+    fn insert_at(&mut self, t: u32, x: u32) -> u32 {
+        if t == NIL {
+            return x;
+        }
+        if self.less(x, t) {
+            let l = self.insert_at(self.node(t).left, x);
+            self.set_left(t, l);
+        } else {
+            let r = self.insert_at(self.node(t).right, x);
+            self.set_right(t, r);
+        }
+        self.update(t);
+        let t = self.skew(t);
+        self.split(t)
+    }
+
+    fn leftmost(&self, mut n: u32) -> u32 {
+        while self.node(n).left != NIL {
+            n = self.node(n).left;
+        }
+        n
+    }
+
+    /// Removes `x` from the subtree `t` (which holds it); returns the new
+    /// subtree root. A node with two children is replaced by its successor
+    /// node (not by copying keys: a node is its slot).
+    fn remove_at(&mut self, t: u32, x: u32) -> u32 {
+        let t = if t == x {
+            let Node { left, right, .. } = *self.node(t);
+            if left == NIL {
+                // Level 1: the right child, if any, is a leaf of level 1.
+                return right;
+            }
+            let s = self.leftmost(right);
+            let r = self.remove_at(right, s);
+            self.set_left(s, left);
+            self.set_right(s, r);
+            self.node_mut(s).level = self.node(t).level;
+            s
+        } else if self.less(x, t) {
+            let l = self.remove_at(self.node(t).left, x);
+            self.set_left(t, l);
+            t
+        } else {
+            let r = self.remove_at(self.node(t).right, x);
+            self.set_right(t, r);
+            t
+        };
+        self.rebalance(t)
+    }
+
+    /// Andersson's fix-up after a removal below `t`.
+    fn rebalance(&mut self, t: u32) -> u32 {
+        let Node { left, right, .. } = *self.node(t);
+        let should = self.level(left).min(self.level(right)) + 1;
+        if should < self.level(t) {
+            self.node_mut(t).level = should;
+            if right != NIL && self.level(right) > should {
+                self.node_mut(right).level = should;
+            }
+        }
+        self.update(t);
+        let t = self.skew(t);
+        let r = self.node(t).right;
+        if r != NIL {
+            let r = self.skew(r);
+            self.set_right(t, r);
+            let rr = self.node(r).right;
+            if rr != NIL {
+                let rr = self.skew(rr);
+                self.set_right(r, rr);
+            }
+        }
+        let t = self.split(t);
+        let r = self.node(t).right;
+        if r != NIL {
+            let r = self.split(r);
+            self.set_right(t, r);
+        }
+        t
+    }
+
+    /// The first entry whose key is greater than `k` (copies of `k` skipped).
+    fn first_after(&self, k: &Key) -> u32 {
+        let (mut n, mut best) = (self.root, NIL);
+        while n != NIL {
+            if self.node(n).key > *k {
+                best = n;
+                n = self.node(n).left;
+            } else {
+                n = self.node(n).right;
+            }
+        }
+        best
+    }
+
+    fn query_at(&self, n: u32, q: &mut RangeQuery) -> bool {
+        if n == NIL || self.span(n) <= (q.root, q.addr) {
+            return false;
+        }
+        let x = self.node(n);
+        if self.query_at(x.left, q) {
+            return true;
+        }
+        if (x.key.root, x.key.base) >= (q.root, q.addr + q.size) {
+            return false;
+        }
+        q.offer(n, &x.key) || self.query_at(x.right, q)
+    }
+
+    /// Checks the AA and augmentation invariants and the parent links;
+    /// returns the number of nodes. For tests.
+    pub fn check(&self) -> usize {
+        fn walk(t: &AaTree, n: u32, parent: u32) -> usize {
+            if n == NIL {
+                return 0;
+            }
+            let x = t.node(n);
+            assert_eq!(x.parent, parent, "parent link of {n}");
+            assert!(t.level(x.left) < x.level, "left child level");
+            assert!(t.level(x.right) <= x.level, "right child level");
+            if x.right != NIL {
+                assert!(t.level(t.node(x.right).right) < x.level, "right grandchild");
+            }
+            if x.level > 1 {
+                assert!(x.left != NIL && x.right != NIL, "inner node has two children");
+            }
+            let own = (x.key.root, x.key.end());
+            assert_eq!(x.span, own.max(t.span(x.left)).max(t.span(x.right)));
+            if x.left != NIL {
+                assert!(t.less(x.left, n));
+            }
+            if x.right != NIL {
+                assert!(t.less(n, x.right));
+            }
+            1 + walk(t, x.left, n) + walk(t, x.right, n)
+        }
+        let count = walk(self, self.root, NIL);
+        assert_eq!(count, self.len);
+        count
+    }
+}
+
+impl Mdb for AaTree {
+    fn new() -> AaTree {
+        AaTree {
+            nodes: Vec::new(),
+            root: NIL,
+            len: 0,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn insert(&mut self, id: CapId, key: Key) -> Result<(), MdbError> {
+        if self.contains(id) {
+            return Err(MdbError::DuplicateEntry);
+        }
+        if self.nodes.len() <= id as usize {
+            self.nodes.resize(id as usize + 1, EMPTY);
+        }
+        *self.node_mut(id) = Node {
+            key,
+            level: 1,
+            span: (key.root, key.end()),
+            ..EMPTY
+        };
+        self.root = self.insert_at(self.root, id);
+        self.node_mut(self.root).parent = NIL;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn remove(&mut self, id: CapId) -> Result<(), MdbError> {
+        if !self.contains(id) {
+            return Err(MdbError::EntryNotFound);
+        }
+        self.root = self.remove_at(self.root, id);
+        if self.root != NIL {
+            self.node_mut(self.root).parent = NIL;
+        }
+        *self.node_mut(id) = EMPTY;
+        self.len -= 1;
+        Ok(())
+    }
+
+    fn contains(&self, id: CapId) -> bool {
+        self.nodes.get(id as usize).is_some_and(|n| n.level > 0)
+    }
+
+    fn key(&self, id: CapId) -> Option<Key> {
+        self.contains(id).then(|| self.node(id).key)
+    }
+
+    fn first(&self) -> Option<CapId> {
+        (self.root != NIL).then(|| self.leftmost(self.root))
+    }
+
+    fn successor(&self, id: CapId) -> Option<CapId> {
+        if !self.contains(id) {
+            return None;
+        }
+        let r = self.node(id).right;
+        if r != NIL {
+            return Some(self.leftmost(r));
+        }
+        let mut n = id;
+        let mut p = self.node(n).parent;
+        while p != NIL && self.node(p).right == n {
+            n = p;
+            p = self.node(p).parent;
+        }
+        (p != NIL).then_some(p)
+    }
+
+    fn predecessor(&self, id: CapId) -> Option<CapId> {
+        if !self.contains(id) {
+            return None;
+        }
+        let mut n = self.node(id).left;
+        if n != NIL {
+            while self.node(n).right != NIL {
+                n = self.node(n).right;
+            }
+            return Some(n);
+        }
+        let mut n = id;
+        let mut p = self.node(n).parent;
+        while p != NIL && self.node(p).left == n {
+            n = p;
+            p = self.node(p).parent;
+        }
+        (p != NIL).then_some(p)
+    }
+
+    fn has_descendants(&self, id: CapId) -> bool {
+        let Some(k) = self.key(id) else { return false };
+        let n = self.first_after(&k);
+        n != NIL && {
+            let d = self.node(n).key;
+            d.root == k.root && d.base < k.end()
+        }
+    }
+
+    fn has_ancestors(&self, id: CapId) -> bool {
+        let Some(k) = self.key(id) else { return false };
+        let target = (k.root, k.end());
+        let (mut n, mut best) = (self.root, (0, 0));
+        while n != NIL {
+            let x = self.node(n);
+            if x.key < k {
+                best = best.max(self.span(x.left)).max((x.key.root, x.key.end()));
+                if best >= target {
+                    return true;
+                }
+                n = x.right;
+            } else {
+                n = x.left;
+            }
+        }
+        false
+    }
+
+    fn query(&self, root: u8, addr: u64, size: u64, max: Relation) -> Found {
+        let mut q = RangeQuery::new(root, addr, size, max);
+        self.query_at(self.root, &mut q);
+        q.best
+    }
+}
