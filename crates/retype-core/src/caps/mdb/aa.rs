@@ -11,7 +11,7 @@ use crate::caps::cap::Key;
 
 const NIL: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Node {
     key: Key,
     left: u32,
@@ -39,7 +39,7 @@ const EMPTY: Node = Node {
 };
 
 /// The augmented AA tree.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AaTree {
     nodes: Vec<Node>,
     root: u32,
@@ -211,11 +211,12 @@ impl AaTree {
         t
     }
 
-    /// The first entry whose key is greater than `k` (copies of `k` skipped).
-    fn first_after(&self, k: &Key) -> u32 {
+    /// The first entry whose key is greater than `k`, or equal if `inclusive`.
+    fn seek_node(&self, k: &Key, inclusive: bool) -> u32 {
         let (mut n, mut best) = (self.root, NIL);
         while n != NIL {
-            if self.node(n).key > *k {
+            let x = &self.node(n).key;
+            if x > k || (inclusive && x == k) {
                 best = n;
                 n = self.node(n).left;
             } else {
@@ -254,7 +255,10 @@ impl AaTree {
                 assert!(t.level(t.node(x.right).right) < x.level, "right grandchild");
             }
             if x.level > 1 {
-                assert!(x.left != NIL && x.right != NIL, "inner node has two children");
+                assert!(
+                    x.left != NIL && x.right != NIL,
+                    "inner node has two children"
+                );
             }
             let own = (x.key.root, x.key.end());
             assert_eq!(x.span, own.max(t.span(x.left)).max(t.span(x.right)));
@@ -370,9 +374,14 @@ impl Mdb for AaTree {
         (p != NIL).then_some(p)
     }
 
+    fn seek(&self, k: &Key, inclusive: bool) -> Option<CapId> {
+        let n = self.seek_node(k, inclusive);
+        (n != NIL).then_some(n)
+    }
+
     fn has_descendants(&self, id: CapId) -> bool {
         let Some(k) = self.key(id) else { return false };
-        let n = self.first_after(&k);
+        let n = self.seek_node(&k, false);
         n != NIL && {
             let d = self.node(n).key;
             d.root == k.root && d.base < k.end()

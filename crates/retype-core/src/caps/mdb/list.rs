@@ -9,7 +9,7 @@ use crate::caps::cap::Key;
 
 const NIL: u32 = u32::MAX;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Link {
     key: Key,
     prev: u32,
@@ -31,7 +31,7 @@ const EMPTY: Link = Link {
 };
 
 /// The doubly-linked list mapping database.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct List {
     links: Vec<Link>,
     head: u32,
@@ -129,6 +129,18 @@ impl Mdb for List {
 
     fn predecessor(&self, id: CapId) -> Option<CapId> {
         self.contains(id).then(|| List::opt(self.link(id).prev))?
+    }
+
+    fn seek(&self, k: &Key, inclusive: bool) -> Option<CapId> {
+        let mut n = self.head;
+        while n != NIL {
+            let x = &self.link(n).key;
+            if x > k || (inclusive && x == k) {
+                return Some(n);
+            }
+            n = self.link(n).next;
+        }
+        None
     }
 
     fn has_descendants(&self, id: CapId) -> bool {

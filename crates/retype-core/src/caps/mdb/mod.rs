@@ -146,6 +146,9 @@ pub trait Mdb {
     fn successor(&self, id: CapId) -> Option<CapId>;
     fn predecessor(&self, id: CapId) -> Option<CapId>;
 
+    /// The first entry whose key is greater than `k`, or equal if `inclusive`.
+    fn seek(&self, k: &Key, inclusive: bool) -> Option<CapId>;
+
     /// Another entry with an equal key exists.
     fn has_copies(&self, id: CapId) -> bool {
         let Some(k) = self.key(id) else { return false };

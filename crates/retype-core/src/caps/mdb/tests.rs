@@ -64,7 +64,11 @@ fn v12_on<M: Mdb>() {
         },
         "exact equality is surrounding; the latest (tightest) wins"
     );
-    assert_eq!(at(0x8000).id, Some(3), "free region: RAM 0/64K surrounds it");
+    assert_eq!(
+        at(0x8000).id,
+        Some(3),
+        "free region: RAM 0/64K surrounds it"
+    );
     let inner = m.query(1, 0, 0x10000, Relation::Partial);
     assert_eq!(inner.relation, Relation::Inner);
     assert_eq!(inner.id, Some(5), "the earliest inner entry");
@@ -143,9 +147,18 @@ impl Model {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Insert { bits: u32, slot: u64, copy_of: Option<usize>, ty: bool },
+    Insert {
+        bits: u32,
+        slot: u64,
+        copy_of: Option<usize>,
+        ty: bool,
+    },
     Remove(usize),
-    Query { bits: u32, slot: u64, max: u8 },
+    Query {
+        bits: u32,
+        slot: u64,
+        max: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -172,7 +185,12 @@ fn check<M: Mdb>(ops: &[Op], check_tree: impl Fn(&M)) {
     ];
     for op in ops {
         match *op {
-            Op::Insert { bits, slot, copy_of, ty } => {
+            Op::Insert {
+                bits,
+                slot,
+                copy_of,
+                ty,
+            } => {
                 let k = match copy_of.filter(|_| !live.is_empty()) {
                     Some(i) => model.get(live[i % live.len()]),
                     None => {
@@ -213,8 +231,25 @@ fn check<M: Mdb>(ops: &[Op], check_tree: impl Fn(&M)) {
             assert_eq!(m.successor(id), model.neighbour(id, 1));
             assert_eq!(m.predecessor(id), model.neighbour(id, -1));
             assert_eq!(m.has_copies(id), model.has_copies(id), "copies of {id}");
-            assert_eq!(m.has_descendants(id), model.has_descendants(id), "descendants of {id}");
-            assert_eq!(m.has_ancestors(id), model.has_ancestors(id), "ancestors of {id}");
+            assert_eq!(
+                m.has_descendants(id),
+                model.has_descendants(id),
+                "descendants of {id}"
+            );
+            assert_eq!(
+                m.has_ancestors(id),
+                model.has_ancestors(id),
+                "ancestors of {id}"
+            );
+            let k = model.get(id);
+            for inclusive in [false, true] {
+                let want = model
+                    .0
+                    .iter()
+                    .find(|e| e.0 > k || (inclusive && e.0 == k))
+                    .map(|e| e.1);
+                assert_eq!(m.seek(&k, inclusive), want);
+            }
         }
     }
 }
