@@ -19,11 +19,12 @@ use crate::untyped::{Dest, Untyped};
 #[derive(Clone, Copy, Debug)]
 pub struct Boot {
     pub cspace: CSpace,
-    /// Root slot 0: the root L1 CNode itself.
+    /// Root slot 0: the root L1 CNode itself, made by the kernel from the
+    /// last bytes of RAM; no RAM capability covers it.
     pub root: CapRef,
     /// Root slot 1: PhysAddr over RAM and the device region after it.
     pub phys: CapRef,
-    /// Root slot 2: all RAM; the root CNode occupies its first bytes.
+    /// Root slot 2: the RAM below the root CNode, from address 0.
     pub ram: CapRef,
 }
 
@@ -42,13 +43,13 @@ pub struct Caps<M: Mdb> {
 impl<M: Mdb> Caps<M> {
     /// A machine with `ram` bytes of RAM at address 0 followed by as many
     /// bytes of device memory, and a first domain whose root CNode has
-    /// `root_slots` slots (a multiple of 256), carved from the start of RAM.
+    /// `root_slots` slots (a multiple of 256), at the end of RAM.
     pub fn boot(config: Config, ram: u64, root_slots: u32) -> Result<(Caps<M>, Boot), CapError> {
         let cnode_bytes = root_slots as u64 * SLOT_BYTES;
         if root_slots == 0 || root_slots as u64 % L2_SLOTS != 0 {
             return Err(CapError::InvalidSize { size: cnode_bytes });
         }
-        if ram % PAGE != 0 || ram < cnode_bytes || ram > u64::MAX / 4 {
+        if ram % PAGE != 0 || ram <= cnode_bytes || ram > u64::MAX / 4 {
             return Err(CapError::InvalidSize { size: ram });
         }
         let mut caps = Caps {
@@ -59,13 +60,14 @@ impl<M: Mdb> Caps<M> {
             untypeds: BTreeMap::new(),
             reclaimed: Vec::new(),
         };
-        let root = Cap::new(L1CNode, 0, cnode_bytes);
+        let user = ram - cnode_bytes;
+        let root = Cap::new(L1CNode, user, cnode_bytes);
         caps.create_object(&root, root_slots);
-        let cspace = caps.s.cspace_of(0).expect("root CNode was just made");
+        let cspace = caps.s.cspace_of(user).expect("root CNode was just made");
         let first = caps.s.cnodes[cspace.cnode as usize].first;
         caps.install(first, root);
         caps.install(first + 1, Cap::new(PhysAddr, 0, 2 * ram));
-        caps.install(first + 2, Cap::new(Ram, 0, ram));
+        caps.install(first + 2, Cap::new(Ram, 0, user));
         let boot = Boot {
             cspace,
             root: CapRef::l1(cspace, 0),

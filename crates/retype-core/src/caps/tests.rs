@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 const K16: u64 = 16 << 10;
 
 fn boot<M: Mdb>() -> (Caps<M>, Boot) {
-    Caps::boot(X64, 4 * MIB, 256).unwrap()
+    Caps::boot(X64, 8 * MIB, 256).unwrap()
 }
 
 fn r(b: &Boot, slot: u32) -> CapRef {
@@ -46,7 +46,8 @@ fn with_l2<M: Mdb>() -> (Caps<M>, Boot) {
 fn boot_layout_and_addressing() {
     let (c, b) = with_l2::<AaTree>();
     assert_eq!(c.get(b.root).unwrap().ty, L1CNode);
-    assert_eq!(c.get(b.phys).unwrap().size, 8 * MIB);
+    assert_eq!(c.get(b.phys).unwrap().size, 16 * MIB);
+    assert_eq!(c.get(b.ram).unwrap().size, 8 * MIB - K16);
     assert_eq!(c.cspace_of(b.root), Ok(b.cspace));
     let l2 = CapRef::l2(b.cspace, 3, 7);
     assert_eq!(c.get(l2), Err(CapError::EmptySlot { addr: 0x307 }));
@@ -78,9 +79,9 @@ fn bad_invocations_change_nothing<M: Mdb + Clone + PartialEq>() {
     c.retype(r(&b, 4), Frame, 0, 4 * PAGE, 1, l2(0)).unwrap();
     c.retype(b.ram, X86Ptable, 2 * MIB, PAGE, 1, l2(1)).unwrap();
     c.mint(l2(0), l2(2), Rights::READ, 0).unwrap();
-    // Overlapping retype: the root CNode's bytes, then the frame's.
+    // Overlapping retype: the page table's bytes, then the frame's.
     refused(&mut c, CapError::RevokeFirst, |c| {
-        c.retype(b.ram, Frame, 0, PAGE, 1, l2(9))
+        c.retype(b.ram, Frame, 2 * MIB, PAGE, 1, l2(9))
     });
     refused(&mut c, CapError::RevokeFirst, |c| {
         c.retype(r(&b, 4), Ram, PAGE, PAGE, 1, l2(9))
@@ -139,13 +140,17 @@ fn bad_invocations_change_nothing<M: Mdb + Clone + PartialEq>() {
         &mut c,
         CapError::InvalidCount {
             count: 0,
-            max: 1024,
+            max: 2044,
         },
         |c| c.retype(b.ram, Frame, 3 * MIB, PAGE, 0, l2(9)),
     );
-    refused(&mut c, CapError::InvalidOffset { offset: 4 * MIB }, |c| {
-        c.retype(b.ram, Frame, 4 * MIB, PAGE, 1, l2(9))
-    });
+    refused(
+        &mut c,
+        CapError::InvalidOffset {
+            offset: 8 * MIB - K16,
+        },
+        |c| c.retype(b.ram, Frame, 8 * MIB - K16, PAGE, 1, l2(9)),
+    );
     refused(&mut c, CapError::SlotInUse { addr: 0x300 }, |c| {
         c.retype(b.ram, Frame, 3 * MIB, PAGE, 1, l2(0))
     });
