@@ -46,10 +46,10 @@ impl<M: Mdb> Caps<M> {
     /// `root_slots` slots (a multiple of 256), at the end of RAM.
     pub fn boot(config: Config, ram: u64, root_slots: u32) -> Result<(Caps<M>, Boot), CapError> {
         let cnode_bytes = root_slots as u64 * SLOT_BYTES;
-        if root_slots == 0 || root_slots as u64 % L2_SLOTS != 0 {
+        if root_slots == 0 || !(root_slots as u64).is_multiple_of(L2_SLOTS) {
             return Err(CapError::InvalidSize { size: cnode_bytes });
         }
-        if ram % PAGE != 0 || ram <= cnode_bytes || ram > u64::MAX / 4 {
+        if !ram.is_multiple_of(PAGE) || ram <= cnode_bytes || ram > u64::MAX / 4 {
             return Err(CapError::InvalidSize { size: ram });
         }
         let mut caps = Caps {
@@ -218,7 +218,7 @@ impl<M: Mdb> Caps<M> {
         } else {
             PAGE
         };
-        if offset % align != 0 || (s.base + offset) % align != 0 {
+        if !offset.is_multiple_of(align) || !(s.base + offset).is_multiple_of(align) {
             return Err(CapError::InvalidOffset { offset });
         }
         let max = s.size / objsize;
@@ -244,10 +244,10 @@ impl<M: Mdb> Caps<M> {
         let ok = match ty {
             L1CNode => {
                 size >= ty.granule()
-                    && size % ty.granule() == 0
+                    && size.is_multiple_of(ty.granule())
                     && size / SLOT_BYTES <= u32::MAX as u64
             }
-            PhysAddr | Ram | DevFrame | Frame => size > 0 && size % PAGE == 0,
+            PhysAddr | Ram | DevFrame | Frame => size > 0 && size.is_multiple_of(PAGE),
             _ => ty.fixed_size(&self.config) == Some(size),
         };
         if ok {
@@ -518,7 +518,8 @@ impl<M: Mdb> Caps<M> {
             Slot::Table(_) => (0, true),
             Slot::Pages(page) => {
                 let fits = offset <= c.size && (c.size - offset) / page >= count;
-                if offset % page != 0 || (c.base + offset) % page != 0 || !fits {
+                if !offset.is_multiple_of(page) || !(c.base + offset).is_multiple_of(page) || !fits
+                {
                     return Err(CapError::InvalidOffset { offset });
                 }
                 (page, false)
