@@ -470,7 +470,10 @@ fn run(ops: &[Op]) {
             // The revoked slot, resolved before: revoke may delete the path to it.
             let r = tree0.slot_id(src_ref.unwrap()).ok();
             for (id, x) in &after {
-                assert!(Some(*id) == r || x.key() != k, "a copy survived revoke: {x:?}");
+                assert!(
+                    Some(*id) == r || x.key() != k,
+                    "a copy survived revoke: {x:?}"
+                );
                 assert!(
                     !model.is_ancestor(&k, &x.key()),
                     "a descendant survived revoke: {x:?}"
