@@ -44,6 +44,8 @@ pub struct AaTree {
     nodes: Vec<Node>,
     root: u32,
     len: usize,
+    /// Set by a rotation or level change during a fix-up step.
+    changed: bool,
 }
 
 impl AaTree {
@@ -108,6 +110,7 @@ impl AaTree {
         self.set_right(l, t);
         self.update(t);
         self.update(l);
+        self.changed = true;
         l
     }
 
@@ -126,23 +129,8 @@ impl AaTree {
         self.node_mut(r).level += 1;
         self.update(t);
         self.update(r);
+        self.changed = true;
         r
-    }
-
-    fn insert_at(&mut self, t: u32, x: u32) -> u32 {
-        if t == NIL {
-            return x;
-        }
-        if self.less(x, t) {
-            let l = self.insert_at(self.node(t).left, x);
-            self.set_left(t, l);
-        } else {
-            let r = self.insert_at(self.node(t).right, x);
-            self.set_right(t, r);
-        }
-        self.update(t);
-        let t = self.skew(t);
-        self.split(t)
     }
 
     fn leftmost(&self, mut n: u32) -> u32 {
@@ -152,36 +140,29 @@ impl AaTree {
         n
     }
 
-    /// Removes `x` from the subtree `t` (which holds it); returns the new
-    /// subtree root. A node with two children is replaced by its successor
-    /// node (not by copying keys: a node is its slot).
-    fn remove_at(&mut self, t: u32, x: u32) -> u32 {
-        let t = if t == x {
-            let Node { left, right, .. } = *self.node(t);
-            if left == NIL {
-                // Level 1: the right child, if any, is a leaf of level 1.
-                return right;
+    /// Puts `new` where `old` hangs below `parent` (or at the root).
+    fn replace_child(&mut self, parent: u32, old: u32, new: u32) {
+        if parent == NIL {
+            self.root = new;
+            if new != NIL {
+                self.node_mut(new).parent = NIL;
             }
-            let s = self.leftmost(right);
-            let r = self.remove_at(right, s);
-            self.set_left(s, left);
-            self.set_right(s, r);
-            self.node_mut(s).level = self.node(t).level;
-            s
-        } else if self.less(x, t) {
-            let l = self.remove_at(self.node(t).left, x);
-            self.set_left(t, l);
-            t
+        } else if self.node(parent).left == old {
+            self.set_left(parent, new);
         } else {
-            let r = self.remove_at(self.node(t).right, x);
-            self.set_right(t, r);
-            t
-        };
-        self.rebalance(t)
+            self.set_right(parent, new);
+        }
     }
 
-    /// Andersson's fix-up after a removal below `t`.
-    fn rebalance(&mut self, t: u32) -> u32 {
+    /// Andersson's fix-up at `t` after an insertion below it.
+    fn rebalance_insert(&mut self, t: u32) -> u32 {
+        self.update(t);
+        let t = self.skew(t);
+        self.split(t)
+    }
+
+    /// Andersson's fix-up at `t` after a removal below it.
+    fn rebalance_remove(&mut self, t: u32) -> u32 {
         let Node { left, right, .. } = *self.node(t);
         let should = self.level(left).min(self.level(right)) + 1;
         if should < self.level(t) {
@@ -189,6 +170,7 @@ impl AaTree {
             if right != NIL && self.level(right) > should {
                 self.node_mut(right).level = should;
             }
+            self.changed = true;
         }
         self.update(t);
         let t = self.skew(t);
@@ -209,6 +191,51 @@ impl AaTree {
             self.set_right(t, r);
         }
         t
+    }
+
+    /// Walks from `t` to the root, rebalancing each node on the way with
+    /// `fix`. The fix-ups read levels at most three nodes down, so a change
+    /// cannot reach past three ancestors that `fix` left alone: the walk
+    /// stops there, once the augmented span stops changing and the walk has
+    /// passed `stale` (a node whose span must be redone).
+    fn fix_up(&mut self, mut t: u32, fix: fn(&mut AaTree, u32) -> u32, mut stale: u32) {
+        let mut quiet = 0;
+        while t != NIL {
+            let parent = self.node(t).parent;
+            let span = self.node(t).span;
+            self.changed = false;
+            // Even when `t` stays on top (skew then split), its parent link
+            // went through a rotation.
+            let nt = fix(self, t);
+            self.replace_child(parent, t, nt);
+            if t == stale {
+                stale = NIL;
+            }
+            quiet = if self.changed { 0 } else { quiet + 1 };
+            if quiet >= 3 && stale == NIL && self.node(nt).span == span {
+                return;
+            }
+            t = parent;
+        }
+    }
+
+    /// Swaps the tree positions of `x` and its successor `s`, the leftmost
+    /// node of its right subtree (nodes are slots: keys never move).
+    fn swap_with_successor(&mut self, x: u32, s: u32) {
+        let (xn, sn) = (*self.node(x), *self.node(s));
+        self.replace_child(xn.parent, x, s);
+        self.node_mut(s).level = xn.level;
+        self.node_mut(x).level = sn.level;
+        self.set_left(s, xn.left);
+        self.node_mut(x).left = NIL;
+        if sn.parent == x {
+            self.set_right(s, x);
+        } else {
+            self.set_right(s, xn.right);
+            self.set_left(sn.parent, x);
+        }
+        self.node_mut(x).right = NIL;
+        self.set_right(x, sn.right);
     }
 
     /// The first entry whose key is greater than `k`, or equal if `inclusive`.
@@ -282,6 +309,7 @@ impl Mdb for AaTree {
             nodes: Vec::new(),
             root: NIL,
             len: 0,
+            changed: false,
         }
     }
 
@@ -306,9 +334,29 @@ impl Mdb for AaTree {
             span: (key.root, key.end()),
             ..EMPTY
         };
-        self.root = self.insert_at(self.root, id);
-        self.node_mut(self.root).parent = NIL;
         self.len += 1;
+        if self.root == NIL {
+            self.root = id;
+            return Ok(());
+        }
+        let mut p = self.root;
+        loop {
+            let next = if self.less(id, p) {
+                self.node(p).left
+            } else {
+                self.node(p).right
+            };
+            if next == NIL {
+                break;
+            }
+            p = next;
+        }
+        if self.less(id, p) {
+            self.set_left(p, id);
+        } else {
+            self.set_right(p, id);
+        }
+        self.fix_up(p, AaTree::rebalance_insert, NIL);
         Ok(())
     }
 
@@ -316,10 +364,18 @@ impl Mdb for AaTree {
         if !self.contains(id) {
             return Err(MdbError::EntryNotFound);
         }
-        self.root = self.remove_at(self.root, id);
-        if self.root != NIL {
-            self.node_mut(self.root).parent = NIL;
+        let mut stale = NIL;
+        if self.node(id).left != NIL {
+            // An inner node (level > 1) has two children: its successor, a
+            // level-1 node without a left child, takes its place.
+            let s = self.leftmost(self.node(id).right);
+            self.swap_with_successor(id, s);
+            stale = s;
         }
+        // Now `id` has no left child, so its right child is a leaf or nil.
+        let Node { parent, right, .. } = *self.node(id);
+        self.replace_child(parent, id, right);
+        self.fix_up(parent, AaTree::rebalance_remove, stale);
         *self.node_mut(id) = EMPTY;
         self.len -= 1;
         Ok(())

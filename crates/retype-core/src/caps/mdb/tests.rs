@@ -267,3 +267,32 @@ proptest! {
         check::<List>(&ops, |_| {});
     }
 }
+
+/// Long random churn: the AA invariants, parent links and spans hold after
+/// every insert and remove, and in-order traversal matches a sorted model.
+#[test]
+fn tree_stays_balanced_under_churn() {
+    let keys = crate::caps::bench::generate(3000, 20, 3);
+    let mut rng = crate::caps::bench::SplitMix::new(9);
+    let mut t = AaTree::new();
+    let mut model = Model::default();
+    for _ in 0..6000 {
+        let id = rng.below(keys.len() as u64) as CapId;
+        if t.contains(id) {
+            t.remove(id).unwrap();
+            model.remove(id);
+        } else {
+            t.insert(id, keys[id as usize]).unwrap();
+            model.insert(id, keys[id as usize]);
+        }
+        t.check();
+    }
+    let mut order = Vec::new();
+    let mut n = t.first();
+    while let Some(id) = n {
+        order.push(id);
+        n = t.successor(id);
+    }
+    let want: Vec<CapId> = model.0.iter().map(|e| e.1).collect();
+    assert_eq!(order, want);
+}
