@@ -57,11 +57,20 @@ pub fn run(args: CapsArgs) -> Result<()> {
     }
 }
 
-/// Reads the time-stamp counter (cycles at the TSC's constant rate).
+/// Reads the time-stamp counter (cycles at the TSC's constant rate). The
+/// fences keep the read from passing, or being passed by, the loads of the
+/// operation measured: without them a cache miss can escape the interval.
 #[cfg(target_arch = "x86_64")]
 fn ticks() -> u64 {
-    // SAFETY: RDTSC exists on every x86_64 CPU and has no side effects.
-    unsafe { core::arch::x86_64::_rdtsc() }
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU and have no side
+    // effects.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
 }
 
 /// Without a TSC, nanoseconds from a monotonic clock stand in for cycles.
@@ -125,6 +134,24 @@ fn measure<M: Mdb>(
         .collect()
 }
 
+/// Measures every operation on `mdb` after one untimed walk through it.
+fn block<M: Mdb>(
+    mdb: &mut M,
+    keys: &[Key],
+    targets: &[Vec<CapId>],
+    overhead: u64,
+    out: &mut BTreeMap<&'static str, Vec<u64>>,
+) {
+    let mut n = mdb.first();
+    while let Some(id) = n {
+        n = black_box(mdb.successor(id));
+    }
+    for (op, t) in Op::ALL.into_iter().zip(targets) {
+        let v = measure(mdb, keys, op, t, overhead);
+        out.entry(op.name()).or_default().extend(v);
+    }
+}
+
 /// Builds the list front-first (descending order), so that building is
 /// O(n); the tree takes the capabilities in generation order.
 fn build<M: Mdb>(keys: &[Key]) -> M {
@@ -166,18 +193,19 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
         let mut list: List = build(&keys);
         let mut rng = SplitMix::new(a.seed ^ n as u64);
         let mut samples: [BTreeMap<&'static str, Vec<u64>>; 2] = Default::default();
-        // Two rounds, tree then list in each, so that drift in the machine's
-        // speed hits both alike.
+        // Two rounds of a tree block then a list block (A B A B), so that
+        // drift in the machine's speed hits both alike. Within a block the
+        // database stays in cache, as in the thesis, where each measurement
+        // followed a fresh fill; the list's long walks would otherwise evict
+        // the tree between operations.
         for round in 0..2 {
             let count = a.samples / 2 + (round == 0) as usize * (a.samples % 2);
-            for op in Op::ALL {
-                let targets: Vec<CapId> =
-                    (0..count).map(|_| rng.below(n as u64) as CapId).collect();
-                let t = measure(&mut tree, &keys, op, &targets, overhead);
-                let l = measure(&mut list, &keys, op, &targets, overhead);
-                samples[0].entry(op.name()).or_default().extend(t);
-                samples[1].entry(op.name()).or_default().extend(l);
-            }
+            let targets: Vec<Vec<CapId>> = Op::ALL
+                .iter()
+                .map(|_| (0..count).map(|_| rng.below(n as u64) as CapId).collect())
+                .collect();
+            block(&mut tree, &keys, &targets, overhead, &mut samples[0]);
+            block(&mut list, &keys, &targets, overhead, &mut samples[1]);
         }
         for (name, s) in ["tree", "list"].into_iter().zip(samples) {
             let medians: BTreeMap<&'static str, f64> = s

@@ -11,16 +11,20 @@ use crate::caps::cap::Key;
 
 const NIL: u32 = u32::MAX;
 
+/// One node: 64 bytes, aligned so that each sits in one cache line.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(align(64))]
 struct Node {
     key: Key,
     left: u32,
     right: u32,
     parent: u32,
+    /// The largest (type root, end) of the subtree, as two fields to keep
+    /// the node in 64 bytes.
+    span_end: u64,
+    span_root: u8,
     /// AA level; 0 marks a slot that is not in the tree.
-    level: u32,
-    /// The largest (type root, end) of the subtree.
-    span: (u8, u64),
+    level: u8,
 }
 
 const EMPTY: Node = Node {
@@ -34,9 +38,16 @@ const EMPTY: Node = Node {
     left: NIL,
     right: NIL,
     parent: NIL,
+    span_end: 0,
+    span_root: 0,
     level: 0,
-    span: (0, 0),
 };
+
+impl Node {
+    fn span(&self) -> (u8, u64) {
+        (self.span_root, self.span_end)
+    }
+}
 
 /// The augmented AA tree.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,7 +68,7 @@ impl AaTree {
         &mut self.nodes[n as usize]
     }
 
-    fn level(&self, n: u32) -> u32 {
+    fn level(&self, n: u32) -> u8 {
         if n == NIL {
             0
         } else {
@@ -69,7 +80,7 @@ impl AaTree {
         if n == NIL {
             (0, 0)
         } else {
-            self.node(n).span
+            self.node(n).span()
         }
     }
 
@@ -83,7 +94,8 @@ impl AaTree {
         let x = self.node(n);
         let own = (x.key.root, x.key.end());
         let span = own.max(self.span(x.left)).max(self.span(x.right));
-        self.node_mut(n).span = span;
+        let x = self.node_mut(n);
+        (x.span_root, x.span_end) = span;
     }
 
     fn set_left(&mut self, n: u32, c: u32) {
@@ -202,7 +214,7 @@ impl AaTree {
         let mut quiet = 0;
         while t != NIL {
             let parent = self.node(t).parent;
-            let span = self.node(t).span;
+            let span = self.node(t).span();
             self.changed = false;
             // Even when `t` stays on top (skew then split), its parent link
             // went through a rotation.
@@ -212,7 +224,7 @@ impl AaTree {
                 stale = NIL;
             }
             quiet = if self.changed { 0 } else { quiet + 1 };
-            if quiet >= 3 && stale == NIL && self.node(nt).span == span {
+            if quiet >= 3 && stale == NIL && self.node(nt).span() == span {
                 return;
             }
             t = parent;
@@ -288,7 +300,7 @@ impl AaTree {
                 );
             }
             let own = (x.key.root, x.key.end());
-            assert_eq!(x.span, own.max(t.span(x.left)).max(t.span(x.right)));
+            assert_eq!(x.span(), own.max(t.span(x.left)).max(t.span(x.right)));
             if x.left != NIL {
                 assert!(t.less(x.left, n));
             }
@@ -331,7 +343,8 @@ impl Mdb for AaTree {
         *self.node_mut(id) = Node {
             key,
             level: 1,
-            span: (key.root, key.end()),
+            span_root: key.root,
+            span_end: key.end(),
             ..EMPTY
         };
         self.len += 1;
