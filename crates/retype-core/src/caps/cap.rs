@@ -121,13 +121,12 @@ impl Key {
 
 impl Ord for Key {
     fn cmp(&self, o: &Key) -> Ordering {
-        // Lazily: most comparisons are decided by the base address.
         self.root
             .cmp(&o.root)
-            .then_with(|| self.base.cmp(&o.base))
-            .then_with(|| o.size.cmp(&self.size))
-            .then_with(|| self.ty.cmp(&o.ty))
-            .then_with(|| self.eq.cmp(&o.eq))
+            .then(self.base.cmp(&o.base))
+            .then(o.size.cmp(&self.size))
+            .then(self.ty.cmp(&o.ty))
+            .then(self.eq.cmp(&o.eq))
     }
 }
 

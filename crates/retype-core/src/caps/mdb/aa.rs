@@ -450,7 +450,18 @@ impl Mdb for AaTree {
 
     fn has_descendants(&self, id: CapId) -> bool {
         let Some(k) = self.key(id) else { return false };
-        let n = self.seek_node(&k, false);
+        // The next entry past the copies: a few successor steps usually
+        // reach it; many copies fall back to a search from the root.
+        let mut n = id;
+        for _ in 0..4 {
+            n = self.successor(n).unwrap_or(NIL);
+            if n == NIL || self.node(n).key != k {
+                break;
+            }
+        }
+        if n != NIL && self.node(n).key == k {
+            n = self.seek_node(&k, false);
+        }
         n != NIL && {
             let d = self.node(n).key;
             d.root == k.root && d.base < k.end()
