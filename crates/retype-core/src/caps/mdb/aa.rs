@@ -206,11 +206,12 @@ impl AaTree {
     }
 
     /// Walks from `t` to the root, rebalancing each node on the way with
-    /// `fix`. The fix-ups read levels at most three nodes down, so a change
-    /// cannot reach past three ancestors that `fix` left alone: the walk
-    /// stops there, once the augmented span stops changing and the walk has
-    /// passed `stale` (a node whose span must be redone).
-    fn fix_up(&mut self, mut t: u32, fix: fn(&mut AaTree, u32) -> u32, mut stale: u32) {
+    /// `fix`, which reads levels at most `reach` nodes down (2 after an
+    /// insertion, 3 after a removal). A change cannot matter past `reach`
+    /// ancestors in a row that `fix` left alone: the walk stops there, once
+    /// the augmented span stops changing and the walk has passed `stale` (a
+    /// node whose span must be redone).
+    fn fix_up(&mut self, mut t: u32, fix: fn(&mut AaTree, u32) -> u32, reach: u32, mut stale: u32) {
         let mut quiet = 0;
         while t != NIL {
             let parent = self.node(t).parent;
@@ -224,7 +225,7 @@ impl AaTree {
                 stale = NIL;
             }
             quiet = if self.changed { 0 } else { quiet + 1 };
-            if quiet >= 3 && stale == NIL && self.node(nt).span() == span {
+            if quiet >= reach && stale == NIL && self.node(nt).span() == span {
                 return;
             }
             t = parent;
@@ -369,7 +370,7 @@ impl Mdb for AaTree {
         } else {
             self.set_right(p, id);
         }
-        self.fix_up(p, AaTree::rebalance_insert, NIL);
+        self.fix_up(p, AaTree::rebalance_insert, 2, NIL);
         Ok(())
     }
 
@@ -388,7 +389,7 @@ impl Mdb for AaTree {
         // Now `id` has no left child, so its right child is a leaf or nil.
         let Node { parent, right, .. } = *self.node(id);
         self.replace_child(parent, id, right);
-        self.fix_up(parent, AaTree::rebalance_remove, stale);
+        self.fix_up(parent, AaTree::rebalance_remove, 3, stale);
         *self.node_mut(id) = EMPTY;
         self.len -= 1;
         Ok(())
