@@ -36,6 +36,8 @@ enum Command {
     /// Inspect and convert allocation traces
     #[command(subcommand)]
     Trace(cmd::trace::Command),
+    /// Barrelfish-style capabilities: the mapping database benchmark.
+    Caps(cmd::caps::CapsArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => cmd::replay::run_cmd(args),
         Command::Record(a) => cmd::record::run(a),
         Command::Trace(c) => cmd::trace::run(c),
+        Command::Caps(a) => cmd::caps::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

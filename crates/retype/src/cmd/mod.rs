@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod caps;
 pub mod record;
 pub mod replay;
 pub mod study;
