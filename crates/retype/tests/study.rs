@@ -37,6 +37,10 @@ fn json_has_the_documented_keys_per_workload_and_policy() {
     ]);
     let rows = json_lines(&o);
     assert_eq!(rows.len(), 4);
+    assert!(
+        o.stderr.is_empty(),
+        "no progress bar when stderr is not a terminal"
+    );
     for key in [
         "workload",
         "policy",

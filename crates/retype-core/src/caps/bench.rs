@@ -81,29 +81,9 @@ pub fn score(mix: &Mix, median: impl Fn(Op) -> f64) -> f64 {
     mix.iter().map(|&(op, f)| f * median(op)).sum()
 }
 
-/// SplitMix64: a small, well-mixed generator so the benchmark is reproducible
-/// from its seed.
-#[derive(Clone, Debug)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
+/// The generator of the benchmark: the project's documented SplitMix64, so
+/// the benchmark is reproducible from its seed.
+pub use crate::rng::SplitMix64 as SplitMix;
 
 /// The thesis's generator: `n` naturally aligned RAM capabilities in a
 /// memory of `2^mem_bits` bytes; about 10 % are copies of an earlier one, the

@@ -15,6 +15,7 @@ use retype_core::objects::Config;
 use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::{Op, Workload};
 
+use crate::progress::Progress;
 use crate::study::data;
 use crate::study::spec::{self, PolicySpec};
 
@@ -83,9 +84,11 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let reqs = requests(args.seed, args.ops);
+    let mut progress = Progress::new((counts.len() * policies.len()) as u64, "bench mm");
     for &n in &counts {
         let layout = Layout::cantrip_repeated(n);
         for &p in &policies {
+            progress.step(&format!("{p} at {n} slabs"));
             let (ns, served, ooms) = time(p, &layout, &reqs);
             let per_op = ns as f64 / reqs.len() as f64;
             if args.json {

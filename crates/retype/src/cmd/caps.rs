@@ -187,7 +187,9 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
     let tpn = ticks_per_ns();
     let overhead = timer_overhead();
     let mut rows = Vec::new();
+    let mut progress = crate::progress::Progress::new(a.caps.len() as u64, "caps bench");
     for &n in &a.caps {
+        progress.step(&format!("{n} capabilities"));
         let keys = bench::generate(n, a.mem_bits, a.seed);
         let mut tree: AaTree = build(&keys);
         let mut list: List = build(&keys);

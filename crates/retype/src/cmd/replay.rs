@@ -512,9 +512,12 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         )?;
     }
     let mut placements = Vec::new();
+    let mut progress =
+        crate::progress::Progress::new((names.len() * programs.len()) as u64, "replay");
     for name in &names {
         let (mut util_sum, mut ops, mut secs) = (0.0, 0usize, 0.0);
         for prog in &programs {
+            progress.step(&format!("{} on {name}", prog.name));
             let s = score(&mut arena, name, prog, &args)?;
             if prog.recorded {
                 placements.push((prog.name.clone(), *name, s.placement.clone()));

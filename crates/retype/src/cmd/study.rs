@@ -14,6 +14,7 @@ use retype_core::mm::Layout;
 use retype_core::objects::{Arch, Config};
 use retype_core::workload::{drive, Outcome, Step};
 
+use crate::progress::Progress;
 use crate::report::study::{snapshot_points, PolicyRun, SlabShot};
 use crate::report::{self, Section};
 use crate::study::data::{self, LogRun, Prepared};
@@ -90,10 +91,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .iter()
                 .map(|w| Prepared::from_spec(w, config, &layout))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut progress = Progress::new((prepared.len() * policies.len()) as u64, "study");
             for w in &prepared {
                 let runs = policies
                     .iter()
-                    .map(|&p| run_one(w, p, config, &layout, report.is_some()))
+                    .map(|&p| {
+                        progress.step(&format!("{} under {p}", w.name));
+                        run_one(w, p, config, &layout, report.is_some())
+                    })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 emit(&args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
             }
@@ -306,7 +311,9 @@ fn cantrip(
     let best = PolicySpec::kept("best-fit");
     let blind = PolicySpec::kept("blind-next-fit");
     let mut lines = Vec::new();
+    let mut progress = Progress::new(runs_of.len() as u64, "study cantrip");
     for (title, bf_name, nf_name, free, seq) in runs_of {
+        progress.step(&bf_name);
         let bf_run = data::load_log(&dir.join("best_fit").join(&bf_name))?;
         let nf_run = data::load_log(&dir.join("next_fit").join(&nf_name))?;
         // Runs without OOMs got the same requests under both policies; then one
