@@ -15,6 +15,69 @@ fn chromium() -> Option<&'static str> {
     })
 }
 
+/// Loads `html` in the browser and returns each chart's count of drawn marks.
+fn marks_in_browser(browser: &str, html: &Path) -> serde_json::Map<String, serde_json::Value> {
+    let dom = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let marks = dom
+        .split("data-marks=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the page's check ran");
+    let marks: serde_json::Value = serde_json::from_str(&marks.replace("&quot;", "\"")).unwrap();
+    marks.as_object().unwrap().clone()
+}
+
+#[test]
+fn every_chart_of_a_replay_report_draws_marks() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium (scripts/test installs it)"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("retype-replay-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("r.html");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args([
+            "replay",
+            "traces/malloclab/perl.rep",
+            "traces/malloclab/short1-bal.rep",
+            "--heap",
+            "best-fit,buddy",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+        ])
+        .arg("--report")
+        .arg(&html)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let charts = page.matches("<figure class=\"chart\"").count();
+    assert_eq!(
+        charts,
+        1 + 2 * 3,
+        "utilization, then map, sizes and lifetimes per trace"
+    );
+    let marks = marks_in_browser(browser, &html);
+    assert_eq!(marks.len(), charts);
+    for (name, n) in &marks {
+        assert!(n.as_u64().unwrap() > 0, "chart {name} drew no marks");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn every_chart_of_a_study_report_draws_marks() {
     let Some(browser) = chromium() else {

@@ -59,6 +59,10 @@ pub struct ReplayArgs {
     /// Time at least this many runs of each trace on each heap (the fastest counts).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
+    /// Also write a self-contained HTML report: utilization, heap maps at the
+    /// peak, size and lifetime histograms, live bytes and threads of recordings.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
 }
 
 /// One request with ids turned into dense slots, ready to run.
@@ -77,6 +81,8 @@ enum Step {
         slot: usize,
     },
 }
+
+use crate::report::replay::{HeapRun, ThreadTimes, TraceFigures};
 
 /// A trace compiled for replay.
 struct Program {
@@ -218,6 +224,9 @@ struct Placement {
     largest_hole: u64,
     reallocs_moved: u64,
     reallocs_in_place: u64,
+    /// Live blocks at the peak as `[start, end)` offsets from the lowest, with
+    /// blocks closer than [`MIN_HOLE`] merged (for the report's heap map).
+    map: Vec<(u64, u64)>,
 }
 
 /// Gaps between live blocks smaller than this are the heap's bookkeeping (the
@@ -236,6 +245,14 @@ impl Placement {
         // SAFETY: every address in `blocks` is a live block of `heap`.
         let usable_end =
             |a: usize| a + unsafe { heap.usable_size(NonNull::new_unchecked(a as *mut u8)) };
+        let base = blocks.keys().next().copied().unwrap_or(0);
+        for &a in blocks.keys() {
+            let (start, end) = ((a - base) as u64, (usable_end(a) - base) as u64);
+            match self.map.last_mut() {
+                Some(last) if start < last.1 + MIN_HOLE => last.1 = last.1.max(end),
+                _ => self.map.push((start, end)),
+            }
+        }
         let ends = blocks.keys().map(|&a| usable_end(a));
         for (end, &start) in ends.zip(blocks.keys().skip(1)) {
             let gap = start.saturating_sub(end) as u64;
@@ -512,6 +529,8 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         )?;
     }
     let mut placements = Vec::new();
+    let mut figures: Vec<TraceFigures> =
+        programs.iter().map(trace_figures).collect::<Result<_>>()?;
     let mut progress =
         crate::progress::Progress::new((names.len() * programs.len()) as u64, "replay");
     for name in &names {
@@ -519,6 +538,13 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
         for prog in &programs {
             progress.step(&format!("{} on {name}", prog.name));
             let s = score(&mut arena, name, prog, &args)?;
+            if let Some(f) = figures.iter_mut().find(|f| f.name == prog.name) {
+                f.heaps.push(HeapRun {
+                    heap: name.to_string(),
+                    util: s.util,
+                    map: s.placement.map.clone(),
+                });
+            }
             if prog.recorded {
                 placements.push((prog.name.clone(), *name, s.placement.clone()));
             }
@@ -582,7 +608,73 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     if !args.json && !placements.is_empty() {
         print_placements(&placements);
     }
+    if let Some(path) = &args.report {
+        let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
+        let html = crate::report::html(
+            "retype replay",
+            intro,
+            &crate::report::replay::sections(&figures),
+        );
+        std::fs::write(path, html).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+    }
     Ok(())
+}
+
+/// What the report shows of a trace apart from the heaps: its request sizes,
+/// lifetimes (in requests), and for a recording its live bytes over time and
+/// its threads.
+fn trace_figures(prog: &Program) -> Result<TraceFigures> {
+    let mut born = vec![0usize; prog.slots];
+    let (mut sizes, mut lifetimes) = (Vec::new(), Vec::new());
+    for (i, step) in prog.steps.iter().enumerate() {
+        match *step {
+            Step::Alloc { slot, size, .. } | Step::Realloc { slot, size } => {
+                sizes.push(size as u64);
+                if matches!(step, Step::Alloc { .. }) {
+                    born[slot] = i;
+                }
+            }
+            Step::Free { slot } => lifetimes.push((i - born[slot]) as u64),
+        }
+    }
+    let (mut live_over_time, mut threads) = (None, Vec::new());
+    if prog.recorded {
+        let t = retype_trace::format::load(Path::new(&prog.path), None)?;
+        let events = t.serialized();
+        let t0 = events.first().map_or(0, |e| e.time_ns);
+        let mut live: HashMap<u64, u64> = HashMap::new();
+        let mut total = 0u64;
+        let mut points = Vec::new();
+        for e in &events {
+            if e.op.has_ptr() {
+                total -= live.remove(&e.ptr).unwrap_or(0);
+            }
+            if e.op.allocates() && e.ret != 0 {
+                total += e.size;
+                live.insert(e.ret, e.size);
+            }
+            points.push(((e.time_ns - t0) as f64 / 1e6, total as f64 / 1024.0));
+        }
+        live_over_time = Some(points);
+        threads = t
+            .threads
+            .iter()
+            .map(|th| ThreadTimes {
+                thread: th.thread,
+                user: th.user_ns,
+                system: th.system_ns,
+                wait: th.wait_ns(),
+            })
+            .collect();
+    }
+    Ok(TraceFigures {
+        name: prog.name.clone(),
+        sizes,
+        lifetimes,
+        heaps: Vec::new(),
+        live_over_time,
+        threads,
+    })
 }
 
 /// The placement table of recorded traces: holes between live blocks at the

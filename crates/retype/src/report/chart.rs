@@ -225,3 +225,138 @@ fn draw_bars(
     root.present()?;
     Ok(())
 }
+
+/// One series of a grouped bar chart: a value per category.
+pub struct Group {
+    pub name: String,
+    pub color: RGBColor,
+    pub values: Vec<f64>,
+}
+
+/// Grouped bars over named categories (series side by side in each).
+pub fn grouped_bars(axes: &Axes, categories: &[String], groups: &[Group]) -> String {
+    let mut svg = String::new();
+    draw_grouped(&mut svg, axes, categories, groups).expect("drawing into a string cannot fail");
+    svg
+}
+
+fn draw_grouped(
+    svg: &mut String,
+    axes: &Axes,
+    categories: &[String],
+    groups: &[Group],
+) -> DrawResult<()> {
+    let root = SVGBackend::with_string(svg, (920, 300)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let ymax = groups
+        .iter()
+        .flat_map(|g| g.values.iter().copied())
+        .fold(0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let n = categories.len().max(1);
+    let labels: Vec<String> = categories.to_vec();
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(50)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .x_labels(n.min(30))
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .draw()?;
+    let width = 0.8 / groups.len().max(1) as f64;
+    for (k, g) in groups.iter().enumerate() {
+        let c = g.color;
+        chart
+            .draw_series(
+                g.values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v > 0.0)
+                    .map(|(i, &v)| {
+                        let x = i as f64 - 0.4 + k as f64 * width;
+                        Rectangle::new([(x, 0.0), (x + width * 0.9, v)], c.filled())
+                    }),
+            )?
+            .label(g.name.clone())
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(LEGEND).filled())
+            });
+    }
+    if groups.len() > 1 {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Rows of extents (a heap map): row `i` is named `rows[i].0` and holds
+/// `[start, end)` extents drawn as blocks.
+pub fn extents(axes: &Axes, rows: &[(String, Vec<(f64, f64)>)]) -> String {
+    let mut svg = String::new();
+    draw_extents(&mut svg, axes, rows).expect("drawing into a string cannot fail");
+    svg
+}
+
+fn draw_extents(
+    svg: &mut String,
+    axes: &Axes,
+    rows: &[(String, Vec<(f64, f64)>)],
+) -> DrawResult<()> {
+    let height = 60 + 26 * rows.len() as u32;
+    let root = SVGBackend::with_string(svg, (920, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let xmax = rows
+        .iter()
+        .flat_map(|r| r.1.iter().map(|e| e.1))
+        .fold(0f64, f64::max)
+        .max(1.0);
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(130)
+        .build_cartesian_2d(0f64..xmax, -0.5f64..rows.len() as f64 - 0.5)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(axes.x)
+        .y_labels(rows.len())
+        .y_label_formatter(&|y| {
+            let i = y.round();
+            if (y - i).abs() < 1e-6 && i >= 0.0 {
+                names.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .draw()?;
+    for (i, (_, ext)) in rows.iter().enumerate() {
+        let c = color(0);
+        let y = i as f64;
+        chart.draw_series(ext.iter().map(|&(a, b)| {
+            Rectangle::new(
+                [(a, y - 0.35), (b.max(a + xmax / 2000.0), y + 0.35)],
+                c.filled(),
+            )
+        }))?;
+    }
+    root.present()?;
+    Ok(())
+}

@@ -7,6 +7,7 @@
 //! really drew something.
 
 pub mod chart;
+pub mod replay;
 pub mod study;
 
 use std::fmt::Write;

@@ -1,0 +1,237 @@
+//! Figures of heap replays: utilization per trace and heap, the heap at its
+//! peak, request sizes and lifetimes, and for recorded traces live bytes over
+//! time and each thread's CPU and wait time.
+
+use super::chart::{self, Axes, Group, Line};
+use super::{Figure, Section};
+
+/// One heap's replay of one trace.
+pub struct HeapRun {
+    pub heap: String,
+    pub util: f64,
+    /// Live blocks at the peak as `[start, end)` byte offsets from the lowest.
+    pub map: Vec<(u64, u64)>,
+}
+
+/// A thread of a recorded trace, times in ns.
+pub struct ThreadTimes {
+    pub thread: u32,
+    pub user: u64,
+    pub system: u64,
+    pub wait: u64,
+}
+
+/// What the report shows of one trace.
+pub struct TraceFigures {
+    pub name: String,
+    /// Every requested size.
+    pub sizes: Vec<u64>,
+    /// Every freed block's lifetime, in requests.
+    pub lifetimes: Vec<u64>,
+    pub heaps: Vec<HeapRun>,
+    /// Recorded traces: (ms since the first event, live KiB).
+    pub live_over_time: Option<Vec<(f64, f64)>>,
+    pub threads: Vec<ThreadTimes>,
+}
+
+/// Log2 buckets: labels `<=2^k` and counts.
+fn log2_histogram(values: &[u64]) -> (Vec<String>, Vec<f64>) {
+    let top = values
+        .iter()
+        .map(|&v| 64 - v.max(1).leading_zeros() as usize)
+        .max()
+        .unwrap_or(1);
+    let mut counts = vec![0f64; top + 1];
+    for &v in values {
+        counts[64 - v.max(1).saturating_sub(1).leading_zeros() as usize] += 1.0;
+    }
+    let labels = (0..counts.len())
+        .map(|k| {
+            if k < 10 {
+                format!("{}", 1u64 << k)
+            } else {
+                format!("2^{k}")
+            }
+        })
+        .collect();
+    (labels, counts)
+}
+
+fn histogram(title: &str, what: &str, values: &[u64]) -> Figure {
+    let (labels, counts) = log2_histogram(values);
+    Figure {
+        title: title.into(),
+        body: chart::grouped_bars(
+            &Axes {
+                x: what,
+                y: "count",
+                log_y: false,
+            },
+            &labels,
+            &[Group {
+                name: what.into(),
+                color: chart::color(2),
+                values: counts,
+            }],
+        ),
+        caption: format!(
+            "{} values in power-of-two buckets (each bar counts values up to its label).",
+            values.len()
+        ),
+        chart: true,
+    }
+}
+
+/// The report's sections: utilization of every trace, then one per trace.
+pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
+    let heaps: Vec<String> = traces
+        .first()
+        .map(|t| t.heaps.iter().map(|h| h.heap.clone()).collect())
+        .unwrap_or_default();
+    let groups: Vec<Group> = heaps
+        .iter()
+        .enumerate()
+        .map(|(k, h)| Group {
+            name: h.clone(),
+            color: chart::color(k),
+            values: traces
+                .iter()
+                .map(|t| 100.0 * t.heaps.get(k).map_or(0.0, |r| r.util))
+                .collect(),
+        })
+        .collect();
+    let names: Vec<String> = traces.iter().map(|t| t.name.clone()).collect();
+    let mut out = vec![Section {
+        title: "Utilization".into(),
+        figures: vec![Figure {
+            title: "utilization per trace and heap".into(),
+            body: chart::grouped_bars(
+                &Axes {
+                    x: "trace",
+                    y: "utilization (%)",
+                    log_y: false,
+                },
+                &names,
+                &groups,
+            ),
+            caption:
+                "Peak live requested bytes ÷ the heap's high-water mark, as mdriver computes it."
+                    .into(),
+            chart: true,
+        }],
+    }];
+    for t in traces {
+        let mut figures = Vec::new();
+        let rows: Vec<(String, Vec<(f64, f64)>)> = t
+            .heaps
+            .iter()
+            .map(|h| {
+                (
+                    h.heap.clone(),
+                    h.map
+                        .iter()
+                        .map(|&(a, b)| (a as f64 / 1024.0, b as f64 / 1024.0))
+                        .collect(),
+                )
+            })
+            .collect();
+        figures.push(Figure {
+            title: format!("{}: heap map at peak", t.name),
+            body: chart::extents(&Axes { x: "KiB from the lowest live block", y: "", log_y: false }, &rows),
+            caption: "Live blocks (blue) at the moment live bytes first reach their peak; white gaps are holes.".into(),
+            chart: true,
+        });
+        figures.push(histogram(
+            &format!("{}: request sizes", t.name),
+            "bytes requested",
+            &t.sizes,
+        ));
+        if !t.lifetimes.is_empty() {
+            figures.push(histogram(
+                &format!("{}: lifetimes", t.name),
+                "lifetime (requests)",
+                &t.lifetimes,
+            ));
+        }
+        if let Some(live) = &t.live_over_time {
+            figures.push(Figure {
+                title: format!("{}: live bytes over time", t.name),
+                body: chart::lines(
+                    &Axes {
+                        x: "ms since the first event",
+                        y: "live KiB",
+                        log_y: false,
+                    },
+                    &[Line {
+                        name: "live".into(),
+                        color: chart::color(0),
+                        points: live.clone(),
+                        dashed: false,
+                    }],
+                    &[],
+                ),
+                caption: "Bytes requested and not yet freed, as the program ran.".into(),
+                chart: true,
+            });
+        }
+        if !t.threads.is_empty() {
+            let labels: Vec<String> = t
+                .threads
+                .iter()
+                .map(|th| format!("thread {}", th.thread))
+                .collect();
+            let ms = |f: fn(&ThreadTimes) -> u64| {
+                t.threads.iter().map(|th| f(th) as f64 / 1e6).collect()
+            };
+            figures.push(Figure {
+                title: format!("{}: CPU and wait time per thread", t.name),
+                body: chart::grouped_bars(
+                    &Axes {
+                        x: "thread",
+                        y: "ms",
+                        log_y: false,
+                    },
+                    &labels,
+                    &[
+                        Group {
+                            name: "user".into(),
+                            color: chart::color(0),
+                            values: ms(|t| t.user),
+                        },
+                        Group {
+                            name: "system".into(),
+                            color: chart::color(1),
+                            values: ms(|t| t.system),
+                        },
+                        Group {
+                            name: "wait".into(),
+                            color: chart::color(4),
+                            values: ms(|t| t.wait),
+                        },
+                    ],
+                ),
+                caption: "Seed 003's TLM figures: wait = lifetime − (user + system).".into(),
+                chart: true,
+            });
+        }
+        out.push(Section {
+            title: t.name.clone(),
+            figures,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_buckets_hold_values_up_to_their_label() {
+        let (labels, counts) = log2_histogram(&[1, 2, 3, 4, 5, 1024]);
+        assert_eq!(&labels[..4], ["1", "2", "4", "8"]);
+        assert_eq!(&counts[..4], [1.0, 1.0, 2.0, 1.0]);
+        assert_eq!(counts[10], 1.0);
+        assert_eq!(counts.iter().sum::<f64>(), 6.0);
+    }
+}
