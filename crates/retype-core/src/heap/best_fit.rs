@@ -2,37 +2,23 @@
 //! large enough, scanning the whole list unless it finds an exact fit.
 
 use super::block::Block;
-use super::fit::{FitHeap, FreeIndex};
-use super::free_list::{self, FreeList};
-use super::CheckError;
+use super::fit::FitHeap;
+use super::free_list::{FreeList, Lifo, ListSearch};
 
 /// Best fit, sequential search.
-pub type BestFit<S> = FitHeap<Smallest, S>;
+pub type BestFit<S> = FitHeap<Lifo<Smallest>, S>;
 
 #[derive(Default)]
-pub struct Smallest {
-    list: FreeList,
-}
+pub struct Smallest;
 
-impl FreeIndex for Smallest {
+impl ListSearch for Smallest {
     const NAME: &'static str = "best-fit";
-    const LINKS: usize = free_list::LINKS;
 
-    unsafe fn insert(&mut self, b: Block) {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.push_front(b) }
-    }
-
-    unsafe fn remove(&mut self, b: Block) {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.remove(b) }
-    }
-
-    unsafe fn find(&mut self, size: usize) -> Option<Block> {
+    unsafe fn search(list: &FreeList, size: usize) -> Option<Block> {
         let mut best: Option<(usize, Block)> = None;
         // SAFETY: the list holds free blocks.
         unsafe {
-            for b in self.list.iter() {
+            for b in list.iter() {
                 let s = b.size();
                 if s >= size && best.is_none_or(|(bs, _)| s < bs) {
                     best = Some((s, b));
@@ -43,13 +29,5 @@ impl FreeIndex for Smallest {
             }
         }
         best.map(|(_, b)| b)
-    }
-
-    unsafe fn visit(
-        &self,
-        f: &mut dyn FnMut(Block) -> Result<(), CheckError>,
-    ) -> Result<(), CheckError> {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.visit(f) }
     }
 }

@@ -2,42 +2,20 @@
 //! request takes the first listed block that is large enough.
 
 use super::block::Block;
-use super::fit::{FitHeap, FreeIndex};
-use super::free_list::{self, FreeList};
-use super::CheckError;
+use super::fit::FitHeap;
+use super::free_list::{FreeList, Lifo, ListSearch};
 
 /// First fit, LIFO list.
-pub type FirstFit<S> = FitHeap<Lifo, S>;
+pub type FirstFit<S> = FitHeap<Lifo<First>, S>;
 
 #[derive(Default)]
-pub struct Lifo {
-    list: FreeList,
-}
+pub struct First;
 
-impl FreeIndex for Lifo {
+impl ListSearch for First {
     const NAME: &'static str = "first-fit";
-    const LINKS: usize = free_list::LINKS;
 
-    unsafe fn insert(&mut self, b: Block) {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.push_front(b) }
-    }
-
-    unsafe fn remove(&mut self, b: Block) {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.remove(b) }
-    }
-
-    unsafe fn find(&mut self, size: usize) -> Option<Block> {
+    unsafe fn search(list: &FreeList, size: usize) -> Option<Block> {
         // SAFETY: the list holds free blocks.
-        unsafe { self.list.iter().find(|b| b.size() >= size) }
-    }
-
-    unsafe fn visit(
-        &self,
-        f: &mut dyn FnMut(Block) -> Result<(), CheckError>,
-    ) -> Result<(), CheckError> {
-        // SAFETY: forwarded contract.
-        unsafe { self.list.visit(f) }
+        unsafe { list.iter().find(|b| b.size() >= size) }
     }
 }

@@ -111,3 +111,50 @@ impl FreeList {
         Ok(())
     }
 }
+
+/// How a policy over a LIFO free list picks its block; [`Lifo`] does the rest.
+pub trait ListSearch: Default {
+    /// The heap's name.
+    const NAME: &'static str;
+
+    /// The block of at least `size` bytes that the policy takes, if any.
+    ///
+    /// # Safety
+    /// `list` must hold only free blocks.
+    unsafe fn search(list: &FreeList, size: usize) -> Option<Block>;
+}
+
+/// A free index that is a LIFO list (freed blocks go to the front) searched by `P`.
+#[derive(Default)]
+pub struct Lifo<P: ListSearch> {
+    list: FreeList,
+    _policy: core::marker::PhantomData<P>,
+}
+
+impl<P: ListSearch> super::fit::FreeIndex for Lifo<P> {
+    const NAME: &'static str = P::NAME;
+    const LINKS: usize = LINKS;
+
+    unsafe fn insert(&mut self, b: Block) {
+        // SAFETY: forwarded contract.
+        unsafe { self.list.push_front(b) }
+    }
+
+    unsafe fn remove(&mut self, b: Block) {
+        // SAFETY: forwarded contract.
+        unsafe { self.list.remove(b) }
+    }
+
+    unsafe fn find(&mut self, size: usize) -> Option<Block> {
+        // SAFETY: the list holds free blocks.
+        unsafe { P::search(&self.list, size) }
+    }
+
+    unsafe fn visit(
+        &self,
+        f: &mut dyn FnMut(Block) -> Result<(), CheckError>,
+    ) -> Result<(), CheckError> {
+        // SAFETY: forwarded contract.
+        unsafe { self.list.visit(f) }
+    }
+}
