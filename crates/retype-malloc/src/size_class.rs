@@ -1,0 +1,72 @@
+//! Size classes: multiples of 16 bytes up to 1 KiB, then eight classes per doubling up to
+//! [`MEDIUM_MAX`], so internal waste stays below 12.5 % above 1 KiB. Larger requests are
+//! "large" objects mapped straight from the OS.
+
+/// Largest size served by the `(size + 15) / 16` fast lookup.
+pub const SMALL_FAST_MAX: usize = 1024;
+/// Largest object kept in a one-slice (64 KiB) page.
+pub const SMALL_MAX: usize = 8 * 1024;
+/// Largest object served from segment pages; beyond this objects are mapped on their own.
+pub const MEDIUM_MAX: usize = 128 * 1024;
+/// Number of classes; class 0 is never used (size 0 is served as class 1).
+pub const CLASSES: usize = 121;
+
+/// The class serving `size` bytes (`size ≤ MEDIUM_MAX`).
+#[inline]
+pub fn class_of(size: usize) -> usize {
+    if size <= SMALL_FAST_MAX {
+        return ((size + 15) >> 4).max(1);
+    }
+    let x = size - 1;
+    let lg = (usize::BITS - 1 - x.leading_zeros()) as usize;
+    let sub = (x >> (lg - 3)) & 7;
+    65 + (lg - 10) * 8 + sub
+}
+
+/// The block size of class `class`.
+#[inline]
+pub fn block_size(class: usize) -> usize {
+    if class <= 64 {
+        return class * 16;
+    }
+    let g = (class - 65) / 8;
+    let sub = (class - 65) % 8;
+    (9 + sub) << (7 + g)
+}
+
+/// How many 64 KiB slices a page of this class spans (1 for small, 8 for medium objects).
+#[inline]
+pub fn span_of(class: usize) -> usize {
+    if block_size(class) <= SMALL_MAX {
+        1
+    } else {
+        8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_size_gets_the_smallest_fitting_class() {
+        assert_eq!(block_size(CLASSES - 1), MEDIUM_MAX);
+        for size in 0..=MEDIUM_MAX {
+            let c = class_of(size);
+            assert!(c >= 1 && c < CLASSES, "size {size} class {c}");
+            assert!(block_size(c) >= size.max(1), "size {size}");
+            if c > 1 {
+                assert!(block_size(c - 1) < size, "size {size} could use class {}", c - 1);
+            }
+        }
+    }
+
+    #[test]
+    fn waste_is_bounded() {
+        for size in SMALL_FAST_MAX + 1..=MEDIUM_MAX {
+            let b = block_size(class_of(size));
+            assert!((b - size) * 8 <= size, "size {size} block {b}");
+            assert_eq!(b % 16, 0);
+        }
+    }
+}
