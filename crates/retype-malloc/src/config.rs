@@ -55,32 +55,36 @@ pub(crate) fn load() {
     if let Some(ms) = env(b"RETYPE_MALLOC_PURGE_DELAY\0").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
     }
-    match env(b"RETYPE_MALLOC_STATS\0") {
-        None | Some(b"") | Some(b"0") => {}
-        // SAFETY: duplicating descriptor 2 has no memory-safety preconditions.
-        Some(b"1") => STATS_FD.store(unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) }, Ordering::Relaxed),
-        Some(_) => {
-            let path = env(b"RETYPE_MALLOC_STATS\0").map(|_| {
-                // SAFETY: getenv's result is NUL-terminated.
-                unsafe { libc::getenv(b"RETYPE_MALLOC_STATS\0".as_ptr().cast()) }
-            });
-            if let Some(path) = path {
-                let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
-                // SAFETY: `path` is a NUL-terminated string from the environment.
-                let fd = unsafe { libc::open(path, flags, 0o644) };
-                STATS_FD.store(fd, Ordering::Relaxed);
-            }
+    STATS_FD.store(open_stats(), Ordering::Relaxed);
+}
+
+/// Lowest descriptor number for the statistics descriptor: programs that close and reopen
+/// their standard streams must not take it over.
+const STATS_FD_MIN: i32 = 200;
+
+/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` is a copy of stderr,
+/// anything else a file path; -1 when unset or unusable.
+fn open_stats() -> i32 {
+    // SAFETY: getenv returns null or a NUL-terminated string from the environment.
+    let raw = unsafe { libc::getenv(b"RETYPE_MALLOC_STATS\0".as_ptr().cast()) };
+    // SAFETY: as above; the string is only read.
+    let fd = match env(b"RETYPE_MALLOC_STATS\0") {
+        None | Some(b"") | Some(b"0") => return -1,
+        Some(b"1") => 2,
+        Some(_) => unsafe {
+            libc::open(raw, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o644)
+        },
+    };
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: plain descriptor operations on a descriptor we own (or stderr, which we keep).
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, STATS_FD_MIN);
+        if fd != 2 {
+            libc::close(fd);
         }
+        high
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn numbers_parse_digits_only() {
-        assert_eq!(super::number(b"250"), Some(250));
-        assert_eq!(super::number(b"0"), Some(0));
-        assert_eq!(super::number(b"1x"), None);
-        assert_eq!(super::number(b""), None);
-    }
-}

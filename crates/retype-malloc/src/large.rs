@@ -27,10 +27,12 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     }
     // SAFETY: cached and fresh mappings are ours alone; the header is rewritten here.
     unsafe {
-        let (base, len, fresh) = match cache::take(need, need + need / 4) {
+        // Cached mappings are only known to be segment-aligned.
+        let cached = if align <= SEGMENT_SIZE { cache::take(need, need + need / 4) } else { None };
+        let (base, len, fresh) = match cached {
             Some((b, l)) => (b, l, false),
             None => {
-                let b = os::map_aligned(need, SEGMENT_SIZE);
+                let b = os::map_aligned(need, align.max(SEGMENT_SIZE));
                 if b.is_null() {
                     return b;
                 }
