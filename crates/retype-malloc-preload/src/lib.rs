@@ -114,8 +114,12 @@ fn aligned(align: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// `out` must be valid for a pointer write.
 #[no_mangle]
-pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, size: size_t) -> c_int {
-    if !align.is_power_of_two() || align % core::mem::size_of::<*mut c_void>() != 0 {
+pub unsafe extern "C" fn posix_memalign(
+    out: *mut *mut c_void,
+    align: size_t,
+    size: size_t,
+) -> c_int {
+    if !align.is_power_of_two() || !align.is_multiple_of(core::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     // SAFETY: `align` is a power of two.

@@ -13,7 +13,10 @@ fn lib() -> &'static Path {
     LIB.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
         let deps = exe.parent().expect("deps directory");
-        let candidates = [deps.join("../libretype_malloc_preload.so"), deps.join("libretype_malloc_preload.so")];
+        let candidates = [
+            deps.join("../libretype_malloc_preload.so"),
+            deps.join("libretype_malloc_preload.so"),
+        ];
         let newest = |c: &[PathBuf]| {
             c.iter()
                 .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p.clone())))
@@ -28,21 +31,31 @@ fn lib() -> &'static Path {
             .args(["build", "-p", "retype-malloc-preload", "--release"])
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build -p retype-malloc-preload failed");
-        let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/libretype_malloc_preload.so");
-        built.canonicalize().expect("libretype_malloc_preload.so after cargo build")
+        assert!(
+            status.success(),
+            "cargo build -p retype-malloc-preload failed"
+        );
+        let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/release/libretype_malloc_preload.so");
+        built
+            .canonicalize()
+            .expect("libretype_malloc_preload.so after cargo build")
     })
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("retype-malloc-preload").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("retype-malloc-preload")
+        .join(name);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 /// Compiles `tests/c/<name>.c` and returns the executable.
 fn compile(name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
     let exe = tmp("bin").join(name);
     let out = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-o"])
@@ -51,7 +64,12 @@ fn compile(name: &str) -> PathBuf {
         .arg("-ldl")
         .output()
         .expect("gcc must be installed");
-    assert!(out.status.success(), "gcc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "gcc {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     exe
 }
 
@@ -62,7 +80,8 @@ fn run(mut cmd: Command, ours: bool) -> Output {
     } else {
         cmd.env_remove("LD_PRELOAD");
     }
-    cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
 fn text(b: &[u8]) -> String {
@@ -120,11 +139,22 @@ fn hardened_mode_aborts_on_double_and_invalid_frees() {
     for (case, message) in cases {
         let out = misuse(case);
         let err = text(&out.stderr);
-        assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{case}: expected abort, got {:?}; stderr {err}", out.status);
-        assert!(err.contains("retype-malloc: ") && err.contains(message), "{case}: stderr was {err:?}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{case}: expected abort, got {:?}; stderr {err}",
+            out.status
+        );
+        assert!(
+            err.contains("retype-malloc: ") && err.contains(message),
+            "{case}: stderr was {err:?}"
+        );
     }
     let clean = misuse("clean");
-    assert!(clean.status.success() && text(&clean.stdout) == "clean\n", "clean run: {clean:?}");
+    assert!(
+        clean.status.success() && text(&clean.stdout) == "clean\n",
+        "clean run: {clean:?}"
+    );
 }
 
 /// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`
@@ -137,13 +167,27 @@ fn same_as_glibc(name: &str, setup: impl Fn(&Path), args: &[&str], env: &[(&str,
         std::fs::create_dir_all(&dir).unwrap();
         setup(&dir);
         let mut cmd = Command::new(args[0]);
-        cmd.args(&args[1..]).current_dir(&dir).envs(env.iter().copied()).env("HOME", &dir);
+        cmd.args(&args[1..])
+            .current_dir(&dir)
+            .envs(env.iter().copied())
+            .env("HOME", &dir);
         let out = run(cmd, ours);
-        assert!(out.status.success(), "{name} (ours={ours}) failed: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name} (ours={ours}) failed: {}",
+            text(&out.stderr)
+        );
         outputs.push(out);
     }
-    assert!(!outputs[0].stdout.is_empty(), "{name}: no output to compare");
-    assert_eq!(text(&outputs[0].stdout), text(&outputs[1].stdout), "{name}: output differs from glibc's");
+    assert!(
+        !outputs[0].stdout.is_empty(),
+        "{name}: no output to compare"
+    );
+    assert_eq!(
+        text(&outputs[0].stdout),
+        text(&outputs[1].stdout),
+        "{name}: output differs from glibc's"
+    );
 }
 
 #[test]
@@ -162,7 +206,12 @@ ts = [threading.Thread(target=work, args=(k,)) for k in range(7)]
 print(hashlib.sha256(s.encode()).hexdigest(), len(words), c.most_common(3), sorted(out))
 print(sorted(set(x * x % 1009 for x in range(10**5)))[:20])
 "#;
-    same_as_glibc("python", |_| {}, &["/usr/bin/python3", "-c", script], &[("PYTHONMALLOC", "malloc")]);
+    same_as_glibc(
+        "python",
+        |_| {},
+        &["/usr/bin/python3", "-c", script],
+        &[("PYTHONMALLOC", "malloc")],
+    );
 }
 
 #[test]
@@ -231,7 +280,11 @@ fn gcc_output_matches_glibc() {
     same_as_glibc(
         "gcc",
         |dir| std::fs::write(dir.join("gen.c"), &c).unwrap(),
-        &["sh", "-c", "gcc -O2 -S -o - gen.c | grep -v '\\.ident' && gcc -O2 -o gen gen.c && ./gen"],
+        &[
+            "sh",
+            "-c",
+            "gcc -O2 -S -o - gen.c | grep -v '\\.ident' && gcc -O2 -o gen gen.c && ./gen",
+        ],
         &[],
     );
 }
@@ -241,27 +294,41 @@ fn statistics_reach_a_file_even_when_stderr_is_closed() {
     let file = tmp("stats").join("stats.txt");
     let _ = std::fs::remove_file(&file);
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", "exec 2>&-; ls / > /dev/null"]).env("RETYPE_MALLOC_STATS", &file);
+    cmd.args(["-c", "exec 2>&-; ls / > /dev/null"])
+        .env("RETYPE_MALLOC_STATS", &file);
     assert!(run(cmd, true).status.success());
     let report = std::fs::read_to_string(&file).expect("statistics file");
-    assert!(report.contains("retype-malloc statistics") && report.contains("thread heaps created: "), "{report}");
+    assert!(
+        report.contains("retype-malloc statistics") && report.contains("thread heaps created: "),
+        "{report}"
+    );
     assert!(report.contains("kernel Rss:"), "{report}");
 }
 
 #[test]
 fn small_objects_land_in_huge_pages() {
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if thp.is_empty() || thp.contains("[never]") {
         eprintln!("transparent huge pages unavailable ({thp:?}); skipping");
         return;
     }
     let out = run(Command::new(compile("hugeheap")), true);
-    let huge_kib: i64 = text(&out.stdout).trim().parse().expect("AnonHugePages figure");
-    assert!(huge_kib >= 32 * 1024, "only {huge_kib} KiB of a 64 MiB heap in huge pages");
+    let huge_kib: i64 = text(&out.stdout)
+        .trim()
+        .parse()
+        .expect("AnonHugePages figure");
+    assert!(
+        huge_kib >= 32 * 1024,
+        "only {huge_kib} KiB of a 64 MiB heap in huge pages"
+    );
     let mut off = Command::new(compile("hugeheap"));
     off.env("RETYPE_MALLOC_HUGEPAGES", "0");
     let off: i64 = text(&run(off, true).stdout).trim().parse().unwrap();
-    assert!(off < huge_kib / 4, "RETYPE_MALLOC_HUGEPAGES=0 still gave {off} KiB of huge pages");
+    assert!(
+        off < huge_kib / 4,
+        "RETYPE_MALLOC_HUGEPAGES=0 still gave {off} KiB of huge pages"
+    );
 }
 
 /// Valgrind's memcheck over our allocator's own code (Miri cannot run it: it calls mmap with
@@ -273,7 +340,12 @@ fn valgrind_memcheck_finds_no_errors_in_the_allocator() {
         panic!("valgrind is not installed (scripts/test installs it)");
     }
     let mut cmd = Command::new("valgrind");
-    cmd.args(["-q", "--error-exitcode=99", "--soname-synonyms=somalloc=nouserintercepts"]).arg(compile("semantics"));
+    cmd.args([
+        "-q",
+        "--error-exitcode=99",
+        "--soname-synonyms=somalloc=nouserintercepts",
+    ])
+    .arg(compile("semantics"));
     let out = run(cmd, true);
     assert_ok(&out, "semantics under valgrind");
 }

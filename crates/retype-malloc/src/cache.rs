@@ -30,7 +30,10 @@ pub(crate) struct List {
 // SAFETY: the nodes are owned by the list and only touched under its lock.
 unsafe impl Send for List {}
 
-pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List { head: ptr::null_mut(), bytes: 0 });
+pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List {
+    head: ptr::null_mut(),
+    bytes: 0,
+});
 
 /// Takes a cached mapping whose length lies in `[min, max]`; returns it and its length.
 pub(crate) unsafe fn take(min: usize, max: usize) -> Option<(*mut u8, usize)> {
@@ -64,7 +67,13 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize) {
         if delay > 0 && list.bytes + len <= CACHE_MAX_BYTES {
             let node = p.add(NODE_OFFSET).cast::<Node>();
             // SAFETY: the caller gives us the whole mapping; its first bytes become the node.
-            unsafe { node.write(Node { next: list.head, len, freed_at: os::now_ms() }) };
+            unsafe {
+                node.write(Node {
+                    next: list.head,
+                    len,
+                    freed_at: os::now_ms(),
+                })
+            };
             list.head = node;
             list.bytes += len;
             stats::add(&stats::SEGMENTS_CACHED, 1);

@@ -18,12 +18,12 @@ pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
 }
 
-/// The value of environment variable `name` (NUL-terminated) as bytes, if set.
-fn env(name: &[u8]) -> Option<&'static [u8]> {
-    // SAFETY: `name` is NUL-terminated; getenv returns a pointer into the environment block,
+/// The value of environment variable `name` as bytes, if set.
+fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv returns a pointer into the environment block,
     // which lives as long as the process unless the program edits it.
     unsafe {
-        let v = libc::getenv(name.as_ptr().cast());
+        let v = libc::getenv(name.as_ptr());
         if v.is_null() {
             None
         } else {
@@ -32,7 +32,7 @@ fn env(name: &[u8]) -> Option<&'static [u8]> {
     }
 }
 
-fn flag(name: &[u8], default: bool) -> bool {
+fn flag(name: &core::ffi::CStr, default: bool) -> bool {
     match env(name) {
         Some(b"0") | Some(b"no") | Some(b"off") | Some(b"false") => false,
         Some(b"") | None => default,
@@ -44,15 +44,17 @@ fn number(v: &[u8]) -> Option<u64> {
     if v.is_empty() || v.len() > 18 {
         return None;
     }
-    v.iter().try_fold(0u64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u64))
+    v.iter().try_fold(0u64, |acc, &c| {
+        c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u64)
+    })
 }
 
 /// Reads every setting; opens the statistics descriptor now, at start-up, because programs
 /// may close their standard streams before exit.
 pub(crate) fn load() {
-    HUGE_PAGES.store(flag(b"RETYPE_MALLOC_HUGEPAGES\0", true), Ordering::Relaxed);
-    HARDENED.store(flag(b"RETYPE_MALLOC_HARDENED\0", false), Ordering::Relaxed);
-    if let Some(ms) = env(b"RETYPE_MALLOC_PURGE_DELAY\0").and_then(number) {
+    HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
+    HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
+    if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
     }
     STATS_FD.store(open_stats(), Ordering::Relaxed);
@@ -66,13 +68,17 @@ const STATS_FD_MIN: i32 = 200;
 /// anything else a file path; -1 when unset or unusable.
 fn open_stats() -> i32 {
     // SAFETY: getenv returns null or a NUL-terminated string from the environment.
-    let raw = unsafe { libc::getenv(b"RETYPE_MALLOC_STATS\0".as_ptr().cast()) };
+    let raw = unsafe { libc::getenv(c"RETYPE_MALLOC_STATS".as_ptr()) };
     // SAFETY: as above; the string is only read.
-    let fd = match env(b"RETYPE_MALLOC_STATS\0") {
+    let fd = match env(c"RETYPE_MALLOC_STATS") {
         None | Some(b"") | Some(b"0") => return -1,
         Some(b"1") => 2,
         Some(_) => unsafe {
-            libc::open(raw, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC, 0o644)
+            libc::open(
+                raw,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644,
+            )
         },
     };
     if fd < 0 {
@@ -88,3 +94,13 @@ fn open_stats() -> i32 {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_parse_digits_only() {
+        assert_eq!(super::number(b"250"), Some(250));
+        assert_eq!(super::number(b"0"), Some(0));
+        assert_eq!(super::number(b"1x"), None);
+        assert_eq!(super::number(b""), None);
+    }
+}

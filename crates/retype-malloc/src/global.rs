@@ -18,7 +18,10 @@ pub fn init() {
     if STATE.load(Ordering::Acquire) == DONE {
         return;
     }
-    if STATE.compare_exchange(NONE, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if STATE
+        .compare_exchange(NONE, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
         while STATE.load(Ordering::Acquire) != DONE {
             core::hint::spin_loop();
         }

@@ -66,7 +66,7 @@ pub(crate) unsafe fn validate(p: *mut u8) -> *mut Segment {
                 if addr < (*page).area as usize || off / bs >= (*page).capacity as usize {
                     die("invalid free (outside any block)", p);
                 }
-                if off % bs != 0 && flags & FLAG_ALIGNED == 0 {
+                if !off.is_multiple_of(bs) && flags & FLAG_ALIGNED == 0 {
                     die("invalid free (inside a block)", p);
                 }
             }
@@ -78,7 +78,12 @@ pub(crate) unsafe fn validate(p: *mut u8) -> *mut Segment {
 
 fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
     // SAFETY: `block` lies in the page's area.
-    let (index, bs) = unsafe { ((block as usize - (*page).area as usize), (*page).block_size as usize) };
+    let (index, bs) = unsafe {
+        (
+            (block as usize - (*page).area as usize),
+            (*page).block_size as usize,
+        )
+    };
     let n = index / bs;
     let (_, first) = segment::locate(page as *mut Page);
     (first, n / 64, 1u64 << (n % 64))

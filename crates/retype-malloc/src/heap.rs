@@ -25,7 +25,10 @@ struct Queue {
     last: *mut Page,
 }
 
-const EMPTY_QUEUE: Queue = Queue { first: ptr::null_mut(), last: ptr::null_mut() };
+const EMPTY_QUEUE: Queue = Queue {
+    first: ptr::null_mut(),
+    last: ptr::null_mut(),
+};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -129,7 +132,11 @@ unsafe fn free_slow(seg: *mut segment::Segment, page: *mut Page, p: *mut u8) {
         if flags & page::FLAG_LARGE != 0 {
             return crate::large::free(seg);
         }
-        let block = if flags & page::FLAG_ALIGNED != 0 { page::block_start(page, p) } else { p };
+        let block = if flags & page::FLAG_ALIGNED != 0 {
+            page::block_start(page, p)
+        } else {
+            p
+        };
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
         }
@@ -157,13 +164,21 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
     // as used), so the page and its heap outlive this function's accesses.
     unsafe {
         if (*page).full_state.load(Ordering::SeqCst) == FULL
-            && (*page).full_state.compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed).is_ok()
+            && (*page)
+                .full_state
+                .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
         {
             let heap = (*page).heap;
             let mut head = (*heap).notified.load(Ordering::Relaxed);
             loop {
                 (*page).notified_next = head;
-                match (*heap).notified.compare_exchange_weak(head, page, Ordering::Release, Ordering::Relaxed) {
+                match (*heap).notified.compare_exchange_weak(
+                    head,
+                    page,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => break,
                     Err(h) => head = h,
                 }
@@ -215,7 +230,11 @@ unsafe fn set_direct(heap: *mut Heap, class: usize) {
     // SAFETY: the heap is the caller's own.
     unsafe {
         let first = (*queue(heap, class)).first;
-        (*heap).direct[class] = if first.is_null() || config::hardened() { EMPTY } else { first };
+        (*heap).direct[class] = if first.is_null() || config::hardened() {
+            EMPTY
+        } else {
+            first
+        };
     }
 }
 
@@ -229,7 +248,10 @@ unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
         push_front(ptr::addr_of_mut!((*heap).full), page);
         (*heap).full_count += 1;
         (*page).flags.fetch_or(FLAG_FULL, Ordering::Relaxed);
-        let _ = (*page).full_state.compare_exchange(QUEUED, FULL, Ordering::SeqCst, Ordering::Relaxed);
+        let _ =
+            (*page)
+                .full_state
+                .compare_exchange(QUEUED, FULL, Ordering::SeqCst, Ordering::Relaxed);
         if (*page).thread_free.load(Ordering::SeqCst).is_null() {
             set_direct(heap, class);
             return true;
@@ -248,7 +270,10 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
         (*heap).full_count -= 1;
         (*page).flags.fetch_and(!FLAG_FULL, Ordering::Relaxed);
         // A NOTIFIED page stays NOTIFIED until the owner drains the notified stack.
-        let _ = (*page).full_state.compare_exchange(FULL, QUEUED, Ordering::SeqCst, Ordering::Relaxed);
+        let _ =
+            (*page)
+                .full_state
+                .compare_exchange(FULL, QUEUED, Ordering::SeqCst, Ordering::Relaxed);
         push_front(queue(heap, class), page);
         set_direct(heap, class);
     }
@@ -314,7 +339,7 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 #[inline(never)]
 pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
     let class = class.max(1); // malloc(0) arrives as class 0, whose direct page stays empty
-    // SAFETY: the heap belongs to the calling thread.
+                              // SAFETY: the heap belongs to the calling thread.
     unsafe {
         if heap == EMPTY_HEAP_PTR {
             heap = thread_init();
@@ -324,7 +349,10 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
         }
         take_notified(heap);
         let mut page = find_page(heap, class);
-        if page.is_null() && (*heap).full_count > 0 && (*heap).claims_since_sweep >= (*heap).full_count {
+        if page.is_null()
+            && (*heap).full_count > 0
+            && (*heap).claims_since_sweep >= (*heap).full_count
+        {
             sweep_full(heap);
             page = find_page(heap, class);
         }
@@ -354,7 +382,9 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     unsafe {
         let class = (*page).class as usize;
         let q = queue(heap, class);
-        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED || ((*q).first == page && (*page).next.is_null()) {
+        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED
+            || ((*q).first == page && (*page).next.is_null())
+        {
             return;
         }
         remove(q, page);
@@ -395,8 +425,11 @@ pub(crate) struct Pool {
 // SAFETY: pool contents are only touched under its lock.
 unsafe impl Send for Pool {}
 
-pub(crate) static POOL: SpinLock<Pool> =
-    SpinLock::new(Pool { abandoned: ptr::null_mut(), bump: ptr::null_mut(), end: ptr::null_mut() });
+pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
+    abandoned: ptr::null_mut(),
+    bump: ptr::null_mut(),
+    end: ptr::null_mut(),
+});
 
 const HEAP_CHUNK: usize = 256 * 1024;
 

@@ -17,8 +17,15 @@ const OS_PAGE: usize = 4096;
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
-    let offset = if align < SEGMENT_SIZE { (HEADER_SIZE + align - 1) & !(align - 1) } else { align };
-    let Some(need) = offset.checked_add(size).and_then(|n| n.checked_add(OS_PAGE - 1)) else {
+    let offset = if align < SEGMENT_SIZE {
+        (HEADER_SIZE + align - 1) & !(align - 1)
+    } else {
+        align
+    };
+    let Some(need) = offset
+        .checked_add(size)
+        .and_then(|n| n.checked_add(OS_PAGE - 1))
+    else {
         return core::ptr::null_mut();
     };
     let need = need & !(OS_PAGE - 1);
@@ -28,7 +35,11 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     // SAFETY: cached and fresh mappings are ours alone; the header is rewritten here.
     unsafe {
         // Cached mappings are only known to be segment-aligned.
-        let cached = if align <= SEGMENT_SIZE { cache::take(need, need + need / 4) } else { None };
+        let cached = if align <= SEGMENT_SIZE {
+            cache::take(need, need + need / 4)
+        } else {
+            None
+        };
         let (base, len, fresh) = match cached {
             Some((b, l)) => (b, l, false),
             None => {

@@ -105,7 +105,9 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
             let p = ((raw as usize + align - 1) & !(align - 1)) as *mut u8;
             if p != raw {
                 let page = segment::page_of(segment::of(raw), raw);
-                (*page).flags.fetch_or(page::FLAG_ALIGNED, core::sync::atomic::Ordering::Relaxed);
+                (*page)
+                    .flags
+                    .fetch_or(page::FLAG_ALIGNED, core::sync::atomic::Ordering::Relaxed);
             }
             return p;
         }
@@ -147,13 +149,21 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
         if config::hardened() {
             hardened::check_live(p);
         }
-        let seg = if p as usize & segment::SEGMENT_MASK == 0 { large::header_of_aligned(p) } else { segment::of(p) };
+        let seg = if p as usize & segment::SEGMENT_MASK == 0 {
+            large::header_of_aligned(p)
+        } else {
+            segment::of(p)
+        };
         let page = segment::page_of(seg, p);
         let flags = (*page).flags.load(core::sync::atomic::Ordering::Relaxed);
         if flags & page::FLAG_LARGE != 0 {
             return large::usable(seg, p);
         }
-        let start = if flags & page::FLAG_ALIGNED != 0 { page::block_start(page, p) } else { p };
+        let start = if flags & page::FLAG_ALIGNED != 0 {
+            page::block_start(page, p)
+        } else {
+            p
+        };
         (*page).block_size as usize - (p as usize - start as usize)
     }
 }

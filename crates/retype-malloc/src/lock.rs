@@ -15,7 +15,10 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     pub(crate) const fn new(value: T) -> Self {
-        SpinLock { held: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        SpinLock {
+            held: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Takes the lock, yielding the CPU while another thread holds it.

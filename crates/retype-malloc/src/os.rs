@@ -67,7 +67,10 @@ pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
 
 /// Milliseconds on a coarse monotonic clock (vDSO, no system call).
 pub(crate) fn now_ms() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid out-parameter.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000

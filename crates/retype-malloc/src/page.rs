@@ -84,9 +84,20 @@ impl Page {
 }
 
 /// Makes `page` an empty page of `class` owned by `heap`, over `[area, area+len)`.
-pub(crate) unsafe fn init(page: *mut Page, heap: *mut Heap, class: usize, span: usize, area: *mut u8, len: usize) {
+pub(crate) unsafe fn init(
+    page: *mut Page,
+    heap: *mut Heap,
+    class: usize,
+    span: usize,
+    area: *mut u8,
+    len: usize,
+) {
     let block_size = crate::size_class::block_size(class);
-    let flags = if crate::config::hardened() { FLAG_CHECKED } else { 0 };
+    let flags = if crate::config::hardened() {
+        FLAG_CHECKED
+    } else {
+        0
+    };
     // SAFETY: the caller owns the (unused) page descriptor.
     unsafe {
         page.write(Page {
@@ -152,7 +163,12 @@ pub(crate) unsafe fn push_remote(page: *mut Page, block: *mut Block) {
         let mut head = (*page).thread_free.load(Ordering::Relaxed);
         loop {
             (*block).next = head;
-            match (*page).thread_free.compare_exchange_weak(head, block, Ordering::Release, Ordering::Relaxed) {
+            match (*page).thread_free.compare_exchange_weak(
+                head,
+                block,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return,
                 Err(h) => head = h,
             }

@@ -53,10 +53,14 @@ mod tests {
         assert_eq!(block_size(CLASSES - 1), MEDIUM_MAX);
         for size in 0..=MEDIUM_MAX {
             let c = class_of(size);
-            assert!(c >= 1 && c < CLASSES, "size {size} class {c}");
+            assert!((1..CLASSES).contains(&c), "size {size} class {c}");
             assert!(block_size(c) >= size.max(1), "size {size}");
             if c > 1 {
-                assert!(block_size(c - 1) < size, "size {size} could use class {}", c - 1);
+                assert!(
+                    block_size(c - 1) < size,
+                    "size {size} could use class {}",
+                    c - 1
+                );
             }
         }
     }

@@ -41,7 +41,10 @@ struct Line {
 
 impl Line {
     fn new() -> Self {
-        Line { buf: [0; 256], len: 0 }
+        Line {
+            buf: [0; 256],
+            len: 0,
+        }
     }
     fn text(&mut self, s: &[u8]) -> &mut Self {
         let n = s.len().min(self.buf.len() - self.len);
@@ -77,7 +80,10 @@ pub(crate) fn report(fd: i32) {
     let rows: [(&[u8], usize); 11] = [
         (b"segments in use", get(&SEGMENTS)),
         (b"segments peak", get(&SEGMENTS_PEAK)),
-        (b"segments cached (empty, not yet purged)", get(&SEGMENTS_CACHED)),
+        (
+            b"segments cached (empty, not yet purged)",
+            get(&SEGMENTS_CACHED),
+        ),
         (b"large-object bytes mapped", get(&LARGE_BYTES)),
         (b"large-object bytes peak", get(&LARGE_BYTES_PEAK)),
         (b"pages claimed", get(&PAGES_CLAIMED)),
@@ -88,7 +94,9 @@ pub(crate) fn report(fd: i32) {
         (b"munmap calls", get(&MUNMAP_CALLS)),
     ];
     let mut head = Line::new();
-    head.text(b"retype-malloc statistics (segment = ").num(seg_mib).text(b" MiB)\n");
+    head.text(b"retype-malloc statistics (segment = ")
+        .num(seg_mib)
+        .text(b" MiB)\n");
     os::write_all(fd, head.bytes());
     for (name, value) in rows {
         let mut l = Line::new();
@@ -103,7 +111,10 @@ fn copy_kernel_view(fd: i32) {
     let mut buf = [0u8; 2048];
     // SAFETY: NUL-terminated path; `buf` is a valid out-buffer of its length.
     let n = unsafe {
-        let f = libc::open(b"/proc/self/smaps_rollup\0".as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        let f = libc::open(
+            c"/proc/self/smaps_rollup".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
         if f < 0 {
             return;
         }
