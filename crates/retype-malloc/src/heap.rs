@@ -9,7 +9,6 @@
 //! When a thread exits its heap is *abandoned*: its empty pages are given back and the heap,
 //! with the pages still in use, waits in a pool until a new thread adopts it whole.
 
-use core::cell::Cell;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
@@ -17,7 +16,7 @@ use crate::lock::SpinLock;
 use crate::page::{self, Block, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment;
 use crate::size_class::{self, CLASSES};
-use crate::{config, global, hardened, os, stats};
+use crate::{config, global, hardened, os, stats, tls};
 
 #[derive(Clone, Copy)]
 struct Queue {
@@ -68,14 +67,15 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
-thread_local! {
-    /// The calling thread's heap; the read-only empty heap until its first malloc.
-    static CURRENT: Cell<*mut Heap> = const { Cell::new(EMPTY_HEAP_PTR) };
-}
-
+/// The calling thread's heap: the read-only empty heap until its first malloc.
 #[inline(always)]
 pub(crate) fn current() -> *mut Heap {
-    CURRENT.with(|c| c.get())
+    let h = tls::get();
+    if h.is_null() {
+        EMPTY_HEAP_PTR
+    } else {
+        h
+    }
 }
 
 /// Pops a block from `page` (which has one).
@@ -207,6 +207,20 @@ unsafe fn push_front(q: *mut Queue, page: *mut Page) {
     }
 }
 
+unsafe fn push_back(q: *mut Queue, page: *mut Page) {
+    // SAFETY: owner-only lists; `page` is in no list.
+    unsafe {
+        (*page).next = ptr::null_mut();
+        (*page).prev = (*q).last;
+        if (*q).last.is_null() {
+            (*q).first = page;
+        } else {
+            (*(*q).last).next = page;
+        }
+        (*q).last = page;
+    }
+}
+
 unsafe fn remove(q: *mut Queue, page: *mut Page) {
     // SAFETY: `page` is linked in `q`.
     unsafe {
@@ -238,7 +252,7 @@ unsafe fn set_direct(heap: *mut Heap, class: usize) {
     }
 }
 
-/// Moves an exhausted page to the full list. Returns false (and puts it back at the front of
+/// Moves an exhausted page to the full list. Returns false (and puts it back at the end of
 /// its queue) if a remote free arrived meanwhile.
 unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
     // SAFETY: owner-only lists; the state handshake is with `remote_free`.
@@ -261,7 +275,9 @@ unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
     }
 }
 
-/// Moves a page from the full list to the front of its class queue.
+/// Moves a page from the full list to the end of its class queue: by the time allocation
+/// reaches it, more of its blocks will have been freed (putting it first would make a page
+/// with one free block flip between full and not full on every malloc/free pair).
 unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; `page` is in the full list.
     unsafe {
@@ -274,7 +290,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
             (*page)
                 .full_state
                 .compare_exchange(FULL, QUEUED, Ordering::SeqCst, Ordering::Relaxed);
-        push_front(queue(heap, class), page);
+        push_back(queue(heap, class), page);
         set_direct(heap, class);
     }
 }
@@ -476,7 +492,7 @@ unsafe fn thread_init() -> *mut Heap {
     unsafe {
         let heap = acquire();
         if !heap.is_null() {
-            CURRENT.with(|c| c.set(heap));
+            tls::set(heap);
             global::register_thread(heap.cast());
         }
         heap
@@ -485,11 +501,9 @@ unsafe fn thread_init() -> *mut Heap {
 
 /// Thread-exit hook (pthread key destructor): abandons the thread's heap.
 pub(crate) unsafe fn thread_done(heap: *mut Heap) {
-    CURRENT.with(|c| {
-        if c.get() == heap {
-            c.set(EMPTY_HEAP_PTR)
-        }
-    });
+    if tls::get() == heap {
+        tls::set(ptr::null_mut());
+    }
     // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
     unsafe {
         release_empty_pages(heap);

@@ -38,6 +38,7 @@ mod registry;
 mod segment;
 pub mod size_class;
 mod stats;
+mod tls;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;

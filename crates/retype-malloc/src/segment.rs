@@ -1,6 +1,6 @@
 //! Segments: 2 MiB-aligned, 2 MiB mappings, each backed by one transparent huge page, cut
-//! into 32 slices of 64 KiB. A page spans 1 slice (objects ≤ 8 KiB) or 8 aligned slices
-//! (objects ≤ 128 KiB). The header at the start of the segment holds the page descriptors,
+//! into 32 slices of 64 KiB. A page spans 1, 2, 4 or 8 aligned slices, enough for four
+//! blocks of its class. The header at the start of the segment holds the page descriptors,
 //! so the page of any block is found from its address alone: mask to the segment, shift to
 //! the slice, look up the slice's page.
 //!
@@ -54,6 +54,11 @@ pub(crate) struct Segment {
 pub const HEADER_SIZE: usize = (core::mem::size_of::<Segment>() + 4095) & !4095;
 
 const ALL_SLICES: u32 = u32::MAX;
+
+/// The first segments of a process get no huge pages: a small program then keeps a small
+/// resident set (only touched 4 KiB pages), while a heap past a few MiB, where TLB reach
+/// matters, is backed by huge pages from its third segment on.
+const SMALL_HEAP_SEGMENTS: usize = 4;
 
 /// The segment holding `p`.
 #[inline]
@@ -110,7 +115,9 @@ unsafe fn create(heap: *mut Heap) -> *mut Segment {
                 (p, SEGMENT_SIZE)
             }
         };
-        if config::HUGE_PAGES.load(Ordering::Relaxed) {
+        if config::HUGE_PAGES.load(Ordering::Relaxed)
+            && stats::SEGMENTS.load(Ordering::Relaxed) >= SMALL_HEAP_SEGMENTS
+        {
             os::advise_huge(base, SEGMENT_SIZE);
         }
         let seg = base.cast::<Segment>();

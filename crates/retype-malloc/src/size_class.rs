@@ -4,8 +4,6 @@
 
 /// Largest size served by the `(size + 15) / 16` fast lookup.
 pub const SMALL_FAST_MAX: usize = 1024;
-/// Largest object kept in a one-slice (64 KiB) page.
-pub const SMALL_MAX: usize = 8 * 1024;
 /// Largest object served from segment pages; beyond this objects are mapped on their own.
 pub const MEDIUM_MAX: usize = 128 * 1024;
 /// Number of classes; class 0 is never used (size 0 is served as class 1).
@@ -34,15 +32,16 @@ pub fn block_size(class: usize) -> usize {
     (9 + sub) << (7 + g)
 }
 
-/// How many 64 KiB slices a page of this class spans (1 for small, 8 for medium objects).
+/// How many 64 KiB slices a page of this class spans: the smallest power of two that holds
+/// four blocks (1 up to 16 KiB blocks, 8 for the largest), so a class used by a few objects
+/// does not pin a large page.
 #[inline]
 pub fn span_of(class: usize) -> usize {
-    if block_size(class) <= SMALL_MAX {
-        1
-    } else {
-        8
-    }
+    (4 * block_size(class)).div_ceil(SLICE).next_power_of_two()
 }
+
+/// Bytes in a slice, the unit pages are made of.
+const SLICE: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -62,6 +61,15 @@ mod tests {
                     c - 1
                 );
             }
+        }
+    }
+
+    #[test]
+    fn pages_hold_at_least_four_blocks_in_at_most_eight_slices() {
+        for c in 1..CLASSES {
+            let span = span_of(c);
+            assert!(span.is_power_of_two() && span <= 8, "class {c} span {span}");
+            assert!(span * SLICE >= 4 * block_size(c));
         }
     }
 
