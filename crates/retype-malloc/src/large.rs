@@ -1,6 +1,7 @@
 //! Large objects (over 128 KiB, or with alignment a page cannot give): each is its own
 //! 2 MiB-aligned mapping with a segment header in front, so `free` finds it with the same
-//! address mask as small blocks. Mappings of 2 MiB and more are advised for huge pages.
+//! address mask as small blocks. Mappings of 2 MiB and more are advised for huge pages once
+//! the heap is big (a sparsely touched block would otherwise cost whole huge pages).
 //! Freed mappings go through the retirement cache and return to the OS after the purge delay.
 //!
 //! An alignment of 2 MiB or more puts the block at a segment boundary, where the mask would
@@ -51,7 +52,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                 (b, need, true)
             }
         };
-        if len >= SEGMENT_SIZE && config::HUGE_PAGES.load(Ordering::Relaxed) {
+        if len >= SEGMENT_SIZE && crate::segment::big_heap() {
             os::advise_huge(base, len & !SEGMENT_MASK);
         }
         let seg = base.cast::<Segment>();

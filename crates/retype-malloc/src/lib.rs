@@ -3,10 +3,11 @@
 //! Design, one concern per module (in the spirit of mimalloc):
 //! - [`size_class`]: 16-byte classes to 1 KiB, then eight per doubling to 128 KiB;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
-//!   slices, holding pages; a pointer's page is found by masking its address;
+//!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
+//!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
 //! - `page`: per-page free lists, a lock-free list for frees from other threads;
 //! - `heap`: one heap per thread, no lock on malloc or free; heaps of exited threads are
-//!   adopted by new threads;
+//!   adopted by new threads; `tls` holds the thread's heap pointer (initial-exec on x86-64);
 //! - `large`: objects over 128 KiB are mapped on their own;
 //! - `cache`: empty segments and freed large blocks go back to the OS after a delay;
 //! - `hardened`, `registry`: optional detection of double and invalid frees;

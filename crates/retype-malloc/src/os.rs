@@ -65,6 +65,14 @@ pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
     unsafe { libc::madvise(p.cast(), len, libc::MADV_HUGEPAGE) };
 }
 
+/// Asks the kernel to back `[p, p+len)` with huge pages now, copying what is already there
+/// (`MADV_COLLAPSE`, Linux 6.1+; harmless if unsupported).
+pub(crate) unsafe fn collapse_huge(p: *mut u8, len: usize) {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    // SAFETY: advice only; the contents of the range are preserved.
+    unsafe { libc::madvise(p.cast(), len, MADV_COLLAPSE) };
+}
+
 /// Milliseconds on a coarse monotonic clock (vDSO, no system call).
 pub(crate) fn now_ms() -> u64 {
     let mut ts = libc::timespec {

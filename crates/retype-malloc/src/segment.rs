@@ -8,7 +8,7 @@
 //! segments first, so small objects are packed into as few huge pages as possible.
 
 use core::ptr;
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use crate::heap::Heap;
 use crate::page::{self, Page};
@@ -55,10 +55,63 @@ pub const HEADER_SIZE: usize = (core::mem::size_of::<Segment>() + 4095) & !4095;
 
 const ALL_SLICES: u32 = u32::MAX;
 
-/// The first segments of a process get no huge pages: a small program then keeps a small
-/// resident set (only touched 4 KiB pages), while a heap past a few MiB, where TLB reach
-/// matters, is backed by huge pages from its third segment on.
-const SMALL_HEAP_SEGMENTS: usize = 4;
+/// Huge pages are for big heaps: until the process has this many segments in use, segments
+/// get no `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it
+/// touched. When the heap grows past it, huge pages are switched on for good, and the early
+/// segments are advised and collapsed into huge pages too (see [`huge_pages_for`]).
+const SMALL_HEAP_SEGMENTS: usize = 16;
+
+/// Whether the heap has grown past [`SMALL_HEAP_SEGMENTS`].
+static BIG_HEAP: AtomicBool = AtomicBool::new(false);
+/// Segments created before the heap was big, to be collapsed into huge pages when it becomes
+/// big. An entry may be stale (the segment given back since): advice on a range that is no
+/// longer ours, or unmapped, is harmless, because it never changes memory contents.
+static EARLY: [AtomicUsize; SMALL_HEAP_SEGMENTS] =
+    [const { AtomicUsize::new(0) }; SMALL_HEAP_SEGMENTS];
+
+/// Whether a new mapping should use huge pages, switching them on (and collapsing the early
+/// segments) when the process reaches [`SMALL_HEAP_SEGMENTS`] segments.
+pub(crate) fn big_heap() -> bool {
+    if !config::HUGE_PAGES.load(Ordering::Relaxed) {
+        return false;
+    }
+    if BIG_HEAP.load(Ordering::Relaxed) {
+        return true;
+    }
+    if stats::SEGMENTS.load(Ordering::Relaxed) + 1 < SMALL_HEAP_SEGMENTS
+        || BIG_HEAP.swap(true, Ordering::AcqRel)
+    {
+        return BIG_HEAP.load(Ordering::Relaxed);
+    }
+    for slot in &EARLY {
+        let seg = slot.swap(0, Ordering::AcqRel);
+        if seg != 0 {
+            // SAFETY: advice only (see EARLY).
+            unsafe {
+                os::advise_huge(seg as *mut u8, SEGMENT_SIZE);
+                os::collapse_huge(seg as *mut u8, SEGMENT_SIZE);
+            }
+        }
+    }
+    true
+}
+
+/// Gives a new segment huge pages if the heap is big; otherwise remembers it for later.
+fn huge_pages_for(base: *mut u8) {
+    if big_heap() {
+        // SAFETY: advice on our own fresh segment.
+        unsafe { os::advise_huge(base, SEGMENT_SIZE) };
+        return;
+    }
+    for slot in &EARLY {
+        if slot
+            .compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
 
 /// The segment holding `p`.
 #[inline]
@@ -115,11 +168,7 @@ unsafe fn create(heap: *mut Heap) -> *mut Segment {
                 (p, SEGMENT_SIZE)
             }
         };
-        if config::HUGE_PAGES.load(Ordering::Relaxed)
-            && stats::SEGMENTS.load(Ordering::Relaxed) >= SMALL_HEAP_SEGMENTS
-        {
-            os::advise_huge(base, SEGMENT_SIZE);
-        }
+        huge_pages_for(base);
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
         (*seg).used = 0;
