@@ -390,17 +390,16 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
     }
 }
 
-/// A page whose last block was freed goes back to its segment, unless it is the only page of
-/// its class (kept to avoid claiming and releasing a page on every malloc/free pair) or a
-/// remote thread still holds it on the notified stack.
+/// A page whose last block was freed goes back to its segment, unless it is the page its
+/// class allocates from (kept, so a program that allocates and frees a batch does not claim,
+/// carve and release a page every time; at most one empty page per class stays) or a remote
+/// thread still holds it on the notified stack.
 unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
         let class = (*page).class as usize;
         let q = queue(heap, class);
-        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED
-            || ((*q).first == page && (*page).next.is_null())
-        {
+        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED || (*q).first == page {
             return;
         }
         remove(q, page);
