@@ -16,7 +16,7 @@
 //! # Environment variables
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 32 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1` validates every free/realloc and aborts with a message on a double or invalid free |
 //! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |

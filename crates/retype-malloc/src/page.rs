@@ -36,7 +36,7 @@ pub(crate) const FULL: u8 = 1;
 pub(crate) const NOTIFIED: u8 = 2;
 
 /// Bytes carved per extension of a page.
-const EXTEND_BYTES: usize = 16 * 1024;
+const EXTEND_BYTES: usize = 4 * 1024;
 
 #[repr(C)]
 pub(crate) struct Page {

@@ -59,7 +59,7 @@ const ALL_SLICES: u32 = u32::MAX;
 /// get no `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it
 /// touched. When the heap grows past it, huge pages are switched on for good, and the early
 /// segments are advised and collapsed into huge pages too (see [`huge_pages_for`]).
-const SMALL_HEAP_SEGMENTS: usize = 16;
+const SMALL_HEAP_SEGMENTS: usize = 24;
 
 /// Whether the heap has grown past [`SMALL_HEAP_SEGMENTS`].
 static BIG_HEAP: AtomicBool = AtomicBool::new(false);
