@@ -70,15 +70,21 @@ for entry in "${SET[@]}"; do
   done
 done
 
-# Huge pages: the linked list with retype-malloc's huge pages on and off (alternating), and
-# the share of a 128 MiB heap of small objects that the kernel backs with huge pages.
+# Huge pages: the linked list under retype-malloc with huge pages from the start
+# (RETYPE_MALLOC_HUGEPAGES_MIN_MIB=0), with the default threshold (48 MiB) and off, alternated;
+# then the share of a 128 MiB heap of small objects that the kernel backs with huge pages.
 HP="$OUT/hugepages.csv"
 echo "setting,rep,wall_s,rss_kib,ops_per_s" > "$HP"
-LL=${LL:-linkedlist 256 2}; [ "${QUICK:-0}" = 1 ] && LL="linkedlist 16 1"
+LL=${LL:-linkedlist 256 2}; [ "${QUICK:-0}" = 1 ] && LL="linkedlist 16 1"; export LL
 for rep in $(seq "$REPS"); do
-  for hp in 1 0; do
-    ENVS="RETYPE_MALLOC_HUGEPAGES=$hp" run_one "ll-hugepages-$hp" retype "$rep" $LL
-    tail -1 "$CSV" | awk -F, -v s="hugepages=$hp" '{print s "," $3 "," $4 "," $5 "," $6}' >> "$HP"
+  for setting in always default off; do
+    case $setting in
+      always) ENVS="RETYPE_MALLOC_HUGEPAGES_MIN_MIB=0" ;;
+      default) ENVS="" ;;
+      off) ENVS="RETYPE_MALLOC_HUGEPAGES=0" ;;
+    esac
+    ENVS="$ENVS" run_one "ll-hugepages-$setting" retype "$rep" $LL
+    tail -1 "$CSV" | awk -F, -v s="$setting" '{print s "," $3 "," $4 "," $5 "," $6}' >> "$HP"
     sed -i '$ d' "$CSV"
   done
 done

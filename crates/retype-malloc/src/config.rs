@@ -1,10 +1,13 @@
 //! Settings read once from the environment at start-up (see the crate documentation for the
 //! list). Reading uses `getenv`, which does not allocate.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 /// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
 pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+/// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
+/// 24 = 48 MiB, at most [`crate::segment::EARLY_SLOTS`]).
+pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
 /// Detect double and invalid frees (`RETYPE_MALLOC_HARDENED`, default off).
 pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
@@ -54,6 +57,10 @@ fn number(v: &[u8]) -> Option<u64> {
 pub(crate) fn load() {
     HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
     HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
+    if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
+        let segments = (mib as usize).div_ceil(crate::segment::SEGMENT_SIZE >> 20);
+        HUGE_MIN_SEGMENTS.store(segments.min(crate::segment::EARLY_SLOTS), Ordering::Relaxed);
+    }
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
     }

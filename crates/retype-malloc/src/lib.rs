@@ -17,6 +17,7 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1` validates every free/realloc and aborts with a message on a double or invalid free |
 //! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |

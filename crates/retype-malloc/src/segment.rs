@@ -55,22 +55,24 @@ pub const HEADER_SIZE: usize = (core::mem::size_of::<Segment>() + 4095) & !4095;
 
 const ALL_SLICES: u32 = u32::MAX;
 
-/// Huge pages are for big heaps: until the process has this many segments in use, segments
-/// get no `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it
-/// touched. When the heap grows past it, huge pages are switched on for good, and the early
-/// segments are advised and collapsed into huge pages too (see [`huge_pages_for`]).
-const SMALL_HEAP_SEGMENTS: usize = 24;
+/// Huge pages are for big heaps: until the process has `config::HUGE_MIN_SEGMENTS` segments
+/// in use (48 MiB by default), segments get no `MADV_HUGEPAGE`, so a small program's resident
+/// set holds only the 4 KiB pages it touched. When the heap grows past it, huge pages are
+/// switched on for good, and the early segments are advised and collapsed into huge pages
+/// too (see [`huge_pages_for`]).
+///
+/// At most this many early segments are remembered, which caps the threshold at 128 MiB.
+pub(crate) const EARLY_SLOTS: usize = 64;
 
-/// Whether the heap has grown past [`SMALL_HEAP_SEGMENTS`].
+/// Whether the heap has grown past the huge-page threshold.
 static BIG_HEAP: AtomicBool = AtomicBool::new(false);
 /// Segments created before the heap was big, to be collapsed into huge pages when it becomes
 /// big. An entry may be stale (the segment given back since): advice on a range that is no
 /// longer ours, or unmapped, is harmless, because it never changes memory contents.
-static EARLY: [AtomicUsize; SMALL_HEAP_SEGMENTS] =
-    [const { AtomicUsize::new(0) }; SMALL_HEAP_SEGMENTS];
+static EARLY: [AtomicUsize; EARLY_SLOTS] = [const { AtomicUsize::new(0) }; EARLY_SLOTS];
 
 /// Whether a new mapping should use huge pages, switching them on (and collapsing the early
-/// segments) when the process reaches [`SMALL_HEAP_SEGMENTS`] segments.
+/// segments) when the process reaches the threshold.
 pub(crate) fn big_heap() -> bool {
     if !config::HUGE_PAGES.load(Ordering::Relaxed) {
         return false;
@@ -78,7 +80,8 @@ pub(crate) fn big_heap() -> bool {
     if BIG_HEAP.load(Ordering::Relaxed) {
         return true;
     }
-    if stats::SEGMENTS.load(Ordering::Relaxed) + 1 < SMALL_HEAP_SEGMENTS
+    if stats::SEGMENTS.load(Ordering::Relaxed) + 1
+        < config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed)
         || BIG_HEAP.swap(true, Ordering::AcqRel)
     {
         return BIG_HEAP.load(Ordering::Relaxed);
