@@ -264,14 +264,23 @@ mod tests {
         let x64 = Config::new(Arch::X86_64);
         assert_eq!(rv32.object_bits(ObjectType::Tcb, 0), Ok(9));
         assert_eq!(x64.object_bits(ObjectType::Tcb, 0), Ok(11));
-        assert_eq!(Config::new(Arch::Riscv64).object_bits(ObjectType::Tcb, 0), Ok(10));
+        assert_eq!(
+            Config::new(Arch::Riscv64).object_bits(ObjectType::Tcb, 0),
+            Ok(10)
+        );
         assert_eq!(rv32.object_bits(ObjectType::CapTable, 2), Ok(6));
         assert_eq!(x64.object_bits(ObjectType::CapTable, 4), Ok(9));
         assert_eq!(rv32.object_bits(ObjectType::LargePage, 0), Ok(22));
         assert_eq!(x64.object_bits(ObjectType::LargePage, 0), Ok(21));
-        assert_eq!(Config::CANTRIP.object_bits(ObjectType::Notification, 0), Ok(5));
+        assert_eq!(
+            Config::CANTRIP.object_bits(ObjectType::Notification, 0),
+            Ok(5)
+        );
         assert_eq!(rv32.object_bits(ObjectType::Notification, 0), Ok(4));
-        assert_eq!(Config::new(Arch::Aarch64).object_bits(ObjectType::HugePage, 0), Ok(30));
+        assert_eq!(
+            Config::new(Arch::Aarch64).object_bits(ObjectType::HugePage, 0),
+            Ok(30)
+        );
     }
 
     #[test]
@@ -294,7 +303,9 @@ mod tests {
             x64.object_bits(ObjectType::CapTable, 64),
             Err(SizeError::Range { max: 47 })
         );
-        assert!(Config::new(Arch::Riscv32).object_bits(ObjectType::HugePage, 0).is_err());
+        assert!(Config::new(Arch::Riscv32)
+            .object_bits(ObjectType::HugePage, 0)
+            .is_err());
         assert!(x64.object_bits(ObjectType::SchedContext, 8).is_err());
         assert_eq!(
             Config::CANTRIP.object_bits(ObjectType::SchedContext, 6),

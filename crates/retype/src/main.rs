@@ -8,20 +8,49 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod progress;
+mod report;
+mod study;
 
 #[derive(Parser)]
-#[command(name = "retype", version, about = "Capability-based memory management and the laboratory that measures it")]
+#[command(
+    name = "retype",
+    version,
+    about = "Capability-based memory management and the laboratory that measures it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Memory-manager workloads under placement policies (seed 000's study).
+    Study(cmd::study::Args),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::Bench),
+    /// Replay malloc-lab traces on the heap allocators and score them as mdriver does.
+    Replay(cmd::replay::ReplayArgs),
+    /// Record every malloc-family call of a program into a trace (LD_PRELOAD)
+    Record(cmd::record::Args),
+    /// Inspect and convert allocation traces
+    #[command(subcommand)]
+    Trace(cmd::trace::Command),
+    /// Barrelfish-style capabilities: the mapping database benchmark.
+    Caps(cmd::caps::CapsArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {};
+    let result = match cli.command {
+        Command::Study(args) => cmd::study::run(args),
+        Command::Bench(b) => cmd::bench::run(b),
+        Command::Replay(args) => cmd::replay::run_cmd(args),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Trace(c) => cmd::trace::run(c),
+        Command::Caps(a) => cmd::caps::run(a),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

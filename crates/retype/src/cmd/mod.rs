@@ -1,1 +1,8 @@
 //! One module per subcommand.
+
+pub mod bench;
+pub mod caps;
+pub mod record;
+pub mod replay;
+pub mod study;
+pub mod trace;

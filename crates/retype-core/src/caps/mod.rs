@@ -1,0 +1,33 @@
+//! Typed capabilities as in Barrelfish (seed 001): capability types for all
+//! memory, CSpaces of two-level CNodes, the retype rules in both the
+//! Barrelfish (offset) and seL4 (watermark) modes, copy, mint, delete with
+//! cascades, revoke, and page tables that applications build themselves
+//! through `map`, `unmap` and `modify_flags` with Mapping capabilities.
+//!
+//! - [`types`]: the capability types and the retype rules table.
+//! - [`cap`]: a capability, its rights, badge and ordering key.
+//! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
+//! - [`cspace`]: CSpaces and capability references.
+//! - [`vnode`]: which page-table level maps which type.
+//! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
+//!   revoke, map, unmap, modify_flags.
+//! - [`bench`]: the thesis's capability generator and operation mixes.
+
+pub mod bench;
+pub mod cap;
+pub mod cspace;
+pub mod error;
+pub mod mdb;
+pub mod system;
+pub mod types;
+pub mod vnode;
+
+pub use cap::{Cap, Rights};
+pub use cspace::{CSpace, CapRef, Level};
+pub use error::CapError;
+pub use mdb::{AaTree, List, Mdb};
+pub use system::{Boot, Caps};
+pub use types::CapType;
+
+#[cfg(test)]
+mod tests;

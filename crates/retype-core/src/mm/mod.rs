@@ -1,0 +1,460 @@
+//! The CantripOS memory manager (seed 000) over untyped slabs.
+//!
+//! A request is a bundle of object descriptors (type, size, count), served all
+//! or nothing. A [`Policy`](policy::Policy) picks the slab for each descriptor;
+//! the simulated [`Kernel`] retypes the objects and hands out capabilities.
+//! A free deletes the capabilities; for each object whose final capability
+//! went the kernel returns its physical address, and the manager charges the
+//! free to the slab holding that address (a binary search over the slabs'
+//! bases: O(log n)), exactly as the improved CantripOS design of seed 000
+//! §3.3 does. [`Stats`] are current after every operation.
+
+pub mod layout;
+pub mod policy;
+pub mod slab;
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+use smallvec::SmallVec;
+
+use crate::kernel::{CapId, Kernel, UtId};
+use crate::objects::{Config, ObjectType, SizeError};
+use crate::untyped::FAN_OUT_LIMIT;
+pub use layout::Layout;
+use policy::Policy;
+use slab::{Slab, WatermarkRule};
+
+/// One object descriptor of a request: `count` objects of type `ty`.
+/// `size_bits` matters only for the variable-size types (untyped, CNode
+/// slots, scheduling context), as in seL4's `Untyped_Retype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ObjDesc {
+    pub ty: ObjectType,
+    pub size_bits: u32,
+    pub count: u32,
+}
+
+impl ObjDesc {
+    pub fn new(ty: ObjectType, size_bits: u32, count: u32) -> ObjDesc {
+        ObjDesc {
+            ty,
+            size_bits,
+            count,
+        }
+    }
+}
+
+/// Why a request was refused. Every refusal leaves the manager unchanged
+/// except [`AllocError::OutOfMemory`], which is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// A request with no descriptors.
+    Empty,
+    /// A descriptor with count 0, or above the kernel's fan-out limit.
+    BadCount { desc: usize, count: u32 },
+    /// The type and size_bits give no valid object.
+    BadSize { desc: usize, error: SizeError },
+    /// The objects are larger than the largest slab: no state could serve them.
+    TooLarge {
+        desc: usize,
+        bytes: u64,
+        largest: u64,
+    },
+    /// No slab could serve a descriptor now.
+    OutOfMemory { desc: usize },
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            AllocError::Empty => write!(f, "empty request"),
+            AllocError::BadCount { desc, count } => write!(
+                f,
+                "descriptor {desc}: count {count} is outside 1..={FAN_OUT_LIMIT}"
+            ),
+            AllocError::BadSize { desc, error } => match error {
+                SizeError::Range { max } => {
+                    write!(
+                        f,
+                        "descriptor {desc}: object size out of range (at most 2^{max} bytes)"
+                    )
+                }
+                SizeError::InvalidArgument { arg: 0 } => {
+                    write!(
+                        f,
+                        "descriptor {desc}: object type not available in this kernel"
+                    )
+                }
+                SizeError::InvalidArgument { .. } => write!(f, "descriptor {desc}: bad size bits"),
+            },
+            AllocError::TooLarge {
+                desc,
+                bytes,
+                largest,
+            } => write!(
+                f,
+                "descriptor {desc}: {bytes} bytes do not fit the largest slab ({largest} bytes)"
+            ),
+            AllocError::OutOfMemory { desc } => write!(f, "descriptor {desc}: out of memory"),
+        }
+    }
+}
+
+impl core::error::Error for AllocError {}
+
+/// Why a free was refused; the manager is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeError {
+    /// No live allocation has this handle.
+    Unknown(AllocId),
+}
+
+impl fmt::Display for FreeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FreeError::Unknown(id) => write!(f, "allocation {} is not live", id.0),
+        }
+    }
+}
+
+impl core::error::Error for FreeError {}
+
+/// Names a live allocation (one served request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AllocId(pub u32);
+
+/// The counters of seed 000, current after every operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub bytes_in_use: u64,
+    pub objects_in_use: u64,
+    /// Bytes of all requests served so far (the time axis of the profiles).
+    pub bytes_requested: u64,
+    pub failed_retypes: u64,
+    pub ooms: u64,
+    pub slab_resets: u64,
+    /// Watermarking fragmentation summed over slabs.
+    pub frag_watermark: u64,
+    /// Alignment fragmentation summed over slabs.
+    pub frag_alignment: u64,
+}
+
+impl Stats {
+    pub fn frag_total(&self) -> u64 {
+        self.frag_watermark + self.frag_alignment
+    }
+}
+
+/// The objects one descriptor created: contiguous, `count` of `2^bits` bytes.
+#[derive(Clone, Copy, Debug)]
+struct Placed {
+    slab: u32,
+    first: u64,
+    bits: u32,
+    count: u32,
+}
+
+/// A served request: where its objects went and the capabilities naming them
+/// (inline for the common small request: no heap allocation).
+#[derive(Clone, Debug)]
+struct Allocation {
+    placed: SmallVec<[Placed; 2]>,
+    caps: SmallVec<[CapId; 4]>,
+}
+
+/// The memory manager.
+#[derive(Clone)]
+pub struct MemoryManager {
+    kernel: Kernel,
+    slabs: Vec<Slab>,
+    /// The kernel's untyped behind each slab (kept rule only).
+    untypeds: Vec<UtId>,
+    /// Slab bases in increasing order and the slab at each, to find a slab
+    /// from an address by binary search.
+    bases: Vec<u64>,
+    by_base: Vec<u32>,
+    policy: Box<dyn Policy>,
+    rule: WatermarkRule,
+    live: Vec<Option<Allocation>>,
+    free_ids: Vec<u32>,
+    stats: Stats,
+    largest: u64,
+}
+
+impl MemoryManager {
+    /// A manager over `layout` placing with the policy called `policy` (see
+    /// [`policy::NAMES`]) under `rule`; `None` for an unknown policy.
+    pub fn new(
+        config: Config,
+        layout: &Layout,
+        rule: WatermarkRule,
+        policy: &str,
+    ) -> Option<MemoryManager> {
+        let mut kernel = Kernel::new(config);
+        let mut slabs = Vec::new();
+        let mut untypeds = Vec::new();
+        for (base, bits) in layout.regions() {
+            slabs.push(Slab::new(base, bits, rule));
+            untypeds.push(kernel.add_untyped(base, bits));
+        }
+        let mut by_base: Vec<u32> = (0..slabs.len() as u32).collect();
+        by_base.sort_by_key(|&i| slabs[i as usize].base());
+        let bases = by_base.iter().map(|&i| slabs[i as usize].base()).collect();
+        let largest = slabs.iter().map(Slab::size).max().unwrap_or(0);
+        Some(MemoryManager {
+            policy: policy::by_name(policy, &slabs)?,
+            kernel,
+            slabs,
+            untypeds,
+            bases,
+            by_base,
+            rule,
+            live: Vec::new(),
+            free_ids: Vec::new(),
+            stats: Stats::default(),
+            largest,
+        })
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn slabs(&self) -> &[Slab] {
+        &self.slabs
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    pub fn rule(&self) -> WatermarkRule {
+        self.rule
+    }
+
+    /// Object size in bits of every descriptor, or the first bad one.
+    fn validate(&self, request: &[ObjDesc]) -> Result<SmallVec<[u32; 4]>, AllocError> {
+        if request.is_empty() {
+            return Err(AllocError::Empty);
+        }
+        let config = self.kernel.config();
+        request
+            .iter()
+            .enumerate()
+            .map(|(desc, d)| {
+                if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
+                    return Err(AllocError::BadCount {
+                        desc,
+                        count: d.count,
+                    });
+                }
+                let bits = config
+                    .object_bits(d.ty, d.size_bits)
+                    .map_err(|error| AllocError::BadSize { desc, error })?;
+                let bytes = u64::from(d.count) << bits;
+                if bytes > self.largest || bits >= 64 {
+                    return Err(AllocError::TooLarge {
+                        desc,
+                        bytes,
+                        largest: self.largest,
+                    });
+                }
+                Ok(bits)
+            })
+            .collect()
+    }
+
+    /// Serves a request, all or nothing. When a later descriptor cannot be
+    /// placed the objects already made for the request are deleted again
+    /// (CantripOS leaks them; we do not) and the request counts as one OOM.
+    pub fn alloc(&mut self, request: &[ObjDesc]) -> Result<AllocId, AllocError> {
+        let bits = self.validate(request)?;
+        let mut alloc = Allocation {
+            placed: SmallVec::new(),
+            caps: SmallVec::new(),
+        };
+        self.policy.begin_request();
+        for (desc, (d, &b)) in request.iter().zip(&bits).enumerate() {
+            let n = u64::from(d.count);
+            let choice = self.policy.choose(&self.slabs, b, n);
+            self.stats.failed_retypes += choice.failed_retypes;
+            let Some((s, fit)) = choice.slab else {
+                self.policy.end_request(false);
+                self.release(&alloc);
+                self.stats.ooms += 1;
+                return Err(AllocError::OutOfMemory { desc });
+            };
+            if self.rule == WatermarkRule::Kept {
+                let placement = self
+                    .kernel
+                    .retype_sized(self.untypeds[s], b, n, &mut alloc.caps)
+                    .expect("bookkeeping said the kernel's retype fits");
+                assert_eq!(
+                    placement.first, fit.first,
+                    "bookkeeping and kernel disagree"
+                );
+            }
+            self.update_slab(s, |slab| slab.place(&fit, b, n));
+            alloc.placed.push(Placed {
+                slab: s as u32,
+                first: fit.first,
+                bits: b,
+                count: d.count,
+            });
+            self.stats.bytes_in_use += n << b;
+            self.stats.objects_in_use += n;
+        }
+        self.policy.end_request(true);
+        self.stats.bytes_requested += alloc
+            .placed
+            .iter()
+            .map(|p| u64::from(p.count) << p.bits)
+            .sum::<u64>();
+        Ok(self.insert(alloc))
+    }
+
+    /// Frees every object of a served request.
+    pub fn free(&mut self, id: AllocId) -> Result<(), FreeError> {
+        let alloc = self
+            .live
+            .get_mut(id.0 as usize)
+            .and_then(Option::take)
+            .ok_or(FreeError::Unknown(id))?;
+        self.free_ids.push(id.0);
+        self.release(&alloc);
+        Ok(())
+    }
+
+    /// Where the objects of a live allocation are: `(slab, object bits, count)`
+    /// per descriptor.
+    pub fn placement(&self, id: AllocId) -> Option<impl Iterator<Item = (u32, u32, u32)> + '_> {
+        let a = self.live.get(id.0 as usize)?.as_ref()?;
+        Some(a.placed.iter().map(|p| (p.slab, p.bits, p.count)))
+    }
+
+    /// The counters as they would be after freeing `ids`, without freeing.
+    /// Assumes every object has one capability (no copies), as the manager
+    /// hands them out.
+    pub fn preview_free(&self, ids: &[AllocId]) -> Option<Stats> {
+        let mut stats = self.stats;
+        let mut touched: alloc::collections::BTreeMap<u32, Slab> =
+            alloc::collections::BTreeMap::new();
+        for &id in ids {
+            let a = self.live.get(id.0 as usize)?.as_ref()?;
+            for p in &a.placed {
+                let slab = touched
+                    .entry(p.slab)
+                    .or_insert_with(|| self.slabs[p.slab as usize].clone());
+                for i in 0..u64::from(p.count) {
+                    let size = 1u64 << p.bits;
+                    stats.slab_resets += slab.release(p.first + (i << p.bits), size) as u64;
+                    stats.bytes_in_use -= size;
+                    stats.objects_in_use -= 1;
+                }
+            }
+        }
+        for (s, after) in &touched {
+            let before = &self.slabs[*s as usize];
+            stats.frag_watermark =
+                stats.frag_watermark + after.frag_watermark() - before.frag_watermark();
+            stats.frag_alignment =
+                stats.frag_alignment + after.frag_alignment() - before.frag_alignment();
+        }
+        Some(stats)
+    }
+
+    /// Deletes the objects of `alloc` and charges each to its slab.
+    fn release(&mut self, alloc: &Allocation) {
+        match self.rule {
+            WatermarkRule::Kept => {
+                let mut caps = alloc.caps.iter();
+                for p in &alloc.placed {
+                    for _ in 0..p.count {
+                        let cap = *caps.next().expect("one capability per object");
+                        let deleted = self.kernel.delete(cap).expect("live capability");
+                        if let Some(paddr) = deleted.final_paddr {
+                            let s = self.slab_of(paddr);
+                            debug_assert_eq!(s, p.slab as usize);
+                            self.release_object(s, paddr, 1 << p.bits);
+                        }
+                    }
+                }
+            }
+            WatermarkRule::Lifted => {
+                for p in &alloc.placed {
+                    let base = self.slabs[p.slab as usize].base();
+                    for i in 0..u64::from(p.count) {
+                        self.release_object(
+                            p.slab as usize,
+                            base + p.first + (i << p.bits),
+                            1 << p.bits,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn release_object(&mut self, s: usize, paddr: u64, size: u64) {
+        let offset = paddr - self.slabs[s].base();
+        let mut reset = false;
+        self.update_slab(s, |slab| reset = slab.release(offset, size));
+        self.stats.slab_resets += reset as u64;
+        self.stats.bytes_in_use -= size;
+        self.stats.objects_in_use -= 1;
+    }
+
+    /// The slab holding physical address `paddr`.
+    fn slab_of(&self, paddr: u64) -> usize {
+        let k = self.bases.partition_point(|&b| b <= paddr);
+        let s = self.by_base[k.checked_sub(1).expect("address below every slab")] as usize;
+        debug_assert!(paddr < self.slabs[s].base() + self.slabs[s].size());
+        s
+    }
+
+    /// Applies `change` to slab `s`, keeping the fragmentation totals and the
+    /// policy's view current.
+    fn update_slab(&mut self, s: usize, change: impl FnOnce(&mut Slab)) {
+        let slab = &mut self.slabs[s];
+        self.stats.frag_watermark -= slab.frag_watermark();
+        self.stats.frag_alignment -= slab.frag_alignment();
+        change(slab);
+        self.stats.frag_watermark += slab.frag_watermark();
+        self.stats.frag_alignment += slab.frag_alignment();
+        self.policy.slab_changed(s, slab);
+    }
+
+    fn insert(&mut self, alloc: Allocation) -> AllocId {
+        match self.free_ids.pop() {
+            Some(i) => {
+                self.live[i as usize] = Some(alloc);
+                AllocId(i)
+            }
+            None => {
+                self.live.push(Some(alloc));
+                AllocId(self.live.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// The live objects of every slab as `(offset, size)`, recomputed from the
+    /// allocations: what tests compare the incremental bookkeeping against.
+    pub fn live_objects(&self) -> Vec<Vec<(u64, u64)>> {
+        let mut per_slab = alloc::vec![Vec::new(); self.slabs.len()];
+        for a in self.live.iter().flatten() {
+            for p in &a.placed {
+                for i in 0..u64::from(p.count) {
+                    per_slab[p.slab as usize].push((p.first + (i << p.bits), 1u64 << p.bits));
+                }
+            }
+        }
+        per_slab
+    }
+
+    /// The kernel's view of slab `s`: its watermark and live children.
+    pub fn kernel_untyped(&self, s: usize) -> Option<&crate::untyped::Untyped> {
+        (self.rule == WatermarkRule::Kept)
+            .then(|| self.kernel.untyped(self.untypeds[s]).expect("slab untyped"))
+    }
+}

@@ -1,0 +1,118 @@
+//! Best fit (seed 000 §3.4): the slab left with the fewest bytes above its
+//! watermark after the placement, ties to the lowest index, as CantripOS's
+//! best fit does. Alignment waste is not minimised, only leftover.
+//!
+//! Up to [`INDEX_FROM`] slabs a scan is cheapest. Beyond, slabs are indexed
+//! by the bytes they have available, so a request looks only at slabs with
+//! enough room, in increasing order, and stops once no later slab can beat
+//! the best found: alignment can waste less than `2^bits` bytes, so a slab
+//! with `a` bytes available leaves at least `a - need - (2^bits - 1)`.
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+
+use super::{Choice, Policy};
+use crate::mm::slab::{Fit, Slab};
+
+/// The number of slabs from which best fit keeps an index.
+pub const INDEX_FROM: usize = 64;
+
+#[derive(Clone, Debug)]
+pub struct BestFit {
+    /// `(available, index)` of every slab, when indexed.
+    by_room: Option<BTreeSet<(u64, u32)>>,
+    /// The `available` each slab has in `by_room`.
+    room: Vec<u64>,
+}
+
+impl BestFit {
+    pub fn new(slabs: &[Slab]) -> BestFit {
+        let indexed = slabs.len() >= INDEX_FROM && !slabs.iter().any(Slab::is_lifted);
+        let room: Vec<u64> = slabs.iter().map(Slab::available).collect();
+        let by_room = indexed.then(|| {
+            room.iter()
+                .enumerate()
+                .map(|(i, &a)| (a, i as u32))
+                .collect()
+        });
+        BestFit { by_room, room }
+    }
+
+    /// The scan of CantripOS's best fit: the first slab with the least
+    /// leftover, stopping at a perfect fit.
+    fn choose_scan(slabs: &[Slab], bits: u32, n: u64) -> Choice {
+        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+            return Choice::none();
+        };
+        let (mut best, mut best_left) = (None, u64::MAX);
+        for (i, s) in slabs.iter().enumerate() {
+            match s.leftover(bits, need) {
+                Some(0) => {
+                    best = Some(i);
+                    break;
+                }
+                Some(left) if left < best_left => (best, best_left) = (Some(i), left),
+                _ => {}
+            }
+        }
+        Choice {
+            slab: best.map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
+            failed_retypes: 0,
+        }
+    }
+
+    fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+            return Choice::none();
+        };
+        let slack = (1u64 << bits) - 1;
+        let mut best: Option<(u64, u32, Fit)> = None;
+        let mut from = (need, 0);
+        while let Some(&(avail, i)) = by_room.range(from..).next() {
+            if best.is_some_and(|(b, _, _)| avail.saturating_sub(need + slack) > b) {
+                break;
+            }
+            let fit = slabs[i as usize]
+                .fit(bits, n)
+                .expect("an indexed slab with room fits");
+            if best.is_none_or(|(b, bi, _)| (fit.leftover, i) < (b, bi)) {
+                best = Some((fit.leftover, i, fit));
+            }
+            // A slab that wasted nothing left the least any slab with the same
+            // room can; the rest of that room have higher indices: skip them.
+            from = if fit.waste == 0 {
+                (avail + 1, 0)
+            } else {
+                (avail, i + 1)
+            };
+        }
+        Choice {
+            slab: best.map(|(_, i, f)| (i as usize, f)),
+            failed_retypes: 0,
+        }
+    }
+}
+
+impl Policy for BestFit {
+    fn name(&self) -> &'static str {
+        "best-fit"
+    }
+
+    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+        match &self.by_room {
+            Some(by_room) => Self::choose_indexed(by_room, slabs, bits, n),
+            None => Self::choose_scan(slabs, bits, n),
+        }
+    }
+
+    fn slab_changed(&mut self, index: usize, slab: &Slab) {
+        if let Some(by_room) = &mut self.by_room {
+            let now = slab.available();
+            if self.room[index] != now {
+                by_room.remove(&(self.room[index], index as u32));
+                by_room.insert((now, index as u32));
+                self.room[index] = now;
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Test vector V11 of research/capabilities.md §6 and policy choices on
+//! hand-built slab states.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::*;
+use crate::mm::slab::{Slab, WatermarkRule};
+use crate::mm::{Layout, MemoryManager, ObjDesc};
+use crate::objects::{Arch, Config, ObjectType::*};
+
+const X64: Config = Config::new(Arch::X86_64);
+
+fn slabs(bits: &[u32]) -> Vec<Slab> {
+    bits.iter()
+        .enumerate()
+        .map(|(i, &b)| Slab::new((i as u64 + 1) << 20, b, WatermarkRule::Kept))
+        .collect()
+}
+
+fn fill(s: &mut Slab, bits: u32, n: u64) {
+    let fit = s.fit(bits, n).unwrap();
+    s.place(&fit, bits, n);
+}
+
+#[test]
+fn v11_cantrip_next_fit_with_exact_accounting() {
+    let layout = Layout::from_bits(vec![13, 12]).unwrap();
+    let mut mm = MemoryManager::new(X64, &layout, WatermarkRule::Kept, "blind-next-fit").unwrap();
+    let tcbs = mm.alloc(&[ObjDesc::new(Tcb, 0, 2)]).unwrap();
+    let frame = mm.alloc(&[ObjDesc::new(SmallPage, 0, 1)]).unwrap();
+    assert_eq!(mm.slabs()[0].watermark(), 0x2000);
+    mm.alloc(&[ObjDesc::new(Endpoint, 0, 1)]).unwrap();
+    assert_eq!(
+        (mm.slabs()[1].watermark(), mm.stats().failed_retypes),
+        (0x10, 1)
+    );
+    assert!(mm.alloc(&[ObjDesc::new(SmallPage, 0, 1)]).is_err());
+    assert_eq!((mm.stats().failed_retypes, mm.stats().ooms), (3, 1));
+    mm.free(tcbs).unwrap();
+    mm.free(frame).unwrap();
+    assert_eq!(mm.stats().slab_resets, 1);
+    mm.alloc(&[ObjDesc::new(SmallPage, 0, 1)]).unwrap();
+    assert_eq!(mm.stats().failed_retypes, 4);
+    assert_eq!(
+        mm.slabs()[0].watermark(),
+        0x1000,
+        "A reset and took the frame at 0"
+    );
+    assert_eq!(mm.kernel_untyped(0).unwrap().watermark(), 0x1000);
+}
+
+#[test]
+fn v11_quirk_the_stop_point_is_per_request() {
+    let mut s = slabs(&[12, 12, 12]);
+    fill(&mut s[0], 4, 255);
+    fill(&mut s[1], 11, 1);
+    fill(&mut s[2], 12, 1);
+    let mut p = BlindNextFit::default();
+    p.begin_request();
+    let tcb = p.choose(&s, 11, 1);
+    assert_eq!((tcb.slab.map(|c| c.0), tcb.failed_retypes), (Some(1), 1));
+    fill(&mut s[1], 11, 1);
+    let ep = p.choose(&s, 4, 1);
+    assert_eq!(
+        (ep.slab, ep.failed_retypes),
+        (None, 2),
+        "S0 is never retried"
+    );
+    p.end_request(false);
+    // With exact bookkeeping the endpoint goes to S0's last 16 bytes.
+    let best = BestFit::new(&s).choose(&s, 4, 1);
+    assert_eq!(best.slab.map(|(i, f)| (i, f.first)), Some((0, 0xFF0)));
+}
+
+#[test]
+fn best_fit_minimises_leftover_not_waste() {
+    // Seed 000 §4.2.2: `hello`'s scheduling context goes to the 512-byte slab
+    // holding a 64-byte CNode (192 bytes of alignment, 0 left), not to the
+    // 1024-byte slab holding a TCB (512 left).
+    let mut s = slabs(&[10, 9]);
+    fill(&mut s[1], 6, 1);
+    fill(&mut s[0], 9, 1);
+    let c = BestFit::new(&s).choose(&s, 8, 1);
+    assert_eq!(
+        c.slab.map(|(i, f)| (i, f.first, f.waste, f.leftover)),
+        Some((1, 256, 192, 0))
+    );
+    // Class fit will not mix sizes while an empty or same-size slab exists.
+    let mut s2 = slabs(&[10, 9, 9]);
+    fill(&mut s2[1], 6, 1);
+    fill(&mut s2[0], 9, 1);
+    let mut cf = ClassFit::new(3);
+    cf.slab_changed(0, &s2[0]);
+    let c = cf.choose(&s2, 8, 1);
+    assert_eq!(c.slab.map(|(i, f)| (i, f.waste)), Some((2, 0)));
+}
+
+#[test]
+fn sequential_policies_pick_as_their_names_say() {
+    let mut s = slabs(&[14, 12, 13]);
+    fill(&mut s[0], 12, 1);
+    assert_eq!(FirstFit.choose(&s, 10, 1).slab.map(|c| c.0), Some(0));
+    assert_eq!(
+        BestFit::new(&s).choose(&s, 10, 1).slab.map(|c| c.0),
+        Some(1)
+    );
+    assert_eq!(WorstFit.choose(&s, 10, 1).slab.map(|c| c.0), Some(0));
+    let mut nf = NextFit::default();
+    assert_eq!(nf.choose(&s, 13, 1).slab.map(|c| c.0), Some(0));
+    fill(&mut s[0], 13, 1);
+    assert_eq!(
+        nf.choose(&s, 13, 1).slab.map(|c| c.0),
+        Some(2),
+        "slab 0 is now too full"
+    );
+    assert_eq!(
+        nf.choose(&s, 10, 1).slab.map(|c| c.0),
+        Some(2),
+        "the cursor stays"
+    );
+    assert_eq!(FirstFit.choose(&s, 15, 1), Choice::none());
+}
+
+#[test]
+fn indexed_best_fit_agrees_with_the_scan() {
+    use crate::rng::SplitMix64;
+    let bits: Vec<u32> = (0..200).map(|i| 9 + (i * 7 % 8) as u32).collect();
+    let mut s = slabs(&bits);
+    let mut sizes: Vec<Vec<u64>> = vec![Vec::new(); s.len()];
+    let mut indexed = BestFit::new(&s);
+    let mut rng = SplitMix64::new(7);
+    for _ in 0..3000 {
+        let b = 4 + rng.below(10) as u32;
+        let n = 1 + rng.below(3);
+        let scan = min_by_key(&s, b, n, |_, left| left);
+        let fast = indexed.choose(&s, b, n);
+        assert_eq!(scan, fast);
+        if let Some((i, fit)) = fast.slab {
+            s[i].place(&fit, b, n);
+            sizes[i].extend(core::iter::repeat_n(1u64 << b, n as usize));
+            indexed.slab_changed(i, &s[i]);
+        }
+        if rng.below(3) == 0 {
+            let i = rng.below(s.len() as u64) as usize;
+            for size in sizes[i].drain(..) {
+                s[i].release(0, size);
+            }
+            indexed.slab_changed(i, &s[i]);
+        }
+    }
+}

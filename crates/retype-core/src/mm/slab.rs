@@ -1,0 +1,273 @@
+//! Exact per-slab bookkeeping.
+//!
+//! A slab is one untyped region that the memory manager allocates from. Its
+//! bookkeeping mirrors the kernel's retype rule exactly, so a policy can ask
+//! "where would n objects of 2^bits bytes go?" without a failed retype, and
+//! the manager can report the two kinds of fragmentation of seed 000:
+//!
+//! - *watermarking*: bytes below the watermark that held objects since freed,
+//!   while the slab still has live objects;
+//! - *alignment*: bytes skipped to align objects placed since the slab last
+//!   reset.
+//!
+//! Both drop to 0 when the slab's last object goes (a *slab reset*).
+//! With the watermark lifted (seed 000 §5.2) freed space is reusable: the slab
+//! keeps its live extents and places objects in the lowest aligned hole.
+
+use alloc::collections::BTreeMap;
+
+use crate::untyped::align_up;
+
+/// Where `n` objects of `2^bits` bytes would go in a slab.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fit {
+    /// Offset of the first object from the slab's base.
+    pub first: u64,
+    /// Bytes skipped for alignment.
+    pub waste: u64,
+    /// Bytes of the slab left above its highest object after the placement:
+    /// what best fit minimises.
+    pub leftover: u64,
+}
+
+/// How freed space below a slab's watermark is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatermarkRule {
+    /// seL4: lost until the slab resets.
+    Kept,
+    /// The hypothetical kernel of seed 000 §5.2: reusable at once.
+    Lifted,
+}
+
+/// One slab's state.
+#[derive(Clone, Debug)]
+pub struct Slab {
+    base: u64,
+    bits: u32,
+    live_objects: u64,
+    live_bytes: u64,
+    /// End of the highest object placed since the last reset.
+    watermark: u64,
+    /// Alignment bytes skipped since the last reset (kept rule only).
+    align_waste: u64,
+    /// Live extents, offset → length (lifted rule only).
+    extents: Option<BTreeMap<u64, u64>>,
+}
+
+impl Slab {
+    pub fn new(base: u64, bits: u32, rule: WatermarkRule) -> Slab {
+        Slab {
+            base,
+            bits,
+            live_objects: 0,
+            live_bytes: 0,
+            watermark: 0,
+            align_waste: 0,
+            extents: (rule == WatermarkRule::Lifted).then(BTreeMap::new),
+        }
+    }
+
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    pub fn size(&self) -> u64 {
+        1u64 << self.bits
+    }
+
+    /// Whether freed space is reusable at once (the watermark lifted).
+    pub fn is_lifted(&self) -> bool {
+        self.extents.is_some()
+    }
+
+    pub fn live_objects(&self) -> u64 {
+        self.live_objects
+    }
+
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// The effective watermark: 0 once the slab has reset.
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// Where the next object may start under the kept rule.
+    fn start(&self) -> u64 {
+        if self.live_objects > 0 {
+            self.watermark
+        } else {
+            0
+        }
+    }
+
+    /// Bytes a retype could still use (the kernel's `memoryLeft`).
+    pub fn available(&self) -> u64 {
+        self.size() - self.start()
+    }
+
+    /// The bytes [`Fit::leftover`] would give for `need = n << bits` bytes,
+    /// or `None` when they do not fit: the inner loop of the scanning
+    /// policies, so the common case (the kept rule) is a few instructions.
+    #[inline]
+    pub fn leftover(&self, bits: u32, need: u64) -> Option<u64> {
+        if self.extents.is_some() {
+            return self.fit(bits, need >> bits).map(|f| f.leftover);
+        }
+        let start = if self.live_objects > 0 {
+            self.watermark
+        } else {
+            0
+        };
+        let end = align_up(start, bits).checked_add(need)?;
+        self.size().checked_sub(end)
+    }
+
+    /// Where `n` objects of `2^bits` bytes would go, or `None` when the kernel
+    /// would answer NotEnoughMemory. Never changes the slab.
+    #[inline]
+    pub fn fit(&self, bits: u32, n: u64) -> Option<Fit> {
+        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        match &self.extents {
+            None => {
+                // The kernel's test `((size - start) >> bits) >= n` is the same
+                // as the aligned objects ending inside the slab, whose size is a
+                // multiple of every object size that can fit.
+                let start = self.start();
+                let first = align_up(start, bits);
+                let end = first.checked_add(need)?;
+                (end <= self.size()).then(|| Fit {
+                    first,
+                    waste: first - start,
+                    leftover: self.size() - end,
+                })
+            }
+            Some(extents) => {
+                let mut hole_start = 0;
+                for (&off, &len) in extents.iter() {
+                    let first = align_up(hole_start, bits);
+                    if first + need <= off {
+                        return Some(Fit {
+                            first,
+                            waste: first - hole_start,
+                            leftover: self.size() - self.watermark,
+                        });
+                    }
+                    hole_start = off + len;
+                }
+                let first = align_up(hole_start, bits);
+                (first + need <= self.size()).then(|| Fit {
+                    first,
+                    waste: first - hole_start,
+                    leftover: self.size() - (first + need),
+                })
+            }
+        }
+    }
+
+    /// Records `n` objects of `2^bits` bytes placed at `fit`.
+    pub fn place(&mut self, fit: &Fit, bits: u32, n: u64) {
+        let bytes = n << bits;
+        let end = fit.first + bytes;
+        match &mut self.extents {
+            None => {
+                self.align_waste = if self.live_objects > 0 {
+                    self.align_waste
+                } else {
+                    0
+                } + fit.waste;
+                self.watermark = end;
+            }
+            Some(extents) => {
+                extents.insert(fit.first, bytes);
+                self.watermark = self.watermark.max(end);
+            }
+        }
+        self.live_objects += n;
+        self.live_bytes += bytes;
+    }
+
+    /// Records that the object of `size` bytes at `offset` went. Returns true
+    /// when it was the slab's last object: a slab reset.
+    pub fn release(&mut self, offset: u64, size: u64) -> bool {
+        assert!(
+            self.live_objects > 0 && self.live_bytes >= size,
+            "release on an empty slab"
+        );
+        self.live_objects -= 1;
+        self.live_bytes -= size;
+        if let Some(extents) = &mut self.extents {
+            release_extent(extents, offset, size);
+            self.watermark = extents.last_key_value().map_or(0, |(o, l)| o + l);
+        }
+        if self.live_objects == 0 {
+            self.watermark = 0;
+            self.align_waste = 0;
+            return true;
+        }
+        false
+    }
+
+    /// Watermarking fragmentation: freed bytes still locked below the watermark.
+    pub fn frag_watermark(&self) -> u64 {
+        if self.extents.is_some() || self.live_objects == 0 {
+            0
+        } else {
+            self.watermark - self.align_waste - self.live_bytes
+        }
+    }
+
+    /// Alignment fragmentation. With the watermark lifted nothing is locked, and
+    /// what remains is the holes below the highest object, counted here.
+    pub fn frag_alignment(&self) -> u64 {
+        match self.extents {
+            _ if self.live_objects == 0 => 0,
+            None => self.align_waste,
+            Some(_) => self.watermark - self.live_bytes,
+        }
+    }
+
+    /// Recomputes the bookkeeping from the live objects, for tests: the number of
+    /// objects, their bytes, and the highest end.
+    pub fn check_against(&self, objects: &[(u64, u64)]) -> Result<(), &'static str> {
+        let live = objects.len() as u64;
+        let bytes: u64 = objects.iter().map(|o| o.1).sum();
+        let top = objects.iter().map(|o| o.0 + o.1).max().unwrap_or(0);
+        if live != self.live_objects || bytes != self.live_bytes {
+            return Err("live objects or bytes differ from the objects");
+        }
+        if self.extents.is_some() && top != self.watermark {
+            return Err("watermark differs from the highest live object");
+        }
+        if self.extents.is_none() && live > 0 && top > self.watermark {
+            return Err("an object lies above the watermark");
+        }
+        if self.frag_watermark() + self.frag_alignment() + self.live_bytes > self.size() {
+            return Err("fragmentation plus live bytes exceed the slab");
+        }
+        Ok(())
+    }
+}
+
+/// Removes `[offset, offset+size)` from the extent that holds it; objects of
+/// one placement share an extent, so the extent may split in two.
+fn release_extent(extents: &mut BTreeMap<u64, u64>, offset: u64, size: u64) {
+    let (&start, &len) = extents
+        .range(..=offset)
+        .next_back()
+        .filter(|(s, l)| offset + size <= *s + *l)
+        .expect("released object lies in no live extent");
+    extents.remove(&start);
+    if offset > start {
+        extents.insert(start, offset - start);
+    }
+    let end = offset + size;
+    if end < start + len {
+        extents.insert(end, start + len - end);
+    }
+}

@@ -1,0 +1,292 @@
+//! Per-thread event buffers.
+//!
+//! Each thread appends to its own buffer, mmap'd on its first event (TLS holds
+//! only a pointer), and writes it out as one events record when it fills. All
+//! buffers are linked in a registry that is never shrunk, so that process exit,
+//! exec and fork can reach every thread's buffer. A buffer whose thread exited
+//! is reused by the next new thread.
+
+use std::cell::Cell;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
+use retype_trace::Event;
+
+use crate::{output, sys, thread};
+
+/// Event payload bytes gathered before a buffer is written.
+const CAPACITY: usize = 128 * 1024;
+
+#[repr(C)]
+pub struct ThreadBuf {
+    /// Held while the owner appends or anyone writes the buffer out.
+    lock: AtomicBool,
+    /// Tid of the owning thread; 0 when free for reuse.
+    owner: AtomicU32,
+    /// Next buffer in the registry (set before the buffer is published).
+    next: *mut ThreadBuf,
+    /// Thread of the buffered events.
+    pub tid: u32,
+    /// When the owning thread started, in ns on CLOCK_MONOTONIC.
+    pub start_ns: u64,
+    /// Events recorded in this buffer since the segment began (written or not).
+    events: u64,
+    len: usize,
+    base_time: u64,
+    delta: DeltaState,
+    /// `MAX_EVENTS_HEADER` bytes of room for the record header, then the payload.
+    data: [u8; MAX_EVENTS_HEADER + CAPACITY + MAX_EVENT_LEN],
+}
+
+static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
+
+thread_local! {
+    static MINE: Cell<*mut ThreadBuf> = const { Cell::new(null_mut()) };
+}
+
+/// Events written one by one after their thread's buffer was released.
+static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Appends `e` to this thread's buffer (its `thread` field is ignored).
+pub fn append(e: &Event) {
+    if MINE.get().is_null() && thread::exiting() {
+        return write_stray(e);
+    }
+    let b = mine();
+    if b.is_null() {
+        return;
+    }
+    // SAFETY: `b` is this thread's live buffer; the lock makes the access exclusive.
+    unsafe {
+        lock(b);
+        let buf = &mut *b;
+        if buf.len >= CAPACITY {
+            buf.write_out();
+        }
+        if buf.len == 0 {
+            buf.base_time = e.time_ns;
+            buf.delta = DeltaState::new(e.time_ns);
+        }
+        let mut pos = MAX_EVENTS_HEADER + buf.len;
+        if buf.delta.encode(&mut buf.data, &mut pos, e).is_some() {
+            buf.len = pos - MAX_EVENTS_HEADER;
+            buf.events += 1;
+        }
+        unlock(b);
+    }
+}
+
+/// Writes one event as its own record: for the few calls a thread makes
+/// after its buffer was released at thread exit (glibc's own thread cleanup).
+fn write_stray(e: &Event) {
+    let mut rec = [0u8; MAX_EVENTS_HEADER + MAX_EVENT_LEN];
+    let mut pos = MAX_EVENTS_HEADER;
+    let mut delta = DeltaState::new(e.time_ns);
+    if delta.encode(&mut rec, &mut pos, e).is_none() {
+        return;
+    }
+    let fields = [u64::from(sys::gettid()), e.time_ns];
+    let len = pos - MAX_EVENTS_HEADER;
+    if let Some(start) =
+        codec::header_before(&mut rec, MAX_EVENTS_HEADER, codec::TAG_EVENTS, &fields, len)
+    {
+        STRAY_EVENTS.fetch_add(1, Ordering::Relaxed);
+        output::write(&rec[start..pos]);
+    }
+}
+
+/// This thread's buffer, created on first use; null if none could be had.
+fn mine() -> *mut ThreadBuf {
+    let b = MINE.get();
+    if !b.is_null() {
+        return b;
+    }
+    let tid = sys::gettid();
+    let b = reuse(tid).unwrap_or_else(|| create(tid));
+    if !b.is_null() {
+        // SAFETY: we own `b` now (owner = tid).
+        unsafe {
+            (*b).tid = tid;
+            (*b).start_ns = thread::start_ns(tid);
+        }
+        MINE.set(b);
+        thread::watch_exit(b.cast());
+    }
+    b
+}
+
+/// Takes a free buffer from the registry.
+fn reuse(tid: u32) -> Option<*mut ThreadBuf> {
+    let mut b = REGISTRY.load(Ordering::Acquire);
+    while !b.is_null() {
+        // SAFETY: registry buffers are never unmapped.
+        let buf = unsafe { &*b };
+        if buf
+            .owner
+            .compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return Some(b);
+        }
+        b = buf.next;
+    }
+    None
+}
+
+/// Maps a new buffer and publishes it in the registry.
+fn create(tid: u32) -> *mut ThreadBuf {
+    let size = std::mem::size_of::<ThreadBuf>();
+    // SAFETY: an anonymous private mapping; zeroed memory is a valid empty ThreadBuf.
+    let p = unsafe {
+        libc::mmap(
+            null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return null_mut();
+    }
+    let b = p.cast::<ThreadBuf>();
+    // SAFETY: `b` is fresh and unpublished.
+    unsafe { (*b).owner.store(tid, Ordering::Relaxed) };
+    let mut head = REGISTRY.load(Ordering::Acquire);
+    loop {
+        // SAFETY: unpublished until the exchange succeeds.
+        unsafe { (*b).next = head };
+        match REGISTRY.compare_exchange_weak(head, b, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return b,
+            Err(h) => head = h,
+        }
+    }
+}
+
+impl ThreadBuf {
+    /// Writes the buffered events as one events record.
+    fn write_out(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let fields = [u64::from(self.tid), self.base_time];
+        if let Some(start) = codec::header_before(
+            &mut self.data,
+            MAX_EVENTS_HEADER,
+            codec::TAG_EVENTS,
+            &fields,
+            self.len,
+        ) {
+            output::write(&self.data[start..MAX_EVENTS_HEADER + self.len]);
+        }
+        self.len = 0;
+    }
+}
+
+/// Spins until `b`'s lock is taken.
+///
+/// # Safety
+/// `b` must be a registry buffer.
+unsafe fn lock(b: *mut ThreadBuf) {
+    // SAFETY: per the contract.
+    let l = unsafe { &(*b).lock };
+    while l
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+}
+
+/// Tries `b`'s lock a bounded number of times (for signal handlers, which may
+/// have interrupted the holder on this very thread).
+unsafe fn try_lock(b: *mut ThreadBuf) -> bool {
+    // SAFETY: `b` is a registry buffer.
+    let l = unsafe { &(*b).lock };
+    (0..100_000).any(|_| {
+        std::hint::spin_loop();
+        l.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    })
+}
+
+unsafe fn unlock(b: *mut ThreadBuf) {
+    // SAFETY: `b` is a registry buffer whose lock we hold.
+    unsafe { (*b).lock.store(false, Ordering::Release) };
+}
+
+/// Called in the thread that owns `b` as it exits: writes its events, then
+/// the thread summary record, and frees the buffer for reuse.
+pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
+    // SAFETY: `b` is this thread's buffer, handed back by the TLS destructor.
+    unsafe {
+        lock(b);
+        (*b).write_out();
+        output::write(summary);
+        MINE.set(null_mut());
+        (*b).owner.store(0, Ordering::Release);
+        unlock(b);
+    }
+}
+
+/// Writes out every buffer and returns the number of events of the segment,
+/// resetting the counts for the next one. With `in_signal`, a buffer whose
+/// lock is held (perhaps by the interrupted code) is skipped with its events.
+/// `each_live_thread` sees the tid and start of every buffer still owned.
+pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64 {
+    let mut total = STRAY_EVENTS.swap(0, Ordering::Relaxed);
+    let mut b = REGISTRY.load(Ordering::Acquire);
+    while !b.is_null() {
+        // SAFETY: registry buffers are never unmapped; the lock makes access exclusive.
+        unsafe {
+            let next = (*b).next;
+            if in_signal {
+                if !try_lock(b) {
+                    b = next;
+                    continue;
+                }
+            } else {
+                lock(b);
+            }
+            let buf = &mut *b;
+            buf.write_out();
+            total += buf.events;
+            buf.events = 0;
+            total += STRAY_EVENTS.swap(0, Ordering::Relaxed);
+            let owner = buf.owner.load(Ordering::Acquire);
+            if owner != 0 {
+                each_live_thread(owner, buf.start_ns);
+            }
+            unlock(b);
+            b = next;
+        }
+    }
+    total
+}
+
+/// In a fork child: the buffered events belong to the parent, which writes
+/// them; other threads do not exist here. Empties every buffer, releases
+/// every lock and frees every buffer but this thread's.
+pub fn after_fork_child() {
+    let me = MINE.get();
+    let mut b = REGISTRY.load(Ordering::Acquire);
+    while !b.is_null() {
+        // SAFETY: the child has one thread; nobody else touches the buffers.
+        unsafe {
+            let buf = &mut *b;
+            buf.len = 0;
+            buf.events = 0;
+            buf.lock.store(false, Ordering::Release);
+            if b == me {
+                buf.tid = sys::gettid();
+                buf.start_ns = thread::start_ns(buf.tid);
+                buf.owner.store(buf.tid, Ordering::Release);
+            } else {
+                buf.owner.store(0, Ordering::Release);
+            }
+            b = buf.next;
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The exported malloc family. Each hook times the call it forwards and
+//! appends one event to this thread's buffer.
+//!
+//! Calls made while this thread is already inside the recorder (the next
+//! allocator calling malloc itself, or a libc function the recorder uses) are
+//! forwarded without a record: they are not the program's.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use libc::{c_int, c_void, size_t};
+use retype_trace::{Event, Op};
+
+use crate::real::{bootstrap_alloc, bootstrap_size, real};
+use crate::{buffer, sys};
+
+/// Events are being recorded (set after the trace file is open).
+pub static RECORDING: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// This thread is inside the recorder while a `Busy` lives.
+pub struct Busy;
+
+impl Busy {
+    /// `None` if this thread is already inside the recorder.
+    pub fn enter() -> Option<Busy> {
+        (!BUSY.replace(true)).then_some(Busy)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        BUSY.set(false);
+    }
+}
+
+/// Runs `call`, recording the event `event` builds from its result.
+#[inline(always)]
+fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
+    if !RECORDING.load(Ordering::Relaxed) {
+        if !crate::process::not_started() {
+            return call();
+        }
+        crate::process::start();
+        if !RECORDING.load(Ordering::Relaxed) {
+            return call();
+        }
+    }
+    let Some(_busy) = Busy::enter() else {
+        return call();
+    };
+    let t0 = sys::now_ns();
+    let v = call();
+    let t1 = sys::now_ns();
+    let e = Event {
+        time_ns: t0,
+        latency_ns: t1.wrapping_sub(t0),
+        ..event(v)
+    };
+    buffer::append(&e);
+    v
+}
+
+fn addr(p: *mut c_void) -> u64 {
+    p as u64
+}
+
+/// # Safety
+/// The C `malloc` contract.
+#[no_mangle]
+pub unsafe extern "C" fn malloc(size: size_t) -> *mut c_void {
+    let Some(r) = real() else {
+        return bootstrap_alloc(size, 16);
+    };
+    // SAFETY: forwarding the caller's arguments.
+    traced(
+        || unsafe { (r.malloc)(size) },
+        |p| Event {
+            op: Op::Malloc,
+            size: size as u64,
+            ret: addr(p),
+            ..Event::default()
+        },
+    )
+}
+
+/// # Safety
+/// The C `calloc` contract.
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: size_t, size: size_t) -> *mut c_void {
+    let Some(r) = real() else {
+        // The arena is zeroed and never reused.
+        return n
+            .checked_mul(size)
+            .map_or(std::ptr::null_mut(), |b| bootstrap_alloc(b, 16));
+    };
+    let bytes = (n as u64).saturating_mul(size as u64);
+    // SAFETY: forwarding.
+    traced(
+        || unsafe { (r.calloc)(n, size) },
+        |p| Event {
+            op: Op::Calloc,
+            size: bytes,
+            ret: addr(p),
+            ..Event::default()
+        },
+    )
+}
+
+/// # Safety
+/// The C `realloc` contract.
+#[no_mangle]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: size_t) -> *mut c_void {
+    let Some(r) = real() else {
+        return bootstrap_realloc(p, size);
+    };
+    if bootstrap_size(p).is_some() {
+        return bootstrap_realloc(p, size);
+    }
+    // SAFETY: forwarding.
+    traced(
+        || unsafe { (r.realloc)(p, size) },
+        |q| Event {
+            op: Op::Realloc,
+            ptr: addr(p),
+            size: size as u64,
+            ret: addr(q),
+            ..Event::default()
+        },
+    )
+}
+
+/// # Safety
+/// The C `reallocarray` contract.
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: size_t, size: size_t) -> *mut c_void {
+    let Some(bytes) = n.checked_mul(size) else {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+        return std::ptr::null_mut();
+    };
+    // SAFETY: reallocarray(p, n, size) is realloc(p, n * size) without overflow.
+    unsafe { realloc(p, bytes) }
+}
+
+/// A realloc of an arena block (or any realloc while resolving): a new block and a copy.
+fn bootstrap_realloc(p: *mut c_void, size: size_t) -> *mut c_void {
+    let old = bootstrap_size(p).unwrap_or(0);
+    // SAFETY: malloc is our hook; the copy stays inside both blocks.
+    unsafe {
+        let q = malloc(size);
+        if !q.is_null() && !p.is_null() {
+            std::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old.min(size));
+        }
+        q
+    }
+}
+
+/// # Safety
+/// The C `free` contract.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if bootstrap_size(p).is_some() {
+        return;
+    }
+    let Some(r) = real() else { return };
+    // SAFETY: forwarding.
+    traced(
+        || unsafe { (r.free)(p) },
+        |()| Event {
+            op: Op::Free,
+            ptr: addr(p),
+            ..Event::default()
+        },
+    )
+}
+
+/// # Safety
+/// The C `posix_memalign` contract.
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(
+    out: *mut *mut c_void,
+    align: size_t,
+    size: size_t,
+) -> c_int {
+    let Some(r) = real() else {
+        let p = bootstrap_alloc(size, align);
+        // SAFETY: `out` is the caller's out-pointer.
+        unsafe { *out = p };
+        return if p.is_null() { libc::ENOMEM } else { 0 };
+    };
+    traced(
+        // SAFETY: forwarding.
+        || unsafe { (r.posix_memalign)(out, align, size) },
+        // SAFETY: on success posix_memalign stored the block in `*out`.
+        |rc| Event {
+            op: Op::PosixMemalign,
+            align: align as u64,
+            size: size as u64,
+            ret: if rc == 0 { addr(unsafe { *out }) } else { 0 },
+            ..Event::default()
+        },
+    )
+}
+
+macro_rules! aligned_hook {
+    ($name:ident, $op:expr, $field:ident) => {
+        /// # Safety
+        /// The C contract of the function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(align: size_t, size: size_t) -> *mut c_void {
+            let Some(r) = real() else {
+                return bootstrap_alloc(size, align);
+            };
+            // SAFETY: forwarding.
+            traced(
+                || unsafe { (r.$field)(align, size) },
+                |p| Event {
+                    op: $op,
+                    align: align as u64,
+                    size: size as u64,
+                    ret: addr(p),
+                    ..Event::default()
+                },
+            )
+        }
+    };
+}
+
+aligned_hook!(aligned_alloc, Op::AlignedAlloc, aligned_alloc);
+aligned_hook!(memalign, Op::Memalign, memalign);
+
+/// # Safety
+/// The C `valloc` contract.
+#[no_mangle]
+pub unsafe extern "C" fn valloc(size: size_t) -> *mut c_void {
+    let Some(r) = real() else {
+        return bootstrap_alloc(size, 4096);
+    };
+    // SAFETY: forwarding.
+    traced(
+        || unsafe { (r.valloc)(size) },
+        |p| Event {
+            op: Op::Valloc,
+            size: size as u64,
+            ret: addr(p),
+            ..Event::default()
+        },
+    )
+}
+
+/// # Safety
+/// The C `pvalloc` contract.
+#[no_mangle]
+pub unsafe extern "C" fn pvalloc(size: size_t) -> *mut c_void {
+    let Some(r) = real() else {
+        return bootstrap_alloc(size.next_multiple_of(4096), 4096);
+    };
+    let page = 4096;
+    let call = || match r.pvalloc {
+        // SAFETY: forwarding.
+        Some(f) => unsafe { f(size) },
+        // SAFETY: pvalloc is valloc of the size rounded up to pages.
+        None => unsafe { (r.valloc)(size.next_multiple_of(page)) },
+    };
+    traced(call, |p| Event {
+        op: Op::Pvalloc,
+        size: size as u64,
+        ret: addr(p),
+        ..Event::default()
+    })
+}

@@ -1,0 +1,27 @@
+//! libretype_recorder.so: an LD_PRELOAD library that records every call of the
+//! malloc family into a retype trace while forwarding each call to the next
+//! allocator in line (`dlsym(RTLD_NEXT)`), so it measures whichever allocator
+//! the program runs on (seed 003's TLM).
+//!
+//! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording);
+//! `RETYPE_ALLOCATOR` is copied into the trace's metadata.
+//! `retype record` sets it. A forked child writes `FILE.PID` (`FILE.PID.N` if
+//! taken); an exec'd image goes on appending to its process's file.
+//!
+//! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
+//! - [`hooks`]: the exported malloc family;
+//! - [`buffer`]: per-thread event buffers (mmap'd, no allocation inside the hooks);
+//! - [`output`]: the trace file: naming, header, continuation across exec;
+//! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
+//! - [`process`]: fork, exec, `_exit`, fatal signals, process exit;
+//! - [`sys`]: small wrappers over raw system calls and clocks.
+//!
+//! This crate exports `malloc`: nothing may link it as a Rust dependency.
+
+mod buffer;
+mod hooks;
+mod output;
+mod process;
+mod real;
+mod sys;
+mod thread;

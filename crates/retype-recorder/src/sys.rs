@@ -1,0 +1,198 @@
+//! Clocks and raw I/O that never allocate.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use libc::{c_int, timespec};
+
+/// Tick-to-ns conversion of the time-stamp counter: `ns = BASE_NS +
+/// ((tsc - BASE_TSC) * MULT) >> 32`. MULT is 0 until calibrated, or when the
+/// CPU has no invariant TSC; then [`now_ns`] reads CLOCK_MONOTONIC.
+static MULT: AtomicU64 = AtomicU64::new(0);
+static BASE_TSC: AtomicU64 = AtomicU64::new(0);
+static BASE_NS: AtomicU64 = AtomicU64::new(0);
+
+/// How long calibration watches both clocks.
+const CALIBRATION_NS: u64 = 2_000_000;
+
+/// Now in ns on the CLOCK_MONOTONIC time line. Reads the time-stamp counter
+/// when it is invariant (rdtsc costs less than half of clock_gettime in a VM,
+/// and every hook reads the clock twice).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mult = MULT.load(Ordering::Relaxed);
+    if mult == 0 {
+        return clock_ns(libc::CLOCK_MONOTONIC);
+    }
+    let ticks = rdtsc().saturating_sub(BASE_TSC.load(Ordering::Relaxed));
+    BASE_NS.load(Ordering::Relaxed) + ((u128::from(ticks) * u128::from(mult)) >> 32) as u64
+}
+
+/// Measures the time-stamp counter against CLOCK_MONOTONIC (once per program
+/// image; a fork child inherits the result).
+pub fn calibrate_clock() {
+    if MULT.load(Ordering::Relaxed) != 0 || !invariant_tsc() {
+        return;
+    }
+    let (ns0, tsc0) = (clock_ns(libc::CLOCK_MONOTONIC), rdtsc());
+    let (mut ns1, mut tsc1) = (ns0, tsc0);
+    while ns1 - ns0 < CALIBRATION_NS {
+        (ns1, tsc1) = (clock_ns(libc::CLOCK_MONOTONIC), rdtsc());
+    }
+    if tsc1 <= tsc0 {
+        return;
+    }
+    let mult = (u128::from(ns1 - ns0) << 32) / u128::from(tsc1 - tsc0);
+    BASE_TSC.store(tsc1, Ordering::Relaxed);
+    BASE_NS.store(ns1, Ordering::Relaxed);
+    MULT.store(u64::try_from(mult).unwrap_or(0), Ordering::Release);
+}
+
+#[cfg(target_arch = "x86_64")]
+fn rdtsc() -> u64 {
+    // SAFETY: rdtsc exists on every x86_64 CPU.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn invariant_tsc() -> bool {
+    // Leaf 0x80000007 is valid when the maximum extended leaf reaches it.
+    use core::arch::x86_64::__cpuid;
+    __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn rdtsc() -> u64 {
+    0
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn invariant_tsc() -> bool {
+    false
+}
+
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; clock_gettime does not allocate.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Writes all of `buf` to `fd`; false on error.
+pub fn write_all(fd: c_int, mut buf: &[u8]) -> bool {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            return false;
+        }
+        buf = &buf[n as usize..];
+    }
+    true
+}
+
+/// Reads a whole small file (a NUL-terminated path) into `buf`; returns the bytes read.
+pub fn read_file(path: &[u8], buf: &mut [u8]) -> usize {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return 0;
+    }
+    let mut n = 0;
+    while n < buf.len() {
+        // SAFETY: the range lies inside `buf`.
+        let k = unsafe { libc::read(fd, buf[n..].as_mut_ptr().cast(), buf.len() - n) };
+        if k <= 0 {
+            break;
+        }
+        n += k as usize;
+    }
+    // SAFETY: `fd` was opened above.
+    unsafe { libc::close(fd) };
+    n
+}
+
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+pub fn getpid() -> u32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// A fixed-capacity byte string on the stack, for paths and numbers.
+pub struct StackStr<const N: usize> {
+    pub buf: [u8; N],
+    pub len: usize,
+}
+
+impl<const N: usize> StackStr<N> {
+    pub fn new() -> Self {
+        StackStr {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    /// Appends `s`, truncating at capacity (one byte is kept for a NUL).
+    pub fn push(&mut self, s: &[u8]) -> &mut Self {
+        let n = s.len().min(N - 1 - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+        self
+    }
+
+    pub fn push_num(&mut self, mut v: u64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..])
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The bytes with their NUL terminator.
+    pub fn as_bytes_nul(&mut self) -> &[u8] {
+        self.buf[self.len] = 0;
+        &self.buf[..=self.len]
+    }
+
+    /// The string with a NUL terminator, for system calls.
+    pub fn c_str(&mut self) -> *const libc::c_char {
+        self.buf[self.len] = 0;
+        self.buf.as_ptr().cast()
+    }
+}
+
+/// Parses the decimal number at the start of `s`.
+pub fn parse_num(s: &[u8]) -> Option<u64> {
+    let digits = s.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    s[..digits].iter().try_fold(0u64, |v, &d| {
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}

@@ -1,0 +1,279 @@
+//! The byte-level encoding of the trace format (docs/trace-format.md), shared by
+//! the file writer and the LD_PRELOAD recorder.
+//!
+//! Nothing here allocates: encoders write into caller-provided byte slices, so
+//! the recorder can use them inside `malloc`.
+
+use crate::event::{Event, Op, ThreadSummary};
+
+/// The first 8 bytes of every trace file (PNG-style: detects text-mode mangling).
+pub const MAGIC: [u8; 8] = *b"\x89RTR\r\n\x1a\n";
+/// The format version this crate writes and reads.
+pub const VERSION: u16 = 1;
+/// Magic, version (u16 LE) and a reserved u16 (0).
+pub const HEADER_LEN: usize = 12;
+
+/// Record tags.
+pub const TAG_META: u8 = 1;
+pub const TAG_EVENTS: u8 = 2;
+pub const TAG_THREAD: u8 = 3;
+pub const TAG_END: u8 = 4;
+
+/// The most bytes a LEB128 varint of a u64 takes.
+pub const MAX_VARINT: usize = 10;
+/// The room one encoded event needs: op, time, latency and three u64s take at
+/// most 61 bytes, rounded up to a power of two for cheap indexing.
+pub const MAX_EVENT_LEN: usize = 64;
+/// The most bytes a record header (tag and payload length) takes.
+pub const MAX_RECORD_HEADER: usize = 1 + MAX_VARINT;
+/// The most bytes an events record's header takes: record header, thread, base time.
+pub const MAX_EVENTS_HEADER: usize = MAX_RECORD_HEADER + 2 * MAX_VARINT;
+
+/// The file header.
+pub fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// Appends `v` as LEB128 at `buf[*pos..]`; `None` if it does not fit.
+pub fn put_varint(buf: &mut [u8], pos: &mut usize, mut v: u64) -> Option<()> {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        let slot = buf.get_mut(*pos)?;
+        *pos += 1;
+        if v == 0 {
+            *slot = byte;
+            return Some(());
+        }
+        *slot = byte | 0x80;
+    }
+}
+
+/// [`put_varint`] into an event's fixed-size room: at most 6 varints of at
+/// most [`MAX_VARINT`] bytes follow the op byte, so `n` stays in bounds.
+#[inline(always)]
+fn put_small(out: &mut [u8; MAX_EVENT_LEN], n: &mut usize, mut v: u64) {
+    while v >= 0x80 {
+        out[*n & (MAX_EVENT_LEN - 1)] = v as u8 | 0x80;
+        v >>= 7;
+        *n += 1;
+    }
+    out[*n & (MAX_EVENT_LEN - 1)] = v as u8;
+    *n += 1;
+}
+
+/// Why a varint could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarintError {
+    /// The bytes ended inside the varint.
+    Truncated,
+    /// More than 64 bits, or more than 10 bytes.
+    Overflow,
+}
+
+/// Reads a LEB128 varint at `buf[*pos..]`, advancing `pos` past it.
+pub fn get_varint(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
+    let mut v = 0u64;
+    for i in 0..MAX_VARINT {
+        let byte = *buf.get(*pos).ok_or(VarintError::Truncated)?;
+        *pos += 1;
+        let bits = u64::from(byte & 0x7f);
+        if i == MAX_VARINT - 1 && bits > 1 {
+            return Err(VarintError::Overflow);
+        }
+        v |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(VarintError::Overflow)
+}
+
+/// Zigzag: small signed deltas become small unsigned numbers.
+pub fn zigzag(delta: u64) -> u64 {
+    let d = delta as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+pub fn unzigzag(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+/// The delta state of one events record: times and addresses are stored as
+/// zigzag differences from the previous ones in the same record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeltaState {
+    prev_time: u64,
+    prev_addr: u64,
+}
+
+impl DeltaState {
+    /// The state at the start of an events record whose base time is `base_time`.
+    pub fn new(base_time: u64) -> DeltaState {
+        DeltaState {
+            prev_time: base_time,
+            prev_addr: 0,
+        }
+    }
+
+    fn get_addr(&mut self, buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
+        let addr = self.prev_addr.wrapping_add(unzigzag(get_varint(buf, pos)?));
+        self.prev_addr = addr;
+        Ok(addr)
+    }
+
+    /// Appends `e` (its thread is the record's) at `buf[*pos..]`.
+    /// On `None` (fewer than [`MAX_EVENT_LEN`] bytes of room) nothing is
+    /// committed: `pos` and the state are unchanged.
+    #[inline]
+    pub fn encode(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) -> Option<()> {
+        // One bounds check for the whole event: the recorder calls this inside malloc.
+        let out: &mut [u8; MAX_EVENT_LEN] = buf
+            .get_mut(*pos..)?
+            .get_mut(..MAX_EVENT_LEN)?
+            .try_into()
+            .ok()?;
+        let mut n = 1;
+        out[0] = e.op as u8;
+        put_small(out, &mut n, zigzag(e.time_ns.wrapping_sub(self.prev_time)));
+        self.prev_time = e.time_ns;
+        put_small(out, &mut n, e.latency_ns);
+        if e.op.has_ptr() {
+            put_small(out, &mut n, zigzag(e.ptr.wrapping_sub(self.prev_addr)));
+            self.prev_addr = e.ptr;
+        }
+        if e.op.has_align() {
+            put_small(out, &mut n, e.align);
+        }
+        if e.op.allocates() {
+            put_small(out, &mut n, e.size);
+            put_small(out, &mut n, zigzag(e.ret.wrapping_sub(self.prev_addr)));
+            self.prev_addr = e.ret;
+        }
+        *pos += n;
+        Some(())
+    }
+
+    /// Reads one event of thread `thread` at `buf[*pos..]`.
+    pub fn decode(
+        &mut self,
+        buf: &[u8],
+        pos: &mut usize,
+        thread: u32,
+    ) -> Result<Event, DecodeError> {
+        let code = *buf
+            .get(*pos)
+            .ok_or(DecodeError::Varint(VarintError::Truncated))?;
+        let op = Op::from_code(code).ok_or(DecodeError::BadOp(code))?;
+        *pos += 1;
+        let mut e = Event {
+            op,
+            thread,
+            ..Event::default()
+        };
+        e.time_ns = self.prev_time.wrapping_add(unzigzag(get_varint(buf, pos)?));
+        self.prev_time = e.time_ns;
+        e.latency_ns = get_varint(buf, pos)?;
+        if op.has_ptr() {
+            e.ptr = self.get_addr(buf, pos)?;
+        }
+        if op.has_align() {
+            e.align = get_varint(buf, pos)?;
+        }
+        if op.allocates() {
+            e.size = get_varint(buf, pos)?;
+            e.ret = self.get_addr(buf, pos)?;
+        }
+        Ok(e)
+    }
+}
+
+/// Why an event could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Varint(VarintError),
+    BadOp(u8),
+}
+
+impl From<VarintError> for DecodeError {
+    fn from(e: VarintError) -> Self {
+        DecodeError::Varint(e)
+    }
+}
+
+/// Writes a record header (tag, payload length) ending exactly at `buf[end]`,
+/// and returns where it starts. Lets an encoder fill the payload first and put
+/// the header in front of it afterwards, with no copy of the payload.
+pub fn header_before(
+    buf: &mut [u8],
+    end: usize,
+    tag: u8,
+    fields: &[u64],
+    payload_len: usize,
+) -> Option<usize> {
+    let mut tmp = [0u8; MAX_RECORD_HEADER + 4 * MAX_VARINT];
+    let mut fields_len = 0;
+    let mut fields_buf = [0u8; 4 * MAX_VARINT];
+    for &f in fields {
+        put_varint(&mut fields_buf, &mut fields_len, f)?;
+    }
+    tmp[0] = tag;
+    let mut n = 1;
+    put_varint(&mut tmp, &mut n, (fields_len + payload_len) as u64)?;
+    tmp.get_mut(n..n + fields_len)?
+        .copy_from_slice(&fields_buf[..fields_len]);
+    n += fields_len;
+    let start = end.checked_sub(n)?;
+    buf.get_mut(start..end)?.copy_from_slice(&tmp[..n]);
+    Some(start)
+}
+
+/// Encodes a whole record with tag `tag` and varint fields `fields` into `buf`;
+/// returns its length.
+pub fn varint_record(buf: &mut [u8], tag: u8, fields: &[u64]) -> Option<usize> {
+    let mut payload = [0u8; 8 * MAX_VARINT];
+    let mut len = 0;
+    for &f in fields {
+        put_varint(&mut payload, &mut len, f)?;
+    }
+    let mut pos = 0;
+    *buf.get_mut(pos)? = tag;
+    pos += 1;
+    put_varint(buf, &mut pos, len as u64)?;
+    buf.get_mut(pos..pos + len)?
+        .copy_from_slice(&payload[..len]);
+    Some(pos + len)
+}
+
+/// A thread-summary record's fields, in file order.
+pub fn thread_fields(t: &ThreadSummary) -> [u64; 7] {
+    [
+        u64::from(t.thread),
+        t.start_ns,
+        t.end_ns,
+        t.user_ns,
+        t.system_ns,
+        t.voluntary_switches,
+        t.involuntary_switches,
+    ]
+}
+
+/// Encodes a meta record (`key`, `value`) into `buf`; returns its length.
+pub fn meta_record(buf: &mut [u8], key: &[u8], value: &[u8]) -> Option<usize> {
+    let mut klen = [0u8; MAX_VARINT];
+    let mut kn = 0;
+    put_varint(&mut klen, &mut kn, key.len() as u64)?;
+    let payload = kn + key.len() + value.len();
+    let mut pos = 0;
+    *buf.get_mut(pos)? = TAG_META;
+    pos += 1;
+    put_varint(buf, &mut pos, payload as u64)?;
+    for part in [&klen[..kn], key, value] {
+        buf.get_mut(pos..pos + part.len())?.copy_from_slice(part);
+        pos += part.len();
+    }
+    Some(pos)
+}

@@ -1,0 +1,61 @@
+//! Errors of the trace reader and the text importers.
+
+use std::fmt;
+
+/// A trace that could not be read: what went wrong and at which byte.
+#[derive(Debug)]
+pub struct TraceError {
+    /// Offset from the start of the file of the byte where reading failed.
+    pub offset: u64,
+    pub kind: TraceErrorKind,
+}
+
+#[derive(Debug)]
+pub enum TraceErrorKind {
+    Io(std::io::Error),
+    /// Not a retype trace, or a version this reader does not know.
+    BadHeader(String),
+    /// The file ends inside a record or before the end record.
+    Truncated(&'static str),
+    /// A record that breaks the format.
+    Corrupt(String),
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at byte {}: ", self.offset)?;
+        match &self.kind {
+            TraceErrorKind::Io(e) => write!(f, "read error: {e}"),
+            TraceErrorKind::BadHeader(m) => write!(f, "not a retype trace: {m}"),
+            TraceErrorKind::Truncated(what) => write!(f, "truncated trace: file ends {what}"),
+            TraceErrorKind::Corrupt(m) => write!(f, "corrupt trace: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+/// A line of a text trace (malloc-lab, wee_alloc, valgrind, CSV) that could not be parsed.
+#[derive(Debug)]
+pub struct ParseError {
+    /// 1-based line number (0 when the error is about the whole input).
+    pub line: usize,
+    pub message: String,
+}
+
+impl ParseError {
+    pub fn new(line: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}

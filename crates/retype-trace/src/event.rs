@@ -1,0 +1,152 @@
+//! What a trace holds: allocation events, per-thread summaries and metadata.
+
+/// A malloc-family operation. The numeric codes are the on-disk op codes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Op {
+    #[default]
+    Malloc = 1,
+    Calloc = 2,
+    Realloc = 3,
+    Free = 4,
+    PosixMemalign = 5,
+    AlignedAlloc = 6,
+    Memalign = 7,
+    Valloc = 8,
+    Pvalloc = 9,
+}
+
+impl Op {
+    /// Every op, in code order.
+    pub const ALL: [Op; 9] = [
+        Op::Malloc,
+        Op::Calloc,
+        Op::Realloc,
+        Op::Free,
+        Op::PosixMemalign,
+        Op::AlignedAlloc,
+        Op::Memalign,
+        Op::Valloc,
+        Op::Pvalloc,
+    ];
+
+    /// The op with on-disk code `code`, if any.
+    pub fn from_code(code: u8) -> Option<Op> {
+        Op::ALL.get(usize::from(code).wrapping_sub(1)).copied()
+    }
+
+    /// The C function name, also used in CSV and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Malloc => "malloc",
+            Op::Calloc => "calloc",
+            Op::Realloc => "realloc",
+            Op::Free => "free",
+            Op::PosixMemalign => "posix_memalign",
+            Op::AlignedAlloc => "aligned_alloc",
+            Op::Memalign => "memalign",
+            Op::Valloc => "valloc",
+            Op::Pvalloc => "pvalloc",
+        }
+    }
+
+    /// The op whose [`Op::name`] is `name`.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
+    /// Whether the op carries an explicit alignment argument.
+    pub fn has_align(self) -> bool {
+        matches!(self, Op::PosixMemalign | Op::AlignedAlloc | Op::Memalign)
+    }
+
+    /// Whether the op takes a pointer argument (`ptr`).
+    pub fn has_ptr(self) -> bool {
+        matches!(self, Op::Realloc | Op::Free)
+    }
+
+    /// Whether the op has a size argument and returns a block (`ret`).
+    pub fn allocates(self) -> bool {
+        self != Op::Free
+    }
+}
+
+/// One call of a malloc-family function.
+///
+/// Fields an op does not use are 0: `size`, `align` and `ret` for `free`,
+/// `ptr` for the plain allocators, `align` for all but the aligned ones.
+/// `calloc`'s size is the product of its two arguments. An address of 0 is
+/// NULL: a failed allocation returns 0, `free(NULL)` has `ptr` 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Event {
+    pub op: Op,
+    /// The OS thread id (Linux tid), or 0 for traces without threads.
+    pub thread: u32,
+    /// When the call started, in ns on the trace's clock.
+    pub time_ns: u64,
+    /// Time spent inside the allocator for this call, in ns (0 if unknown).
+    pub latency_ns: u64,
+    pub size: u64,
+    pub align: u64,
+    /// The pointer argument of `realloc` and `free`.
+    pub ptr: u64,
+    /// The returned block.
+    pub ret: u64,
+}
+
+impl Event {
+    /// The event with op `op` and all fields the op does not use set to 0.
+    pub fn canonical(mut self) -> Event {
+        let op = self.op;
+        if !op.allocates() {
+            self.size = 0;
+            self.ret = 0;
+        }
+        if !op.has_align() {
+            self.align = 0;
+        }
+        if !op.has_ptr() {
+            self.ptr = 0;
+        }
+        self
+    }
+}
+
+/// What one thread cost, measured when it exited (seed 003's TLM metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ThreadSummary {
+    pub thread: u32,
+    /// Thread start and end on the trace's clock, in ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// CPU time in user and kernel mode, in ns.
+    pub user_ns: u64,
+    pub system_ns: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl ThreadSummary {
+    pub fn lifetime_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// TLM's wait time: lifetime − (user + system), never below 0.
+    pub fn wait_ns(&self) -> u64 {
+        self.lifetime_ns()
+            .saturating_sub(self.user_ns.saturating_add(self.system_ns))
+    }
+}
+
+/// One item of a trace stream, in file order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A key/value pair describing the trace (program, pid, allocator, source...).
+    Meta(String, String),
+    Event(Event),
+    Thread(ThreadSummary),
+    /// The end of the trace, with the number of events the writer wrote.
+    End {
+        events: u64,
+    },
+}

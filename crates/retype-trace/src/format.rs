@@ -1,0 +1,127 @@
+//! The file formats `retype trace convert` reads and writes, and how a file's
+//! format is recognised.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+use crate::trace::Trace;
+use crate::{codec, csv, malloclab, rep, valgrind, wee_alloc};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The retype binary trace (`.rtr`).
+    Rtr,
+    /// wee_alloc's `Alloc(N),` / `Free(K),` traces (`.trace`).
+    WeeAlloc,
+    /// `valgrind --trace-malloc=yes` stderr.
+    Valgrind,
+    Csv,
+    /// CS:APP malloc-lab request traces (`.rep`).
+    Rep,
+}
+
+impl Format {
+    pub const NAMES: &'static str = "rtr, rep, wee_alloc, valgrind, csv";
+
+    pub fn from_name(name: &str) -> anyhow::Result<Format> {
+        Ok(match name {
+            "rtr" => Format::Rtr,
+            "wee_alloc" | "wee" => Format::WeeAlloc,
+            "valgrind" => Format::Valgrind,
+            "csv" => Format::Csv,
+            "rep" => Format::Rep,
+            _ => bail!("unknown trace format {name:?} (known: {})", Format::NAMES),
+        })
+    }
+
+    /// The format of an existing file: the magic number, else the extension,
+    /// else the look of its first lines.
+    pub fn detect(path: &Path, head: &[u8]) -> anyhow::Result<Format> {
+        if head.starts_with(&codec::MAGIC) {
+            return Ok(Format::Rtr);
+        }
+        if let Some(f) = Format::from_extension(path) {
+            return Ok(f);
+        }
+        let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+        if text
+            .lines()
+            .any(|l| l.starts_with("--") && l.contains("-- malloc("))
+        {
+            return Ok(Format::Valgrind);
+        }
+        if text.starts_with("Alloc(") {
+            return Ok(Format::WeeAlloc);
+        }
+        if text.starts_with(csv::HEADER) {
+            return Ok(Format::Csv);
+        }
+        bail!(
+            "{}: cannot tell the trace format; name it with --from ({})",
+            path.display(),
+            Format::NAMES
+        )
+    }
+
+    /// The format an output file name asks for.
+    pub fn from_extension(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()? {
+            "rtr" => Some(Format::Rtr),
+            "trace" => Some(Format::WeeAlloc),
+            "csv" => Some(Format::Csv),
+            "rep" => Some(Format::Rep),
+            "vg" => Some(Format::Valgrind),
+            _ => None,
+        }
+    }
+}
+
+/// Reads a trace in format `format` (detected when `None`).
+pub fn load(path: &Path, format: Option<Format>) -> anyhow::Result<Trace> {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let format = match format {
+        Some(f) => f,
+        None => Format::detect(path, &bytes)?,
+    };
+    let text = || {
+        std::str::from_utf8(&bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))
+    };
+    let trace = match format {
+        Format::Rtr => Trace::read(&bytes[..]).map_err(anyhow::Error::from),
+        Format::WeeAlloc => wee_alloc::parse(text()?).map_err(anyhow::Error::from),
+        Format::Valgrind => valgrind::parse(text()?).map_err(anyhow::Error::from),
+        Format::Csv => csv::parse(text()?).map_err(anyhow::Error::from),
+        // malloclab's errors already name the file.
+        Format::Rep => {
+            return Ok(rep::from_malloclab(&malloclab::parse(
+                &path.display().to_string(),
+                &bytes,
+            )?))
+        }
+    };
+    trace.with_context(|| format!("{}", path.display()))
+}
+
+/// Writes `trace` to `path` in format `format`.
+pub fn save(trace: &Trace, path: &Path, format: Format) -> anyhow::Result<()> {
+    let file =
+        fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let out = std::io::BufWriter::new(file);
+    let r = match format {
+        Format::Rtr => trace.write(out),
+        Format::Csv => csv::write(trace, out),
+        Format::Rep => {
+            let (mut ops, _) = rep::to_malloclab(trace);
+            rep::clamp_alignments(&mut ops);
+            let mut out = out;
+            malloclab::write(&mut out, 0, 1, &ops).and_then(|()| out.flush())
+        }
+        Format::WeeAlloc | Format::Valgrind => {
+            bail!("{format:?} is an input format only; write rtr or csv")
+        }
+    };
+    r.with_context(|| format!("cannot write {}", path.display()))
+}

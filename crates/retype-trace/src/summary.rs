@@ -1,0 +1,219 @@
+//! What `retype trace info` reports about a trace: ops by kind, threads, the
+//! size histogram, block lifetimes, and the peak of live bytes.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::event::{Event, Op, ThreadSummary};
+use crate::trace::Trace;
+
+/// Counts by powers of two: bucket `k` holds values `v` with `2^(k-1) < v <= 2^k`
+/// (bucket 0 holds 0 and 1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Log2Histogram {
+    pub buckets: Vec<u64>,
+}
+
+impl Log2Histogram {
+    pub fn add(&mut self, v: u64) {
+        let k = if v <= 1 {
+            0
+        } else {
+            64 - (v - 1).leading_zeros() as usize
+        };
+        if self.buckets.len() <= k {
+            self.buckets.resize(k + 1, 0);
+        }
+        self.buckets[k] += 1;
+    }
+
+    /// `(upper bound, count)` of every non-empty bucket.
+    pub fn nonempty(&self) -> impl Iterator<Item = (u128, u64)> + '_ {
+        self.buckets
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(k, &c)| (1u128 << k, c))
+    }
+
+    pub fn total(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+/// Per-thread figures: events seen in the trace, and the summary the recorder
+/// wrote when the thread exited (if it did).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadInfo {
+    pub thread: u32,
+    pub events: u64,
+    pub summary: Option<ThreadSummary>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub events: u64,
+    pub ops: BTreeMap<Op, u64>,
+    pub threads: Vec<ThreadInfo>,
+    /// Requested sizes of every allocating call (including realloc).
+    pub sizes: Log2Histogram,
+    pub bytes_requested: u64,
+    /// ns from allocation to free, for blocks freed in the trace.
+    pub lifetimes_ns: Log2Histogram,
+    /// Events from allocation to free (the trace's own clock, independent of time).
+    pub lifetimes_events: Log2Histogram,
+    pub peak_live_bytes: u64,
+    pub peak_live_blocks: u64,
+    /// Index (in time order) of the event that reached the peak, and its time since the first event.
+    pub peak_event: u64,
+    pub peak_time_ns: u64,
+    /// Blocks and bytes still live at the end.
+    pub live_at_end_blocks: u64,
+    pub live_at_end_bytes: u64,
+    pub failed_allocations: u64,
+    pub free_null: u64,
+    /// Frees and reallocs of addresses the trace never returned.
+    pub unknown_pointers: u64,
+    pub reallocs_moved: u64,
+    pub reallocs_in_place: u64,
+    pub duration_ns: u64,
+    /// Program images (segments) in the trace.
+    pub segments: u64,
+    /// Sum of the per-event latencies, and its histogram.
+    pub latency_total_ns: u64,
+    pub latencies_ns: Log2Histogram,
+}
+
+struct Live {
+    size: u64,
+    born_ns: u64,
+    born_index: u64,
+}
+
+impl Summary {
+    pub fn of(trace: &Trace) -> Summary {
+        let segments = trace.serialized_segments();
+        let events: Vec<Event> = segments.concat();
+        let mut s = Summary {
+            events: events.len() as u64,
+            segments: segments.len().max(1) as u64,
+            ..Summary::default()
+        };
+        // Event indexes where a new program image starts (its heap starts empty), last first.
+        let mut starts: Vec<usize> = segments
+            .iter()
+            .scan(0, |at, seg| {
+                *at += seg.len();
+                Some(*at)
+            })
+            .collect();
+        starts.pop();
+        starts.reverse();
+        let first = events.iter().map(|e| e.time_ns).min().unwrap_or(0);
+        s.duration_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0) - first;
+        let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut live: HashMap<u64, Live> = HashMap::new();
+        let mut live_bytes = 0u64;
+        for (i, e) in events.iter().enumerate() {
+            if starts.last() == Some(&i) {
+                starts.pop();
+                live.clear();
+                live_bytes = 0;
+            }
+            let i = i as u64;
+            *s.ops.entry(e.op).or_default() += 1;
+            *per_thread.entry(e.thread).or_default() += 1;
+            s.latency_total_ns = s.latency_total_ns.saturating_add(e.latency_ns);
+            s.latencies_ns.add(e.latency_ns);
+            if e.op.allocates() {
+                s.sizes.add(e.size);
+                s.bytes_requested = s.bytes_requested.saturating_add(e.size);
+            }
+            let mut end =
+                |s: &mut Summary, ptr: u64, live: &mut HashMap<u64, Live>, e: &Event| match live
+                    .remove(&ptr)
+                {
+                    Some(b) => {
+                        live_bytes -= b.size;
+                        s.lifetimes_ns.add(e.time_ns.saturating_sub(b.born_ns));
+                        s.lifetimes_events.add(i - b.born_index);
+                    }
+                    None => s.unknown_pointers += 1,
+                };
+            match e.op {
+                Op::Free if e.ptr == 0 => s.free_null += 1,
+                Op::Free => end(&mut s, e.ptr, &mut live, e),
+                Op::Realloc if e.ptr != 0 && e.size == 0 && e.ret == 0 => {
+                    end(&mut s, e.ptr, &mut live, e)
+                }
+                Op::Realloc if e.ptr != 0 => {
+                    if e.ret == 0 {
+                        s.failed_allocations += 1;
+                        continue;
+                    }
+                    // The block lives on (moved or not): it keeps its birth.
+                    let born = match live.remove(&e.ptr) {
+                        Some(b) => {
+                            live_bytes -= b.size;
+                            (b.born_ns, b.born_index)
+                        }
+                        None => {
+                            s.unknown_pointers += 1;
+                            (e.time_ns, i)
+                        }
+                    };
+                    if e.ret == e.ptr {
+                        s.reallocs_in_place += 1;
+                    } else {
+                        s.reallocs_moved += 1;
+                    }
+                    live_bytes = live_bytes.saturating_add(e.size);
+                    live.insert(
+                        e.ret,
+                        Live {
+                            size: e.size,
+                            born_ns: born.0,
+                            born_index: born.1,
+                        },
+                    );
+                }
+                _ if e.ret == 0 => s.failed_allocations += 1,
+                _ => {
+                    // A block at an address still live means a free the trace missed.
+                    if let Some(old) = live.insert(
+                        e.ret,
+                        Live {
+                            size: e.size,
+                            born_ns: e.time_ns,
+                            born_index: i,
+                        },
+                    ) {
+                        live_bytes -= old.size;
+                    }
+                    live_bytes = live_bytes.saturating_add(e.size);
+                }
+            }
+            if live_bytes > s.peak_live_bytes {
+                s.peak_live_bytes = live_bytes;
+                s.peak_live_blocks = live.len() as u64;
+                s.peak_event = i;
+                s.peak_time_ns = e.time_ns.saturating_sub(first);
+            }
+        }
+        s.live_at_end_blocks = live.len() as u64;
+        s.live_at_end_bytes = live_bytes;
+        let summaries: HashMap<u32, ThreadSummary> =
+            trace.threads.iter().map(|t| (t.thread, *t)).collect();
+        for t in summaries.keys() {
+            per_thread.entry(*t).or_default();
+        }
+        s.threads = per_thread
+            .into_iter()
+            .map(|(thread, events)| ThreadInfo {
+                thread,
+                events,
+                summary: summaries.get(&thread).copied(),
+            })
+            .collect();
+        s
+    }
+}

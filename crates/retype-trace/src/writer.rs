@@ -1,0 +1,105 @@
+//! The streaming trace writer.
+
+use std::io::{self, Write};
+
+use crate::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
+use crate::event::{Event, ThreadSummary};
+
+/// Bytes of event payload gathered before an events record is written.
+const BLOCK: usize = 64 * 1024;
+
+/// Writes a trace to `W` as events arrive. Consecutive events of one thread
+/// share an events record; call [`Writer::finish`] to write the end record.
+pub struct Writer<W: Write> {
+    out: W,
+    /// `MAX_EVENTS_HEADER` bytes of room for the record header, then the payload.
+    block: Vec<u8>,
+    len: usize,
+    thread: u32,
+    base_time: u64,
+    delta: DeltaState,
+    /// Events of the current segment.
+    events: u64,
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts a trace: writes the file header.
+    pub fn new(mut out: W) -> io::Result<Writer<W>> {
+        out.write_all(&codec::header())?;
+        Ok(Writer {
+            out,
+            block: vec![0; MAX_EVENTS_HEADER + BLOCK + MAX_EVENT_LEN],
+            len: 0,
+            thread: 0,
+            base_time: 0,
+            delta: DeltaState::default(),
+            events: 0,
+        })
+    }
+
+    pub fn meta(&mut self, key: &str, value: &str) -> io::Result<()> {
+        self.flush_events()?;
+        let mut buf = vec![0; key.len() + value.len() + 2 * codec::MAX_VARINT + 1];
+        let n = codec::meta_record(&mut buf, key.as_bytes(), value.as_bytes())
+            .expect("buffer sized for the record");
+        self.out.write_all(&buf[..n])
+    }
+
+    pub fn event(&mut self, e: &Event) -> io::Result<()> {
+        if self.len > 0 && (e.thread != self.thread || self.len >= BLOCK) {
+            self.flush_events()?;
+        }
+        if self.len == 0 {
+            self.thread = e.thread;
+            self.base_time = e.time_ns;
+            self.delta = DeltaState::new(e.time_ns);
+        }
+        let mut pos = MAX_EVENTS_HEADER + self.len;
+        self.delta
+            .encode(&mut self.block, &mut pos, &e.canonical())
+            .expect("block has room for one event");
+        self.len = pos - MAX_EVENTS_HEADER;
+        self.events += 1;
+        Ok(())
+    }
+
+    pub fn thread(&mut self, t: &ThreadSummary) -> io::Result<()> {
+        self.flush_events()?;
+        self.varint_record(codec::TAG_THREAD, &codec::thread_fields(t))
+    }
+
+    /// Ends the current segment; what follows is the next program image's.
+    pub fn end_segment(&mut self) -> io::Result<()> {
+        self.flush_events()?;
+        self.varint_record(codec::TAG_END, &[self.events])?;
+        self.events = 0;
+        Ok(())
+    }
+
+    /// Writes the end record and returns the output.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.end_segment()?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn varint_record(&mut self, tag: u8, fields: &[u64]) -> io::Result<()> {
+        let mut buf = [0u8; 1 + 9 * codec::MAX_VARINT];
+        let n = codec::varint_record(&mut buf, tag, fields).expect("buffer sized for the record");
+        self.out.write_all(&buf[..n])
+    }
+
+    fn flush_events(&mut self) -> io::Result<()> {
+        if self.len == 0 {
+            return Ok(());
+        }
+        let end = MAX_EVENTS_HEADER;
+        let fields = [u64::from(self.thread), self.base_time];
+        let start =
+            codec::header_before(&mut self.block, end, codec::TAG_EVENTS, &fields, self.len)
+                .expect("room reserved for the header");
+        self.out.write_all(&self.block[start..end + self.len])?;
+        self.len = 0;
+        Ok(())
+    }
+}

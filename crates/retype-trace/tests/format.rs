@@ -1,0 +1,300 @@
+//! The binary format: round trips, and the reader on random, truncated and
+//! corrupted bytes (it must return an error naming an offset, never panic).
+
+use proptest::prelude::*;
+use retype_trace::codec::{self, get_varint, put_varint, unzigzag, zigzag};
+use retype_trace::error::TraceErrorKind;
+use retype_trace::{Event, Op, Reader, ThreadSummary, Trace};
+
+fn op() -> impl Strategy<Value = Op> {
+    prop::sample::select(Op::ALL.to_vec())
+}
+
+/// Values that exercise every varint length, and small ones that are common.
+fn num() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..300, any::<u64>(), Just(u64::MAX)]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    (op(), 0u32..4, num(), num(), num(), num(), num(), num()).prop_map(
+        |(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
+            Event {
+                op,
+                thread,
+                time_ns,
+                latency_ns,
+                size,
+                align,
+                ptr,
+                ret,
+            }
+            .canonical()
+        },
+    )
+}
+
+fn thread_summary() -> impl Strategy<Value = ThreadSummary> {
+    (any::<u32>(), num(), num(), num(), num(), num(), num()).prop_map(
+        |(thread, start_ns, end_ns, user_ns, system_ns, v, iv)| ThreadSummary {
+            thread,
+            start_ns,
+            end_ns,
+            user_ns,
+            system_ns,
+            voluntary_switches: v,
+            involuntary_switches: iv,
+        },
+    )
+}
+
+fn trace() -> impl Strategy<Value = Trace> {
+    (
+        prop::collection::vec(("[a-z]{0,8}", "\\PC{0,12}"), 0..3),
+        prop::collection::vec(event(), 0..200),
+        prop::collection::vec(thread_summary(), 0..3),
+        prop::collection::vec(1usize..200, 0..3),
+    )
+        .prop_map(|(meta, events, threads, mut segments)| {
+            // Segment starts lie strictly inside the events.
+            segments.retain(|&s| s < events.len());
+            segments.sort_unstable();
+            segments.dedup();
+            Trace {
+                meta,
+                events,
+                threads,
+                segments,
+            }
+        })
+}
+
+fn bytes_of(t: &Trace) -> Vec<u8> {
+    let mut out = Vec::new();
+    t.write(&mut out).unwrap();
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn varint_round_trip(v in any::<u64>()) {
+        let mut buf = [0u8; codec::MAX_VARINT];
+        let mut n = 0;
+        put_varint(&mut buf, &mut n, v).unwrap();
+        let mut m = 0;
+        prop_assert_eq!(get_varint(&buf[..n], &mut m), Ok(v));
+        prop_assert_eq!(m, n);
+        prop_assert_eq!(unzigzag(zigzag(v)), v);
+    }
+
+    #[test]
+    fn trace_round_trip(t in trace()) {
+        let back = Trace::read(&bytes_of(&t)[..]).unwrap();
+        prop_assert_eq!(back, t);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_within_the_file(t in trace(), cut in any::<prop::sample::Index>()) {
+        let bytes = bytes_of(&t);
+        let len = cut.index(bytes.len());
+        let e = match Trace::read(&bytes[..len]) {
+            // A cut right after a segment's end record leaves whole segments.
+            Ok(head) => {
+                prop_assert!(t.segments.contains(&head.events.len()), "cut at {len} read as a complete trace");
+                prop_assert_eq!(&head.events[..], &t.events[..head.events.len()]);
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        prop_assert!(e.offset <= len as u64, "offset {} beyond the {} bytes", e.offset, len);
+        let named = format!("byte {}", e.offset);
+        prop_assert!(e.to_string().contains(&named), "{}", e);
+    }
+
+    #[test]
+    fn corrupted_bytes_never_panic(t in trace(), flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4)) {
+        let mut bytes = bytes_of(&t);
+        for (i, b) in flips {
+            let i = i.index(bytes.len());
+            bytes[i] ^= b | 1;
+        }
+        if let Err(e) = Trace::read(&bytes[..]) {
+            prop_assert!(e.offset <= bytes.len() as u64);
+        }
+    }
+
+    #[test]
+    fn random_bytes_after_a_valid_header_never_panic(tail in prop::collection::vec(any::<u8>(), 0..512)) {
+        let mut bytes = codec::header().to_vec();
+        bytes.extend_from_slice(&tail);
+        let len = bytes.len() as u64;
+        match Trace::read(&bytes[..]) {
+            Ok(_) => {}
+            Err(e) => prop_assert!(e.offset <= len),
+        }
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        prop_assert!(Trace::read(&bytes[..]).is_err() || bytes.starts_with(&codec::MAGIC));
+    }
+}
+
+#[test]
+fn the_stream_reader_yields_records_in_order() {
+    let t = Trace {
+        meta: vec![("pid".into(), "7".into())],
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                thread: 1,
+                time_ns: 10,
+                size: 8,
+                ret: 0x1000,
+                ..Event::default()
+            },
+            Event {
+                op: Op::Free,
+                thread: 2,
+                time_ns: 11,
+                ptr: 0x1000,
+                ..Event::default()
+            },
+        ],
+        threads: vec![ThreadSummary {
+            thread: 1,
+            ..ThreadSummary::default()
+        }],
+        segments: vec![],
+    };
+    let records: Vec<_> = Reader::new(&bytes_of(&t)[..])
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(records.len(), 5);
+    assert!(matches!(
+        records[4],
+        retype_trace::Record::End { events: 2 }
+    ));
+}
+
+#[test]
+fn errors_name_the_offset_and_the_cause() {
+    let t = Trace {
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                size: 300,
+                ret: 0x10,
+                ..Event::default()
+            };
+            3
+        ],
+        ..Trace::default()
+    };
+    let bytes = bytes_of(&t);
+    // Cut inside the events record: the error points at the file's end.
+    let e = Trace::read(&bytes[..20]).unwrap_err();
+    assert_eq!(e.offset, 20);
+    assert!(matches!(e.kind, TraceErrorKind::Truncated(_)), "{e}");
+    // Without the end record.
+    let end_len = 3;
+    let e = Trace::read(&bytes[..bytes.len() - end_len]).unwrap_err();
+    assert_eq!(e.offset, (bytes.len() - end_len) as u64);
+    assert!(e.to_string().contains("before the end record"), "{e}");
+    // A bad op code in the first event (header 12, tag, len, thread, base).
+    let mut bad = bytes.clone();
+    bad[codec::HEADER_LEN + 4] = 77;
+    let e = Trace::read(&bad[..]).unwrap_err();
+    assert_eq!(e.offset, codec::HEADER_LEN as u64 + 4);
+    assert!(e.to_string().contains("unknown op code 77"), "{e}");
+    // Wrong magic.
+    let e = Trace::read(&b"Alloc(5),\n"[..]).unwrap_err();
+    assert_eq!(e.offset, 0);
+    assert!(e.to_string().contains("not a retype trace"), "{e}");
+}
+
+#[test]
+fn an_end_record_with_the_wrong_count_is_corrupt() {
+    let t = Trace {
+        events: vec![Event {
+            op: Op::Free,
+            ptr: 16,
+            ..Event::default()
+        }],
+        ..Trace::default()
+    };
+    let mut bytes = bytes_of(&t);
+    let n = bytes.len();
+    assert_eq!(bytes[n - 1], 1, "end record counts 1 event");
+    bytes[n - 1] = 2;
+    let e = Trace::read(&bytes[..]).unwrap_err();
+    assert_eq!(e.offset, n as u64 - 3);
+    assert!(
+        e.to_string()
+            .contains("counts 2 events but its segment holds 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn segments_follow_each_other() {
+    let a = Trace {
+        events: vec![Event {
+            op: Op::Free,
+            ptr: 16,
+            ..Event::default()
+        }],
+        ..Trace::default()
+    };
+    let b = Trace {
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                size: 1,
+                ret: 32,
+                ..Event::default()
+            };
+            2
+        ],
+        ..Trace::default()
+    };
+    let mut bytes = bytes_of(&a);
+    bytes.extend_from_slice(&bytes_of(&b)[codec::HEADER_LEN..]);
+    let t = Trace::read(&bytes[..]).unwrap();
+    assert_eq!(t.events.len(), 3);
+}
+
+/// The worked example of docs/trace-format.md, byte for byte.
+#[test]
+fn the_documented_example_encodes_as_documented() {
+    let t = Trace {
+        events: vec![
+            Event {
+                op: Op::Malloc,
+                thread: 7,
+                time_ns: 1000,
+                latency_ns: 80,
+                size: 24,
+                ret: 0x5000,
+                ..Event::default()
+            },
+            Event {
+                op: Op::Free,
+                thread: 7,
+                time_ns: 1130,
+                latency_ns: 40,
+                ptr: 0x5000,
+                ..Event::default()
+            },
+        ],
+        ..Trace::default()
+    };
+    let mut want = b"\x89RTR\r\n\x1a\n\x01\x00\x00\x00".to_vec();
+    want.extend([0x02, 0x0F, 0x07, 0xE8, 0x07]);
+    want.extend([0x01, 0x00, 0x50, 0x18, 0x80, 0xC0, 0x02]);
+    want.extend([0x04, 0x84, 0x02, 0x28, 0x00]);
+    want.extend([0x04, 0x01, 0x02]);
+    assert_eq!(bytes_of(&t), want);
+}

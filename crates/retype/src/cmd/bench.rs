@@ -1,0 +1,146 @@
+//! `retype bench mm`: the cost of one memory-manager request per policy, at
+//! seed 000's 22 slabs and at many more.
+//!
+//! The requests are made beforehand (seed 000's uniform generator at 50 %
+//! frees), so only `alloc` and `free` are timed. For instruction counts run it
+//! under callgrind twice with different `--ops` and divide the difference
+//! (`bench/mm-callgrind.sh` does that), which cancels the setup.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args as ClapArgs, Subcommand};
+use retype_core::mm::{AllocError, AllocId, Layout, ObjDesc};
+use retype_core::objects::Config;
+use retype_core::workload::uniform::{Uniform, UniformParams};
+use retype_core::workload::{Op, Workload};
+
+use crate::progress::Progress;
+use crate::study::data;
+use crate::study::spec::{self, PolicySpec};
+
+#[derive(Subcommand, Debug)]
+pub enum Bench {
+    /// Time per memory-manager request, per policy and number of slabs.
+    Mm(MmArgs),
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct MmArgs {
+    /// Policies, comma-separated, or `all`.
+    #[arg(long, default_value = "all")]
+    policy: String,
+    /// Numbers of slabs, comma-separated; seed 000's 22 slab sizes repeated.
+    #[arg(long, default_value = "22,100000")]
+    slabs: String,
+    /// Requests generated (allocations and frees).
+    #[arg(long, default_value_t = 200_000)]
+    ops: u32,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(bench: Bench) -> anyhow::Result<()> {
+    match bench {
+        Bench::Mm(args) => mm(args),
+    }
+}
+
+/// A request made in advance: allocate one descriptor as `id`, or free `id`.
+enum Request {
+    Alloc(u32, ObjDesc),
+    Free(u32),
+}
+
+fn requests(seed: u64, ops: u32) -> Vec<Request> {
+    let mut w = Uniform::new(UniformParams {
+        seed,
+        ops,
+        free_percent: 52,
+    });
+    std::iter::from_fn(|| w.next_op())
+        .flat_map(|op| match op {
+            Op::Alloc { id, request } => vec![Request::Alloc(id, request[0])],
+            Op::Free { ids } => ids.into_iter().map(Request::Free).collect(),
+        })
+        .collect()
+}
+
+fn mm(args: MmArgs) -> anyhow::Result<()> {
+    let policies = spec::parse_policies(&args.policy)?;
+    let counts: Vec<usize> = args
+        .slabs
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .ok()
+                .filter(|&n| n > 0)
+                .with_context(|| format!("--slabs: {s:?} is not a positive number"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let reqs = requests(args.seed, args.ops);
+    let mut progress = Progress::new((counts.len() * policies.len()) as u64, "bench mm");
+    for &n in &counts {
+        let layout = Layout::cantrip_repeated(n);
+        for &p in &policies {
+            progress.step(&format!("{p} at {n} slabs"));
+            let (ns, served, ooms) = time(p, &layout, &reqs);
+            let per_op = ns as f64 / reqs.len() as f64;
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"policy": p.to_string(), "slabs": n, "requests": reqs.len(), "served": served, "ooms": ooms, "ns_per_op": per_op})
+                );
+            } else {
+                println!(
+                    "{:<22} {:>7} slabs  {:>9} requests  {:>8.1} ns/request  ({ooms} OOMs)",
+                    p.to_string(),
+                    n,
+                    reqs.len(),
+                    per_op
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the requests on a fresh manager: elapsed ns, requests served, OOMs.
+/// Not inlined, so that callgrind can count this function alone
+/// (`--toggle-collect=*bench*time*`).
+#[inline(never)]
+fn time(policy: PolicySpec, layout: &Layout, reqs: &[Request]) -> (u128, usize, u64) {
+    let mut mm = data::manager(Config::CANTRIP, layout, policy);
+    let mut ids: Vec<Option<AllocId>> = Vec::new();
+    let mut served = 0;
+    let start = Instant::now();
+    for r in reqs {
+        match *r {
+            Request::Alloc(id, desc) => {
+                let got = match mm.alloc(&[desc]) {
+                    Ok(a) => Some(a),
+                    Err(AllocError::OutOfMemory { .. }) => None,
+                    Err(e) => panic!("generated request refused: {e}"),
+                };
+                served += got.is_some() as usize;
+                let i = id as usize;
+                if ids.len() <= i {
+                    ids.resize(i + 1, None);
+                }
+                ids[i] = got;
+            }
+            Request::Free(id) => {
+                if let Some(a) = ids[id as usize].take() {
+                    mm.free(a).expect("live allocation");
+                    served += 1;
+                }
+            }
+        }
+    }
+    (start.elapsed().as_nanos(), served, mm.stats().ooms)
+}

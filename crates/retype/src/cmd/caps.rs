@@ -1,0 +1,268 @@
+//! `retype caps`: the capability system's benchmark.
+//!
+//! `retype caps bench` rebuilds the mapping-database benchmark of seed 001
+//! §4.5: databases of 4096 to 65536 capabilities from the thesis's generator,
+//! the median latency of each low-level operation on the augmented AA tree
+//! and on the seL4-style list, in the same run, and the weighted scores of the
+//! boot and process-management mixes, in TSC cycles and nanoseconds.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::{Args, Subcommand};
+use retype_core::caps::bench::{self, Op, SplitMix, BOOT, PROCMGMT};
+use retype_core::caps::cap::Key;
+use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
+
+#[derive(Args)]
+pub struct CapsArgs {
+    #[command(subcommand)]
+    command: CapsCommand,
+}
+
+#[derive(Subcommand)]
+enum CapsCommand {
+    /// Mapping database latencies and workload scores, tree and list.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// One JSON object per implementation and size.
+    #[arg(long)]
+    json: bool,
+    /// Database sizes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4096,8192,16384,32768,65536"
+    )]
+    caps: Vec<usize>,
+    /// Measurements per operation and implementation (the thesis: 1000).
+    #[arg(long, default_value_t = 1000)]
+    samples: usize,
+    /// Seed of the capability generator and of the target choice.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// log2 of the memory the capabilities cover.
+    #[arg(long, default_value_t = 32)]
+    mem_bits: u32,
+}
+
+pub fn run(args: CapsArgs) -> Result<()> {
+    match args.command {
+        CapsCommand::Bench(b) => bench_cmd(b),
+    }
+}
+
+/// Reads the time-stamp counter (cycles at the TSC's constant rate). The
+/// fences keep the read from passing, or being passed by, the loads of the
+/// operation measured: without them a cache miss can escape the interval.
+#[cfg(target_arch = "x86_64")]
+fn ticks() -> u64 {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU and have no side
+    // effects.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
+}
+
+/// Without a TSC, nanoseconds from a monotonic clock stand in for cycles.
+#[cfg(not(target_arch = "x86_64"))]
+fn ticks() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Ticks per nanosecond, measured against the monotonic clock.
+fn ticks_per_ns() -> f64 {
+    let (t0, c0) = (Instant::now(), ticks());
+    while t0.elapsed() < Duration::from_millis(100) {}
+    let (dt, dc) = (t0.elapsed(), ticks() - c0);
+    dc as f64 / dt.as_nanos() as f64
+}
+
+fn median(v: &mut [u64]) -> f64 {
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2] as f64
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+    }
+}
+
+/// The cost of reading the clock twice, subtracted from every measurement.
+fn timer_overhead() -> u64 {
+    let mut v: Vec<u64> = (0..10_000)
+        .map(|_| {
+            let t0 = ticks();
+            let t1 = ticks();
+            t1 - t0
+        })
+        .collect();
+    median(&mut v) as u64
+}
+
+/// Times `samples` runs of `op` on random entries of `mdb`.
+fn measure<M: Mdb>(
+    mdb: &mut M,
+    keys: &[Key],
+    op: Op,
+    targets: &[CapId],
+    overhead: u64,
+) -> Vec<u64> {
+    targets
+        .iter()
+        .map(|&id| {
+            let k = keys[id as usize];
+            bench::prepare(mdb, op, id);
+            let t0 = ticks();
+            let r = bench::run(mdb, op, id, &k);
+            let t1 = ticks();
+            black_box(r);
+            bench::restore(mdb, op, id, &k);
+            (t1 - t0).saturating_sub(overhead)
+        })
+        .collect()
+}
+
+/// Measures every operation on `mdb` after one untimed walk through it.
+fn block<M: Mdb>(
+    mdb: &mut M,
+    keys: &[Key],
+    targets: &[Vec<CapId>],
+    overhead: u64,
+    out: &mut BTreeMap<&'static str, Vec<u64>>,
+) {
+    let mut n = mdb.first();
+    while let Some(id) = n {
+        n = black_box(mdb.successor(id));
+    }
+    for (op, t) in Op::ALL.into_iter().zip(targets) {
+        let v = measure(mdb, keys, op, t, overhead);
+        out.entry(op.name()).or_default().extend(v);
+    }
+}
+
+/// Builds the list front-first (descending order), so that building is
+/// O(n); the tree takes the capabilities in generation order.
+fn build<M: Mdb>(keys: &[Key]) -> M {
+    let mut m = M::new();
+    let mut order: Vec<CapId> = (0..keys.len() as CapId).collect();
+    if m.name() == "list" {
+        order.sort_by(|&a, &b| (keys[b as usize], b).cmp(&(keys[a as usize], a)));
+    }
+    for id in order {
+        m.insert(id, keys[id as usize]).expect("fresh ids");
+    }
+    m
+}
+
+struct Row {
+    name: &'static str,
+    caps: usize,
+    medians: BTreeMap<&'static str, f64>,
+    boot: f64,
+    procmgmt: f64,
+}
+
+fn bench_cmd(a: BenchArgs) -> Result<()> {
+    if a.samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    if a.caps.iter().any(|&n| n < 2) {
+        bail!("--caps: each size must be at least 2");
+    }
+    if !(8..=48).contains(&a.mem_bits) {
+        bail!("--mem-bits must be in 8..=48");
+    }
+    let tpn = ticks_per_ns();
+    let overhead = timer_overhead();
+    let mut rows = Vec::new();
+    let mut progress = crate::progress::Progress::new(a.caps.len() as u64, "caps bench");
+    for &n in &a.caps {
+        progress.step(&format!("{n} capabilities"));
+        let keys = bench::generate(n, a.mem_bits, a.seed);
+        let mut tree: AaTree = build(&keys);
+        let mut list: List = build(&keys);
+        let mut rng = SplitMix::new(a.seed ^ n as u64);
+        let mut samples: [BTreeMap<&'static str, Vec<u64>>; 2] = Default::default();
+        // Two rounds of a tree block then a list block (A B A B), so that
+        // drift in the machine's speed hits both alike. Within a block the
+        // database stays in cache, as in the thesis, where each measurement
+        // followed a fresh fill; the list's long walks would otherwise evict
+        // the tree between operations.
+        for round in 0..2 {
+            let count = a.samples / 2 + (round == 0) as usize * (a.samples % 2);
+            let targets: Vec<Vec<CapId>> = Op::ALL
+                .iter()
+                .map(|_| (0..count).map(|_| rng.below(n as u64) as CapId).collect())
+                .collect();
+            block(&mut tree, &keys, &targets, overhead, &mut samples[0]);
+            block(&mut list, &keys, &targets, overhead, &mut samples[1]);
+        }
+        for (name, s) in ["tree", "list"].into_iter().zip(samples) {
+            let medians: BTreeMap<&'static str, f64> = s
+                .into_iter()
+                .map(|(k, mut v)| (k, median(&mut v)))
+                .collect();
+            let boot = bench::score(&BOOT, |op| medians[op.name()]);
+            let procmgmt = bench::score(&PROCMGMT, |op| medians[op.name()]);
+            rows.push(Row {
+                name,
+                caps: n,
+                medians,
+                boot,
+                procmgmt,
+            });
+        }
+    }
+    for r in &rows {
+        if a.json {
+            let ns = |m: &BTreeMap<&str, f64>| -> serde_json::Value {
+                m.iter()
+                    .map(|(k, v)| (k.to_string(), serde_json::Value::from(v / tpn)))
+                    .collect()
+            };
+            let line = serde_json::json!({
+                "impl": r.name,
+                "caps": r.caps,
+                "score_boot_cycles": r.boot,
+                "score_procmgmt_cycles": r.procmgmt,
+                "score_boot_ns": r.boot / tpn,
+                "score_procmgmt_ns": r.procmgmt / tpn,
+                "median_cycles": r.medians,
+                "median_ns": ns(&r.medians),
+                "samples": a.samples,
+                "seed": a.seed,
+                "ticks_per_ns": tpn,
+                "timer_overhead_cycles": overhead,
+            });
+            println!("{line}");
+        } else {
+            let ops: Vec<String> = Op::ALL
+                .iter()
+                .map(|op| format!("{}={:.0}", op.name(), r.medians[op.name()]))
+                .collect();
+            println!(
+                "{:<4} caps={:<6} boot={:>8.0} cycles ({:>7.0} ns)  procmgmt={:>8.0} cycles ({:>7.0} ns)  {}",
+                r.name,
+                r.caps,
+                r.boot,
+                r.boot / tpn,
+                r.procmgmt,
+                r.procmgmt / tpn,
+                ops.join(" ")
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,194 @@
+//! `retype record`: runs a program with the LD_PRELOAD recorder
+//! (libretype_recorder.so) in front of the chosen allocator.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+use anyhow::{bail, Context, Result};
+use retype_trace::summary::Summary;
+use retype_trace::Trace;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The allocator the program runs on: glibc, jemalloc, mimalloc, tcmalloc,
+    /// retype (libretype_malloc_preload.so), or the path of a malloc .so
+    #[arg(long, default_value = "glibc")]
+    allocator: String,
+    /// The trace to write; a forked child writes FILE.PID
+    #[arg(short, long, default_value = "retype.rtr")]
+    output: PathBuf,
+    /// Print what was recorded as JSON
+    #[arg(long)]
+    json: bool,
+    /// The program and its arguments
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+/// Debian's shared objects of the peer allocators (DESIGN.md §6).
+const PEERS: [(&str, &str, &str); 3] = [
+    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
+    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
+    (
+        "tcmalloc",
+        "libtcmalloc_minimal.so.4",
+        "libtcmalloc-minimal4",
+    ),
+];
+const LIB_DIRS: [&str; 4] = [
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+];
+
+/// A library built by this workspace, beside the running `retype` binary.
+pub fn beside_exe(name: &str, package: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot locate the retype binary")?;
+    let dir = exe.parent().context("the retype binary has no directory")?;
+    // Test binaries live one level down, in deps/.
+    let candidates = [dir.join(name), dir.join("..").join(name)];
+    candidates.iter().find(|p| p.is_file()).cloned().with_context(|| {
+        format!("{name} is not built (looked in {}); build it with `cargo build --release -p {package}`", dir.display())
+    })
+}
+
+/// The shared object that provides `allocator`, or `None` for glibc.
+fn allocator_lib(allocator: &str) -> Result<Option<PathBuf>> {
+    if allocator == "glibc" {
+        return Ok(None);
+    }
+    if allocator == "retype" {
+        return beside_exe("libretype_malloc_preload.so", "retype-malloc-preload").map(Some);
+    }
+    if let Some((_, file, package)) = PEERS.iter().find(|(n, _, _)| *n == allocator) {
+        return LIB_DIRS
+            .iter()
+            .map(|d| Path::new(d).join(file))
+            .find(|p| p.exists())
+            .map(Some)
+            .with_context(|| {
+                format!(
+                    "{allocator}: {file} not found in {}; install the Debian package {package}",
+                    LIB_DIRS.join(", ")
+                )
+            });
+    }
+    let path = PathBuf::from(allocator);
+    if allocator.contains('/') || allocator.ends_with(".so") || allocator.contains(".so.") {
+        if !path.is_file() {
+            bail!("{allocator}: no such shared object");
+        }
+        return Ok(Some(std::fs::canonicalize(&path)?));
+    }
+    bail!("unknown allocator {allocator:?}: use glibc, jemalloc, mimalloc, tcmalloc, retype, or the path of a .so")
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let recorder = beside_exe("libretype_recorder.so", "retype-recorder")?;
+    let lib = allocator_lib(&a.allocator)?;
+    let output = absolute(&a.output)?;
+    match std::fs::remove_file(&output) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot replace {}", output.display()))
+        }
+        _ => {}
+    }
+    let mut preload = OsString::from(&recorder);
+    if let Some(lib) = &lib {
+        preload.push(":");
+        preload.push(lib);
+    }
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let (program, args) = a.command.split_first().context("no command to record")?;
+    let before = child_traces(&output)?;
+    let status = Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", &preload)
+        .env("RETYPE_TRACE_FILE", &output)
+        .env("RETYPE_ALLOCATOR", &a.allocator)
+        .status()
+        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    if !output.exists() {
+        bail!(
+            "{} wrote no trace to {} (did it run with LD_PRELOAD?)",
+            program.to_string_lossy(),
+            output.display()
+        );
+    }
+    let children: Vec<PathBuf> = child_traces(&output)?
+        .into_iter()
+        .filter(|c| !before.contains(c))
+        .map(|(path, _)| path)
+        .collect();
+    let trace = Trace::read_file(&output)?;
+    let s = Summary::of(&trace);
+    if a.json {
+        let v = serde_json::json!({
+            "trace": output,
+            "allocator": a.allocator,
+            "events": s.events,
+            "threads": s.threads.len(),
+            "peak_live_bytes": s.peak_live_bytes,
+            "child_traces": children,
+            "exit_status": status.code(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        eprintln!(
+            "retype: recorded {} events of {} threads into {} (allocator {}); peak live {} bytes",
+            s.events,
+            s.threads.len(),
+            output.display(),
+            a.allocator,
+            s.peak_live_bytes
+        );
+        for c in &children {
+            eprintln!("retype: child process trace {}", c.display());
+        }
+    }
+    if !status.success() {
+        bail!("{} exited with {status}", program.to_string_lossy());
+    }
+    Ok(())
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
+}
+
+/// The traces of child processes, `FILE.PID` and `FILE.PID.N`, with their
+/// modification times (to tell this run's from older ones).
+fn child_traces(output: &Path) -> Result<Vec<(PathBuf, Option<SystemTime>)>> {
+    let dir = output.parent().unwrap_or(Path::new("."));
+    let name = output
+        .file_name()
+        .context("trace path has no file name")?
+        .to_string_lossy()
+        .into_owned();
+    let prefix = format!("{name}.");
+    let is_child = |n: &str| {
+        n.strip_prefix(&prefix).is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+    };
+    let mut found: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter(|e| is_child(&e.file_name().to_string_lossy()))
+        .map(|e| (e.path(), e.metadata().and_then(|m| m.modified()).ok()))
+        .collect();
+    found.sort();
+    Ok(found)
+}

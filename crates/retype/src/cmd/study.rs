@@ -1,0 +1,426 @@
+//! `retype study`: memory-manager workloads under placement policies, as
+//! seed 000's tables; `retype study cantrip` regenerates the thesis's tables
+//! from its own logs with the published figures beside ours.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args as ClapArgs, ValueEnum};
+use retype_core::mm::slab::WatermarkRule;
+use retype_core::mm::Layout;
+use retype_core::objects::{Arch, Config};
+use retype_core::workload::{drive, Outcome, Step};
+
+use crate::progress::Progress;
+use crate::report::study::{snapshot_points, PolicyRun, SlabShot};
+use crate::report::{self, Section};
+use crate::study::data::{self, LogRun, Prepared};
+use crate::study::logcheck::Agreement;
+use crate::study::spec::{self, PolicySpec};
+use crate::study::summary::{kib, Summary};
+use crate::study::tables::{self, Column};
+use crate::study::thesis::{self, Allocator, Published};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// Tables 4.3–4.5 of seed 000 from its own logs, the thesis's figures beside ours.
+    Cantrip,
+}
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// `cantrip`: regenerate seed 000's tables from its logs.
+    preset: Option<Preset>,
+    /// Policies, comma-separated: blind-next-fit, next-fit, first-fit, best-fit,
+    /// worst-fit, class-fit, or `all`; append `:lifted` to lift the watermark rule.
+    #[arg(long, default_value = "all")]
+    policy: String,
+    /// Workloads, comma-separated: uniform:seed=S,ops=N,free=F, app:NAME, seq:1|2|3,
+    /// log:PATH (a CantripOS log), script:PATH.
+    #[arg(long, default_value = "uniform:seed=42,ops=1000,free=48")]
+    workload: String,
+    /// Slabs: `cantrip` (seed 000's 22 slabs), `cantrip*K`, or sizes in bytes.
+    #[arg(long, default_value = "cantrip")]
+    layout: String,
+    /// Object sizes of this architecture: riscv32 (with MCS, as CantripOS), riscv64, x86_64, aarch64.
+    #[arg(long, default_value = "riscv32")]
+    arch: String,
+    /// Print one JSON object per line per (workload, policy) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Write the per-op series of every run to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Also write a self-contained HTML report with seed 000's figures.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+    /// Where the CantripOS logs are (default: traces/ of the repository).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+/// One run: a workload under a policy.
+struct Run {
+    workload: String,
+    policy: PolicySpec,
+    steps: Vec<Step>,
+    summary: Summary,
+    agreement: Option<Agreement>,
+    /// Per-slab states at 25, 50, 75 and 100 % of the run (for reports).
+    snapshots: Vec<Vec<SlabShot>>,
+}
+
+/// The report being assembled, one section per workload.
+type Report = Option<Vec<Section>>;
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = config_for(&args.arch)?;
+    let layout = Layout::parse(&args.layout)
+        .map_err(|e| anyhow::anyhow!("--layout {:?}: {e}", args.layout))?;
+    let policies = spec::parse_policies(&args.policy)?;
+    let mut csv = args.csv.as_deref().map(CsvOut::create).transpose()?;
+    let mut report: Report = args.report.as_ref().map(|_| Vec::new());
+    match args.preset {
+        Some(Preset::Cantrip) => cantrip(&args, config, &layout, &policies, &mut csv, &mut report)?,
+        None => {
+            let specs = spec::parse_workloads(&args.workload)?;
+            let prepared = specs
+                .iter()
+                .map(|w| Prepared::from_spec(w, config, &layout))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut progress = Progress::new((prepared.len() * policies.len()) as u64, "study");
+            for w in &prepared {
+                let runs = policies
+                    .iter()
+                    .map(|&p| {
+                        progress.step(&format!("{} under {p}", w.name));
+                        run_one(w, p, config, &layout, report.is_some())
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                emit(&args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
+            }
+        }
+    }
+    if let Some(c) = csv {
+        c.finish()?;
+    }
+    if let (Some(path), Some(sections)) = (&args.report, report) {
+        let intro = "Seed 000's figures for every workload and policy of this study: memory profiles against cumulative bytes requested, fragmentation, per-slab snapshots and time per request.";
+        std::fs::write(path, report::html("retype study", intro, &sections))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn config_for(arch: &str) -> anyhow::Result<Config> {
+    match Arch::from_name(arch) {
+        Some(Arch::Riscv32) => Ok(Config::CANTRIP),
+        Some(a) => Ok(Config::new(a)),
+        None => anyhow::bail!("unknown architecture {arch:?}: riscv32, riscv64, x86_64 or aarch64"),
+    }
+}
+
+/// Runs `w` under `policy`, timing each request; with `shots`, runs it again
+/// (it is deterministic) to keep the slabs at 25, 50, 75 and 100 %.
+fn run_one(
+    w: &Prepared,
+    policy: PolicySpec,
+    config: Config,
+    layout: &Layout,
+    shots: bool,
+) -> anyhow::Result<Run> {
+    let mut mm = data::manager(config, layout, policy);
+    let mut steps = Vec::new();
+    let epoch = Instant::now();
+    drive(
+        &mut mm,
+        w.workload().as_mut(),
+        || epoch.elapsed().as_nanos() as u64,
+        |s, _| steps.push(*s),
+    )
+    .with_context(|| format!("workload {}", w.name))?;
+    let agreement = w
+        .log
+        .as_ref()
+        .filter(|l| l.policy == policy)
+        .map(|l| Agreement::of(&steps, &l.ops));
+    let mut snapshots = Vec::new();
+    if shots {
+        let points = snapshot_points(&steps);
+        let mut mm = data::manager(config, layout, policy);
+        let mut op = 0;
+        drive(
+            &mut mm,
+            w.workload().as_mut(),
+            || 0,
+            |_, mm| {
+                if points.contains(&op) {
+                    snapshots.push(mm.slabs().iter().map(SlabShot::of).collect());
+                }
+                op += 1;
+            },
+        )
+        .with_context(|| format!("workload {}", w.name))?;
+    }
+    Ok(Run {
+        workload: w.name.clone(),
+        policy,
+        summary: Summary::of(&steps),
+        steps,
+        agreement,
+        snapshots,
+    })
+}
+
+/// Prints the runs of one workload as a table (or JSON lines) and appends
+/// their series to the CSV file. `published` gives the thesis's column to
+/// print after a policy's, if any.
+fn emit(
+    args: &Args,
+    title: &str,
+    runs: &[Run],
+    csv: &mut Option<CsvOut>,
+    report: &mut Report,
+    published: impl Fn(&PolicySpec) -> Option<Published>,
+) -> anyhow::Result<()> {
+    if let Some(c) = csv {
+        for r in runs {
+            c.series(r)?;
+        }
+    }
+    let mut columns = Vec::new();
+    for r in runs {
+        columns.push(Column {
+            label: r.policy.to_string(),
+            ours: Some(r.summary.clone()),
+            published: None,
+        });
+        if let Some(p) = published(&r.policy) {
+            columns.push(Column {
+                label: "(thesis)".into(),
+                ours: None,
+                published: Some(p),
+            });
+        }
+    }
+    let table = tables::render(title, &columns);
+    if let Some(sections) = report {
+        let name = title.lines().next().unwrap_or(title);
+        let policy_runs: Vec<PolicyRun> = runs
+            .iter()
+            .map(|r| PolicyRun {
+                label: r.policy.to_string(),
+                steps: &r.steps,
+                snapshots: &r.snapshots,
+            })
+            .collect();
+        sections.push(report::study::section(name, &table, &policy_runs));
+    }
+    if args.json {
+        for r in runs {
+            println!("{}", json(r));
+        }
+        return Ok(());
+    }
+    println!("{table}");
+    for r in runs {
+        if let Some(a) = &r.agreement {
+            println!("{}", tables::agreement_line(&r.policy.to_string(), a));
+        }
+    }
+    println!();
+    Ok(())
+}
+
+fn json(r: &Run) -> serde_json::Value {
+    let s = &r.summary;
+    let mut v = serde_json::json!({
+        "workload": r.workload,
+        "policy": r.policy.name,
+        "watermark": match r.policy.rule { WatermarkRule::Kept => "kept", WatermarkRule::Lifted => "lifted" },
+        "ops": s.ops,
+        "alloc_requests": s.alloc_requests,
+        "peak_frag_total_kib": kib(s.peak_frag_total as f64),
+        "avg_frag_total_kib": kib(s.avg_frag_total),
+        "peak_frag_watermark_kib": kib(s.peak_frag_watermark as f64),
+        "peak_frag_alignment_kib": kib(s.peak_frag_alignment as f64),
+        "avg_frag_watermark_kib": kib(s.avg_frag_watermark),
+        "avg_frag_alignment_kib": kib(s.avg_frag_alignment),
+        "slab_resets": s.slab_resets,
+        "slab_resets_per_100_allocs": s.resets_per_100_allocs(),
+        "ooms": s.ooms,
+        "failed_retypes": s.failed_retypes,
+        "peak_bytes_in_use": s.peak_bytes_in_use,
+        "bytes_requested": s.bytes_requested,
+        "mean_ns_per_op": s.mean_ns(),
+    });
+    if let Some(a) = &r.agreement {
+        v["log_exact_fraction"] = serde_json::json!(a.exact_fraction());
+    }
+    v
+}
+
+/// `study cantrip`: for every run of the thesis, its best-fit and next-fit
+/// logs are replayed under their own policies and compared op by op; the
+/// other policies replay the best-fit log's requests.
+fn cantrip(
+    args: &Args,
+    config: Config,
+    layout: &Layout,
+    policies: &[PolicySpec],
+    csv: &mut Option<CsvOut>,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let shots = report.is_some();
+    let dir = data::data_dir(args.data.as_deref())?.join("cantrip/logs");
+    let mut runs_of = Vec::new();
+    for f in [16, 32, 48, 64] {
+        let name =
+            |p: &str| format!("random_uniform_{p}_seed_42_count_1000_dealloc_chance_{f}.log");
+        runs_of.push((
+            format!("Table 4.3/4.4: uniform, seed 42, 1000 requests, {f} % frees"),
+            name("best_fit"),
+            name("next_fit"),
+            Some(f),
+            None,
+        ));
+    }
+    for n in 1..=3 {
+        let name = |p: &str| format!("apps_sequential_{p}_sequence_{n}.log");
+        runs_of.push((
+            format!("Table 4.5: application sequence {n}"),
+            name("best_fit"),
+            name("next_fit"),
+            None,
+            Some(n),
+        ));
+    }
+    for app in spec::APPS {
+        let name = |p: &str| format!("apps_standalone_{p}_app_name_{app}.log");
+        runs_of.push((
+            format!("Standalone application {app} (Figures 4.2-4.5)"),
+            name("best_fit"),
+            name("next_fit"),
+            None,
+            None,
+        ));
+    }
+    let best = PolicySpec::kept("best-fit");
+    let blind = PolicySpec::kept("blind-next-fit");
+    let mut lines = Vec::new();
+    let mut progress = Progress::new(runs_of.len() as u64, "study cantrip");
+    for (title, bf_name, nf_name, free, seq) in runs_of {
+        progress.step(&bf_name);
+        let bf_run = data::load_log(&dir.join("best_fit").join(&bf_name))?;
+        let nf_run = data::load_log(&dir.join("next_fit").join(&nf_name))?;
+        // Runs without OOMs got the same requests under both policies; then one
+        // recovery must agree with both logs.
+        let joint = data::resolve(&[&bf_run, &nf_run], config, layout).ok();
+        let same = joint.is_some();
+        let (bf_script, nf_script) = match joint {
+            Some(r) => (r.script.clone(), r.script),
+            None => (
+                data::resolve(&[&bf_run], config, layout)?.script,
+                data::resolve(&[&nf_run], config, layout)?.script,
+            ),
+        };
+        let label = |r: &LogRun| format!("log:{}", r.path.display());
+        let bf = Prepared::script(label(&bf_run), bf_script, Some(bf_run));
+        let nf = Prepared::script(label(&nf_run), nf_script, Some(nf_run));
+        let mut runs = vec![
+            run_one(&bf, best, config, layout, shots)?,
+            run_one(&nf, blind, config, layout, shots)?,
+        ];
+        for &p in policies.iter().filter(|&&p| p != best && p != blind) {
+            runs.push(run_one(&bf, p, config, layout, shots)?);
+        }
+        let published = |p: &PolicySpec| {
+            let a = match p.name {
+                "best-fit" if p.rule == WatermarkRule::Kept => Allocator::Best,
+                "blind-next-fit" if p.rule == WatermarkRule::Kept => Allocator::Next,
+                _ => return None,
+            };
+            free.and_then(|f| thesis::uniform(f, a))
+                .or_else(|| seq.and_then(|n| thesis::sequence(n, a)))
+        };
+        let title = if same {
+            format!("{title}\n  both logs got the same requests, recovered from {bf_name} and {nf_name} together")
+        } else {
+            format!("{title}\n  the logs got different requests (OOMs changed the run): best-fit and the other policies replay {bf_name}, blind-next-fit replays {nf_name}")
+        };
+        for r in &runs[..2] {
+            if let Some(a) = &r.agreement {
+                lines.push((r.workload.clone(), r.policy, a.exact_fraction()));
+            }
+        }
+        emit(args, &title, &runs, csv, report, published)?;
+    }
+    if !args.json {
+        let own = policies
+            .iter()
+            .any(|p| p.name == "class-fit" && p.rule == WatermarkRule::Kept);
+        println!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
+        for (w, p, f) in &lines {
+            println!("  {:>5.1} %  {p:<15} {w}", 100.0 * f);
+        }
+        if own {
+            println!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
+        }
+    }
+    Ok(())
+}
+
+/// The per-op series of every run, as CSV.
+struct CsvOut {
+    out: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl CsvOut {
+    fn create(path: &Path) -> anyhow::Result<CsvOut> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut out = BufWriter::new(file);
+        writeln!(out, "workload,policy,op,outcome,bytes_in_use,objects_in_use,bytes_requested,slab_resets,failed_retypes,ooms,frag_watermark,frag_alignment,ns")?;
+        Ok(CsvOut {
+            out,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn series(&mut self, r: &Run) -> anyhow::Result<()> {
+        for (i, s) in r.steps.iter().enumerate() {
+            let st = &s.stats;
+            let outcome = match s.outcome {
+                Outcome::Alloc => "alloc",
+                Outcome::Free => "free",
+                Outcome::OutOfMemory => "oom",
+            };
+            writeln!(
+                self.out,
+                "\"{}\",{},{i},{outcome},{},{},{},{},{},{},{},{},{}",
+                r.workload.replace('"', "\"\""),
+                r.policy,
+                st.bytes_in_use,
+                st.objects_in_use,
+                st.bytes_requested,
+                st.slab_resets,
+                st.failed_retypes,
+                st.ooms,
+                st.frag_watermark,
+                st.frag_alignment,
+                s.ticks
+            )?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> anyhow::Result<()> {
+        self.out
+            .flush()
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}

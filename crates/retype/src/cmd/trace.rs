@@ -1,0 +1,293 @@
+//! `retype trace info` and `retype trace convert`.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Subcommand;
+use retype_trace::format::{self, Format};
+use retype_trace::summary::{Log2Histogram, Summary};
+use retype_trace::{rep, Op, Trace};
+use serde_json::{json, Value};
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Ops by kind, threads, size histogram, lifetimes, peak live bytes and when
+    Info {
+        /// A trace: .rtr, malloc-lab .rep, wee_alloc .trace, valgrind --trace-malloc output, or CSV
+        file: PathBuf,
+        /// Input format (rtr, rep, wee_alloc, valgrind, csv); detected when left out
+        #[arg(long)]
+        from: Option<String>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a trace between formats (output format from --to or the output's extension)
+    Convert {
+        /// The trace to read: .rtr, .rep, wee_alloc .trace, valgrind output or CSV
+        input: PathBuf,
+        /// The file to write: .rtr, .rep or .csv
+        output: PathBuf,
+        /// Input format (rtr, rep, wee_alloc, valgrind, csv); detected when left out
+        #[arg(long)]
+        from: Option<String>,
+        /// Output format (rtr, rep, csv); from the output's extension when left out
+        #[arg(long)]
+        to: Option<String>,
+        /// Print what was converted as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(c: Command) -> Result<()> {
+    match c {
+        Command::Info { file, from, json } => {
+            let trace = format::load(&file, from.as_deref().map(Format::from_name).transpose()?)?;
+            let s = Summary::of(&trace);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&info_json(&file, &trace, &s))?
+                );
+            } else {
+                print!("{}", info_text(&file, &trace, &s));
+            }
+            Ok(())
+        }
+        Command::Convert {
+            input,
+            output,
+            from,
+            to,
+            json,
+        } => {
+            let trace = format::load(&input, from.as_deref().map(Format::from_name).transpose()?)?;
+            let to = match to {
+                Some(t) => Format::from_name(&t)?,
+                None => Format::from_extension(&output).ok_or_else(|| {
+                    anyhow::anyhow!("{}: cannot tell the output format from its name; give --to (rtr, rep, csv)", output.display())
+                })?,
+            };
+            format::save(&trace, &output, to)?;
+            let dropped = (to == Format::Rep).then(|| {
+                let (mut ops, dropped) = rep::to_malloclab(&trace);
+                (dropped, rep::clamp_alignments(&mut ops))
+            });
+            if json {
+                let mut v = json!({"input": input, "output": output, "events": trace.events.len(), "threads": trace.threads.len()});
+                if let Some((d, alignments)) = &dropped {
+                    v["dropped"] = json!({"free_null": d.free_null, "failed": d.failed, "unknown_pointers": d.unknown_pointers, "alignments": alignments});
+                }
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!(
+                    "{} -> {}: {} events",
+                    input.display(),
+                    output.display(),
+                    trace.events.len()
+                );
+                if let Some((d, alignments)) = dropped {
+                    println!(
+                        "not expressible in .rep: {} free(NULL), {} failed calls, {} frees of unknown blocks dropped; {alignments} alignments lost",
+                        d.free_null, d.failed, d.unknown_pointers
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn histogram_json(h: &Log2Histogram) -> Value {
+    h.nonempty()
+        .map(|(le, count)| json!({"le": le as u64, "count": count}))
+        .collect()
+}
+
+fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value {
+    let ops: serde_json::Map<String, Value> = Op::ALL
+        .iter()
+        .map(|op| {
+            (
+                op.name().to_string(),
+                json!(s.ops.get(op).copied().unwrap_or(0)),
+            )
+        })
+        .collect();
+    let threads: Vec<Value> = s
+        .threads
+        .iter()
+        .map(|t| {
+            let mut v = json!({"thread": t.thread, "events": t.events});
+            if let Some(m) = t.summary {
+                v["lifetime_ns"] = json!(m.lifetime_ns());
+                v["user_ns"] = json!(m.user_ns);
+                v["system_ns"] = json!(m.system_ns);
+                v["wait_ns"] = json!(m.wait_ns());
+                v["voluntary_switches"] = json!(m.voluntary_switches);
+                v["involuntary_switches"] = json!(m.involuntary_switches);
+            }
+            v
+        })
+        .collect();
+    let meta: Vec<Value> = t.meta.iter().map(|(k, v)| json!([k, v])).collect();
+    json!({
+        "file": file,
+        "meta": meta,
+        "events": s.events,
+        "duration_ns": s.duration_ns,
+        "segments": s.segments,
+        "ops": ops,
+        "threads": threads,
+        "bytes_requested": s.bytes_requested,
+        "size_histogram": histogram_json(&s.sizes),
+        "lifetime_histogram_ns": histogram_json(&s.lifetimes_ns),
+        "lifetime_histogram_events": histogram_json(&s.lifetimes_events),
+        "latency_total_ns": s.latency_total_ns,
+        "latency_histogram_ns": histogram_json(&s.latencies_ns),
+        "peak_live_bytes": s.peak_live_bytes,
+        "peak_live_blocks": s.peak_live_blocks,
+        "peak_event": s.peak_event,
+        "peak_time_ns": s.peak_time_ns,
+        "live_at_end_blocks": s.live_at_end_blocks,
+        "live_at_end_bytes": s.live_at_end_bytes,
+        "failed_allocations": s.failed_allocations,
+        "free_null": s.free_null,
+        "unknown_pointers": s.unknown_pointers,
+        "reallocs_moved": s.reallocs_moved,
+        "reallocs_in_place": s.reallocs_in_place,
+    })
+}
+
+/// `1234567` as `1.23 ms`.
+fn ns(v: u64) -> String {
+    match v {
+        0..=9_999 => format!("{v} ns"),
+        10_000..=9_999_999 => format!("{:.2} µs", v as f64 / 1e3),
+        10_000_000..=9_999_999_999 => format!("{:.2} ms", v as f64 / 1e6),
+        _ => format!("{:.2} s", v as f64 / 1e9),
+    }
+}
+
+fn histogram_text(out: &mut String, title: &str, h: &Log2Histogram, unit: fn(u64) -> String) {
+    use std::fmt::Write;
+    let total = h.total().max(1);
+    let _ = writeln!(out, "{title}:");
+    for (le, count) in h.nonempty() {
+        let bar = "#".repeat(((count * 40).div_ceil(total)) as usize);
+        let _ = writeln!(out, "  <= {:>12}  {count:>10}  {bar}", unit(le as u64));
+    }
+}
+
+fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    // Imported traces have no clock: their "time" is the event index.
+    let clocked = t.meta_value("clock").is_some();
+    let span = if clocked {
+        format!("over {}", ns(s.duration_ns))
+    } else {
+        "no clock (times are event numbers)".to_string()
+    };
+    let _ = writeln!(
+        o,
+        "{}: {} events, {} threads, {span}",
+        file.display(),
+        s.events,
+        s.threads.len()
+    );
+    for key in ["source", "allocator"] {
+        if let Some(v) = t.meta_value(key) {
+            let _ = writeln!(o, "  {key}: {v}");
+        }
+    }
+    let images: Vec<&str> = t
+        .meta
+        .iter()
+        .filter(|(k, _)| k == "cmdline")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if images.len() > 1 {
+        let _ = writeln!(
+            o,
+            "  {} program images (exec), {} segments with events:",
+            images.len(),
+            s.segments
+        );
+    }
+    for cmd in images {
+        let _ = writeln!(o, "  cmdline: {cmd}");
+    }
+    let ops: Vec<String> = Op::ALL
+        .iter()
+        .filter_map(|op| s.ops.get(op).map(|n| format!("{} {n}", op.name())))
+        .collect();
+    let _ = writeln!(o, "ops: {}", ops.join(", "));
+    let when = if clocked {
+        format!(" ({} after the first event)", ns(s.peak_time_ns))
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        o,
+        "peak live: {} bytes in {} blocks, at event {}{when}",
+        s.peak_live_bytes, s.peak_live_blocks, s.peak_event
+    );
+    let _ = writeln!(
+        o,
+        "live at end: {} bytes in {} blocks",
+        s.live_at_end_bytes, s.live_at_end_blocks
+    );
+    let _ = writeln!(o, "bytes requested: {}", s.bytes_requested);
+    let _ = writeln!(
+        o,
+        "realloc: {} moved, {} in place",
+        s.reallocs_moved, s.reallocs_in_place
+    );
+    let _ = writeln!(
+        o,
+        "failed allocations: {}; free(NULL): {}; frees/reallocs of blocks not allocated in the trace: {}",
+        s.failed_allocations, s.free_null, s.unknown_pointers
+    );
+    if s.latency_total_ns > 0 {
+        let _ = writeln!(
+            o,
+            "time inside the allocator: {} ({} per call on average)",
+            ns(s.latency_total_ns),
+            ns(s.latency_total_ns / s.events.max(1))
+        );
+    }
+    histogram_text(&mut o, "requested sizes (bytes)", &s.sizes, |v| {
+        v.to_string()
+    });
+    histogram_text(&mut o, "lifetimes of freed blocks", &s.lifetimes_ns, ns);
+    let _ = writeln!(o, "threads:");
+    let _ = writeln!(
+        o,
+        "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "tid", "events", "lifetime", "user", "system", "wait", "vol.cs", "invol.cs"
+    );
+    for th in &s.threads {
+        match th.summary {
+            Some(m) => {
+                let _ = writeln!(
+                    o,
+                    "  {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+                    th.thread,
+                    th.events,
+                    ns(m.lifetime_ns()),
+                    ns(m.user_ns),
+                    ns(m.system_ns),
+                    ns(m.wait_ns()),
+                    m.voluntary_switches,
+                    m.involuntary_switches
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  {:>8} {:>10}", th.thread, th.events);
+            }
+        }
+    }
+    o
+}

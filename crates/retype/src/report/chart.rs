@@ -1,0 +1,227 @@
+//! Charts as SVG strings, drawn with `plotters`.
+
+use plotters::prelude::*;
+
+/// Data colours (a colour-blind-safe set); chart furniture is grey or black.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(140, 86, 75),
+    RGBColor(240, 228, 66),
+];
+
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Legend keys are drawn slightly translucent, so that a browser check can
+/// tell them from data marks.
+const LEGEND: f64 = 0.95;
+
+/// `#RRGGBB` as plotters writes it.
+pub fn hex(c: RGBColor) -> String {
+    format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
+}
+
+/// A line of `(x, y)` points.
+pub struct Line {
+    pub name: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+/// Events marked on a chart: circles of radius `r` at `(x, y)`.
+pub struct Marks {
+    pub name: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64, u32)>,
+}
+
+/// Axis labels and scale.
+pub struct Axes<'a> {
+    pub x: &'a str,
+    pub y: &'a str,
+    pub log_y: bool,
+}
+
+type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// A line chart with optional event marks.
+pub fn lines(axes: &Axes, lines: &[Line], marks: &[Marks]) -> String {
+    let mut svg = String::new();
+    draw_lines(&mut svg, axes, lines, marks).expect("drawing into a string cannot fail");
+    svg
+}
+
+fn bounds(lines: &[Line], marks: &[Marks]) -> (f64, f64, f64) {
+    let xs = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .chain(marks.iter().flat_map(|m| m.points.iter().map(|p| p.0)));
+    let ys = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .chain(marks.iter().flat_map(|m| m.points.iter().map(|p| p.1)));
+    let xmax = xs.fold(0f64, f64::max).max(1.0);
+    let ymax = ys.clone().fold(0f64, f64::max).max(1.0);
+    let ymin_pos = ys.filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
+    (
+        xmax,
+        ymax,
+        if ymin_pos.is_finite() { ymin_pos } else { 1.0 },
+    )
+}
+
+fn draw_lines(svg: &mut String, axes: &Axes, lines: &[Line], marks: &[Marks]) -> DrawResult<()> {
+    let root = SVGBackend::with_string(svg, (920, 340)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (xmax, ymax, ymin) = bounds(lines, marks);
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70);
+    if axes.log_y {
+        let mut chart = builder.build_cartesian_2d(
+            0f64..xmax * 1.02,
+            (ymin.max(1e-3) * 0.8..ymax * 1.5).log_scale(),
+        )?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(axes.x)
+            .y_desc(axes.y)
+            .draw()?;
+        series(&mut chart, lines, marks, ymin * 0.8)?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    } else {
+        let mut chart = builder.build_cartesian_2d(0f64..xmax * 1.02, 0f64..ymax * 1.08)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(axes.x)
+            .y_desc(axes.y)
+            .draw()?;
+        series(&mut chart, lines, marks, 0.0)?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn series<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    lines: &[Line],
+    marks: &[Marks],
+    floor: f64,
+) -> DrawResult<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate<From = (f64, f64)>,
+{
+    for l in lines {
+        let style = ShapeStyle::from(l.color).stroke_width(if l.dashed { 1 } else { 2 });
+        let pts: Vec<(f64, f64)> = l.points.iter().map(|&(x, y)| (x, y.max(floor))).collect();
+        let c = l.color;
+        chart
+            .draw_series(LineSeries::new(pts, style))?
+            .label(l.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(LEGEND)));
+    }
+    for m in marks {
+        let c = m.color;
+        chart
+            .draw_series(
+                m.points
+                    .iter()
+                    .map(move |&(x, y, r)| Circle::new((x, y.max(floor)), r.max(2), c.filled())),
+            )?
+            .label(m.name.clone())
+            .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.mix(LEGEND).filled()));
+    }
+    Ok(())
+}
+
+/// One bar of a stacked bar chart: its parts, bottom first, as `(value, colour)`.
+pub struct Bar {
+    pub x: f64,
+    pub width: f64,
+    pub parts: Vec<(f64, RGBColor)>,
+}
+
+/// A stacked bar chart on a 0..=`ymax` axis, with a legend of `(name, colour)`.
+pub fn stacked_bars(
+    axes: &Axes,
+    bars: &[Bar],
+    xmax: f64,
+    ymax: f64,
+    legend: &[(&str, RGBColor)],
+) -> String {
+    let mut svg = String::new();
+    draw_bars(&mut svg, axes, bars, xmax, ymax, legend).expect("drawing into a string cannot fail");
+    svg
+}
+
+fn draw_bars(
+    svg: &mut String,
+    axes: &Axes,
+    bars: &[Bar],
+    xmax: f64,
+    ymax: f64,
+    legend: &[(&str, RGBColor)],
+) -> DrawResult<()> {
+    let root = SVGBackend::with_string(svg, (920, 300)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..xmax, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .draw()?;
+    for b in bars {
+        let mut y = 0.0;
+        for &(v, c) in &b.parts {
+            if v > 0.0 {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(b.x, y), (b.x + b.width, y + v)],
+                    c.filled(),
+                )))?;
+            }
+            y += v;
+        }
+    }
+    for &(name, c) in legend {
+        chart
+            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+            .label(name)
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(LEGEND).filled())
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

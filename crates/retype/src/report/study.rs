@@ -1,0 +1,261 @@
+//! The figures of seed 000 for one workload run under several policies:
+//! memory profile, fragmentation, per-slab snapshots and time per request.
+
+use retype_core::mm::slab::Slab;
+use retype_core::workload::{Outcome, Step};
+
+use super::chart::{self, Axes, Bar, Line, Marks};
+use super::{escape, Figure, Section};
+use crate::study::summary::kib;
+
+/// One slab at one moment.
+#[derive(Clone, Copy, Debug)]
+pub struct SlabShot {
+    pub size: u64,
+    pub live: u64,
+    pub frag_watermark: u64,
+    pub frag_alignment: u64,
+}
+
+impl SlabShot {
+    pub fn of(s: &Slab) -> SlabShot {
+        SlabShot {
+            size: s.size(),
+            live: s.live_bytes(),
+            frag_watermark: s.frag_watermark(),
+            frag_alignment: s.frag_alignment(),
+        }
+    }
+}
+
+/// The requests after which the thesis shows per-slab snapshots: 25, 50, 75
+/// and 100 % of the run up to its last allocation (the frees that end a run
+/// would leave every slab empty).
+pub fn snapshot_points(steps: &[Step]) -> [usize; 4] {
+    let ops = steps
+        .iter()
+        .rposition(|s| s.outcome != Outcome::Free)
+        .map_or(steps.len(), |i| i + 1);
+    [1, 2, 3, 4].map(|q| (ops * q).div_ceil(4).saturating_sub(1))
+}
+
+/// A policy's run, as the report needs it.
+pub struct PolicyRun<'a> {
+    pub label: String,
+    pub steps: &'a [Step],
+    /// Per-slab states at [`snapshot_points`], if captured.
+    pub snapshots: &'a [Vec<SlabShot>],
+}
+
+/// The section of one workload.
+pub fn section(title: &str, table: &str, runs: &[PolicyRun]) -> Section {
+    let mut figures = vec![Figure {
+        title: format!("{title}: figures"),
+        body: format!("<pre>{}</pre>", escape(table)),
+        caption:
+            "The study's table for this workload: the charts below are drawn from the same runs."
+                .into(),
+        chart: false,
+    }];
+    figures.push(profile(title, runs));
+    figures.push(fragmentation(title, runs));
+    let with_shots: Vec<&PolicyRun> = runs
+        .iter()
+        .filter(|r| !r.snapshots.is_empty())
+        .take(3)
+        .collect();
+    if !with_shots.is_empty() {
+        for (k, pct) in [25, 50, 75, 100].into_iter().enumerate() {
+            figures.push(slabs(title, &with_shots, k, pct));
+        }
+    }
+    figures.push(latency(title, runs));
+    Section {
+        title: title.into(),
+        figures,
+    }
+}
+
+/// x: cumulative KiB requested, the time axis of seed 000 (after Wilson et al.).
+fn x_of(s: &Step) -> f64 {
+    kib(s.stats.bytes_requested as f64)
+}
+
+/// Points where a counter grew, with the growth.
+fn growth(
+    steps: &[Step],
+    f: impl Fn(&Step) -> u64,
+    y: impl Fn(&Step) -> f64,
+) -> Vec<(f64, f64, u32)> {
+    let mut prev = 0;
+    let mut out = Vec::new();
+    for s in steps {
+        let v = f(s);
+        if v > prev {
+            out.push((x_of(s), y(s), 2 + (64 - (v - prev).leading_zeros())));
+        }
+        prev = v;
+    }
+    out
+}
+
+fn profile(title: &str, runs: &[PolicyRun]) -> Figure {
+    let mut lines = Vec::new();
+    let mut marks = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let c = chart::color(i);
+        let in_use = |s: &Step| kib(s.stats.bytes_in_use as f64);
+        lines.push(Line {
+            name: format!("{} bytes in use", r.label),
+            color: c,
+            points: r.steps.iter().map(|s| (x_of(s), in_use(s))).collect(),
+            dashed: false,
+        });
+        let resets = growth(r.steps, |s| s.stats.slab_resets, in_use);
+        if !resets.is_empty() {
+            marks.push(Marks {
+                name: format!("{} slab resets", r.label),
+                color: c,
+                points: resets.into_iter().map(|(x, y, _)| (x, y, 2)).collect(),
+            });
+        }
+        let ooms = growth(r.steps, |s| s.stats.ooms, in_use);
+        if !ooms.is_empty() {
+            marks.push(Marks {
+                name: format!("{} OOMs", r.label),
+                color: chart::color(i + 4),
+                points: ooms.into_iter().map(|(x, y, _)| (x, y, 5)).collect(),
+            });
+        }
+    }
+    Figure {
+        title: format!("{title}: memory profile"),
+        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB in use", log_y: false }, &lines, &marks),
+        chart: true,
+        caption: "Bytes in use against cumulative bytes requested; small dots mark slab resets, large dots OOMs.".into(),
+    }
+}
+
+fn fragmentation(title: &str, runs: &[PolicyRun]) -> Figure {
+    let mut lines = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let c = chart::color(i);
+        lines.push(Line {
+            name: format!("{} watermarking", r.label),
+            color: c,
+            points: r
+                .steps
+                .iter()
+                .map(|s| (x_of(s), kib(s.stats.frag_watermark as f64)))
+                .collect(),
+            dashed: false,
+        });
+        lines.push(Line {
+            name: format!("{} alignment", r.label),
+            color: c,
+            points: r
+                .steps
+                .iter()
+                .map(|s| (x_of(s), kib(s.stats.frag_alignment as f64)))
+                .collect(),
+            dashed: true,
+        });
+    }
+    Figure {
+        title: format!("{title}: fragmentation"),
+        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB lost", log_y: false }, &lines, &[]),
+        chart: true,
+        caption: "Watermarking (thick) and alignment (thin) fragmentation over the same axis as the profile.".into(),
+    }
+}
+
+fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
+    let n = runs.len() as f64;
+    let width = 0.8 / n;
+    let (live_c, wm_c, al_c) = (chart::color(0), chart::color(1), chart::color(4));
+    let free_c = plotters::style::RGBColor(220, 220, 220);
+    let mut bars = Vec::new();
+    let mut slabs_n = 0;
+    for (p, r) in runs.iter().enumerate() {
+        let Some(shot) = r.snapshots.get(k) else {
+            continue;
+        };
+        // Slabs by decreasing size, as the thesis draws them.
+        let mut order: Vec<&SlabShot> = shot.iter().collect();
+        order.sort_by_key(|s| std::cmp::Reverse(s.size));
+        slabs_n = order.len();
+        for (i, s) in order.iter().enumerate() {
+            let pc = |v: u64| 100.0 * v as f64 / s.size as f64;
+            bars.push(Bar {
+                x: i as f64 - 0.4 + p as f64 * width,
+                width: width * 0.9,
+                parts: vec![
+                    (pc(s.live), live_c),
+                    (pc(s.frag_watermark), wm_c),
+                    (pc(s.frag_alignment), al_c),
+                    (
+                        100.0 - pc(s.live + s.frag_watermark + s.frag_alignment),
+                        free_c,
+                    ),
+                ],
+            });
+        }
+    }
+    let order: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    Figure {
+        title: format!("{title}: slabs at {pct} % of the run"),
+        body: chart::stacked_bars(
+            &Axes { x: "slab (largest first)", y: "% of the slab", log_y: false },
+            &bars,
+            slabs_n as f64 - 0.5,
+            100.0,
+            &[("in use", live_c), ("watermarking", wm_c), ("alignment", al_c)],
+        ),
+        chart: true,
+        caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right: {}.", order.join(", ")),
+    }
+}
+
+fn latency(title: &str, runs: &[PolicyRun]) -> Figure {
+    let mut lines = Vec::new();
+    let mut marks = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let c = chart::color(i);
+        let ns = |s: &Step| s.ticks.max(1) as f64;
+        lines.push(Line {
+            name: format!("{} ns per request", r.label),
+            color: c,
+            points: r
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (k as f64, ns(s)))
+                .collect(),
+            dashed: false,
+        });
+        let mut prev = 0;
+        let failed: Vec<(f64, f64, u32)> = r
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| {
+                let d = s.stats.failed_retypes - prev;
+                prev = s.stats.failed_retypes;
+                (d > 0).then(|| (k as f64, ns(s), 2 + (64 - d.leading_zeros())))
+            })
+            .collect();
+        if !failed.is_empty() {
+            marks.push(Marks {
+                name: format!("{} failed retypes", r.label),
+                color: chart::color(i + 4),
+                points: failed,
+            });
+        }
+    }
+    Figure {
+        title: format!("{title}: time per request"),
+        body: chart::lines(&Axes { x: "request", y: "ns (log)", log_y: true }, &lines, &marks),
+        chart: true,
+        caption: "Our model's time per request on this machine; circles mark requests with failed retypes, larger for more.".into(),
+    }
+}

@@ -1,0 +1,164 @@
+//! Where the study's inputs come from: the applications shipped in the
+//! binary, the CantripOS logs under `traces/`, and files named by the user.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use retype_core::mm::{Layout, MemoryManager};
+use retype_core::objects::Config;
+use retype_core::workload::logged::{self, LoggedOp, Resolved};
+use retype_core::workload::script::{self, Script};
+use retype_core::workload::uniform::{Uniform, UniformParams};
+use retype_core::workload::Workload;
+
+use super::spec::{PolicySpec, WorkloadSpec};
+
+/// The four applications of seed 000 §4.1.3, recovered from its logs
+/// (`traces/cantrip/apps/`, built into the binary).
+pub fn app(name: &str) -> Option<Script> {
+    let text = match name {
+        "hello" => include_str!("../../../../traces/cantrip/apps/hello.txt"),
+        "timer" => include_str!("../../../../traces/cantrip/apps/timer.txt"),
+        "fibonacci" => include_str!("../../../../traces/cantrip/apps/fibonacci.txt"),
+        "mltest" => include_str!("../../../../traces/cantrip/apps/mltest.txt"),
+        _ => return None,
+    };
+    Some(Script::parse(text).expect("shipped application scripts parse"))
+}
+
+/// Sequence `n` (1..=3) of Table 4.2.
+pub fn sequence(n: usize) -> Script {
+    script::sequence(script::SEQUENCES[n - 1], app).expect("Table 4.2 sequences are well formed")
+}
+
+/// The directory holding `cantrip/logs`: `--data`, else `$RETYPE_DATA`, else
+/// `traces/` in the working directory or beside the repository the binary
+/// was built in.
+pub fn data_dir(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(d) = explicit {
+        return Ok(d.to_path_buf());
+    }
+    let mut candidates: Vec<PathBuf> = std::env::var_os("RETYPE_DATA")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.push(PathBuf::from("traces"));
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces"));
+    candidates
+        .into_iter()
+        .find(|d| d.join("cantrip/logs").is_dir())
+        .context("cannot find the study data (traces/cantrip/logs): run from the repository root or pass --data DIR")
+}
+
+/// A CantripOS log and the policy that produced it.
+#[derive(Clone, Debug)]
+pub struct LogRun {
+    pub path: PathBuf,
+    pub policy: PolicySpec,
+    pub ops: Vec<LoggedOp>,
+}
+
+/// Reads a CantripOS log; the policy is told by the command the log records
+/// (`… best_fit` or `… next_fit`).
+pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let ops = retype_trace::cantrip::parse(&text).with_context(|| format!("{}", path.display()))?;
+    let policy = if text.contains("best_fit") {
+        PolicySpec::kept("best-fit")
+    } else if text.contains("next_fit") {
+        PolicySpec::kept("blind-next-fit")
+    } else {
+        bail!(
+            "{}: cannot tell which policy made this log (no best_fit or next_fit command in it)",
+            path.display()
+        );
+    };
+    Ok(LogRun {
+        path: path.to_path_buf(),
+        policy,
+        ops,
+    })
+}
+
+/// A fresh manager for `policy`.
+pub fn manager(config: Config, layout: &Layout, policy: PolicySpec) -> MemoryManager {
+    MemoryManager::new(config, layout, policy.rule, policy.name)
+        .expect("policy names are validated when parsed")
+}
+
+/// Recovers the requests of logs that got the same requests, replaying each
+/// under its own policy.
+pub fn resolve(runs: &[&LogRun], config: Config, layout: &Layout) -> anyhow::Result<Resolved> {
+    let logs = runs
+        .iter()
+        .map(|r| (&r.ops[..], manager(config, layout, r.policy)))
+        .collect();
+    let names: Vec<String> = runs.iter().map(|r| r.path.display().to_string()).collect();
+    logged::resolve(logs).with_context(|| names.join(" + "))
+}
+
+/// A workload ready to run any number of times.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub name: String,
+    source: Source,
+    /// The log it came from, to compare runs with.
+    pub log: Option<LogRun>,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    Uniform(UniformParams),
+    Script(Script),
+}
+
+impl Prepared {
+    pub fn script(name: String, script: Script, log: Option<LogRun>) -> Prepared {
+        Prepared {
+            name,
+            source: Source::Script(script),
+            log,
+        }
+    }
+
+    /// A fresh stream of the workload's requests.
+    pub fn workload(&self) -> Box<dyn Workload> {
+        match &self.source {
+            Source::Uniform(p) => Box::new(Uniform::new(*p)),
+            Source::Script(s) => Box::new(s.clone()),
+        }
+    }
+
+    /// Prepares a workload named on the command line.
+    pub fn from_spec(
+        spec: &WorkloadSpec,
+        config: Config,
+        layout: &Layout,
+    ) -> anyhow::Result<Prepared> {
+        let name = spec.to_string();
+        Ok(match spec {
+            WorkloadSpec::Uniform(p) => Prepared {
+                name,
+                source: Source::Uniform(*p),
+                log: None,
+            },
+            WorkloadSpec::App(a) => {
+                Prepared::script(name, app(a).expect("app names are validated"), None)
+            }
+            WorkloadSpec::Seq(n) => Prepared::script(name, sequence(*n), None),
+            WorkloadSpec::Script(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                let s =
+                    Script::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                Prepared::script(name, s, None)
+            }
+            WorkloadSpec::Log(path) => {
+                let run = load_log(path)?;
+                let resolved = resolve(&[&run], config, layout)?;
+                Prepared::script(name, resolved.script, Some(run))
+            }
+        })
+    }
+}

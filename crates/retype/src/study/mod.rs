@@ -1,0 +1,9 @@
+//! Seed 000's study: memory-manager workloads run under placement policies,
+//! summarised as the thesis's tables and compared with its logs.
+
+pub mod data;
+pub mod logcheck;
+pub mod spec;
+pub mod summary;
+pub mod tables;
+pub mod thesis;

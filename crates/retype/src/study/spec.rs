@@ -1,0 +1,236 @@
+//! Workload and policy names on the command line.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{bail, Context};
+use retype_core::mm::policy;
+use retype_core::mm::slab::WatermarkRule;
+use retype_core::workload::uniform::UniformParams;
+
+/// A workload named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkloadSpec {
+    /// `uniform:seed=S,ops=N,free=F`
+    Uniform(UniformParams),
+    /// `app:hello|timer|fibonacci|mltest`
+    App(String),
+    /// `seq:1|2|3`
+    Seq(usize),
+    /// `log:PATH`, a CantripOS log.
+    Log(PathBuf),
+    /// `script:PATH`, a request script (see `retype_core::workload::script`).
+    Script(PathBuf),
+}
+
+pub const APPS: [&str; 4] = ["hello", "timer", "fibonacci", "mltest"];
+
+const WORKLOAD_HELP: &str = "expected uniform:seed=S,ops=N,free=F, app:hello|timer|fibonacci|mltest, seq:1|2|3, log:PATH or script:PATH";
+
+impl FromStr for WorkloadSpec {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let Some((kind, arg)) = s.split_once(':') else {
+            bail!("unknown workload {s:?}: {WORKLOAD_HELP}");
+        };
+        Ok(match kind {
+            "uniform" => WorkloadSpec::Uniform(
+                parse_uniform(arg).with_context(|| format!("workload {s:?}"))?,
+            ),
+            "app" if APPS.contains(&arg) => WorkloadSpec::App(arg.into()),
+            "seq" => match arg {
+                "1" | "2" | "3" => WorkloadSpec::Seq(arg.parse()?),
+                _ => bail!("unknown sequence {arg:?}: seed 000 has sequences 1, 2 and 3"),
+            },
+            "log" if !arg.is_empty() => WorkloadSpec::Log(arg.into()),
+            "script" if !arg.is_empty() => WorkloadSpec::Script(arg.into()),
+            _ => bail!("unknown workload {s:?}: {WORKLOAD_HELP}"),
+        })
+    }
+}
+
+fn parse_uniform(arg: &str) -> anyhow::Result<UniformParams> {
+    let mut p = UniformParams {
+        seed: 42,
+        ops: 1000,
+        free_percent: 48,
+    };
+    for kv in arg.split(',').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("{kv:?} is not key=value"))?;
+        let n: u64 = v
+            .parse()
+            .with_context(|| format!("{k}={v:?} is not a number"))?;
+        match k {
+            "seed" => p.seed = n,
+            "ops" => p.ops = u32::try_from(n).context("ops must fit in 32 bits")?,
+            "free" if n <= 100 => p.free_percent = n as u32,
+            "free" => bail!("free={n} is not a percentage (0..=100)"),
+            _ => bail!("unknown parameter {k:?} (seed, ops, free)"),
+        }
+    }
+    Ok(p)
+}
+
+impl fmt::Display for WorkloadSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkloadSpec::Uniform(p) => write!(
+                f,
+                "uniform:seed={},ops={},free={}",
+                p.seed, p.ops, p.free_percent
+            ),
+            WorkloadSpec::App(a) => write!(f, "app:{a}"),
+            WorkloadSpec::Seq(n) => write!(f, "seq:{n}"),
+            WorkloadSpec::Log(p) => write!(f, "log:{}", p.display()),
+            WorkloadSpec::Script(p) => write!(f, "script:{}", p.display()),
+        }
+    }
+}
+
+/// A placement policy and the watermark rule it runs under: `NAME` or
+/// `NAME:lifted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicySpec {
+    pub name: &'static str,
+    pub rule: WatermarkRule,
+}
+
+impl PolicySpec {
+    pub const fn kept(name: &'static str) -> PolicySpec {
+        PolicySpec {
+            name,
+            rule: WatermarkRule::Kept,
+        }
+    }
+
+    /// Every policy under seL4's rule.
+    pub fn all() -> Vec<PolicySpec> {
+        policy::NAMES.iter().map(|&n| PolicySpec::kept(n)).collect()
+    }
+}
+
+impl FromStr for PolicySpec {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        let (name, rule) = match s.split_once(':') {
+            Some((n, "lifted")) => (n, WatermarkRule::Lifted),
+            Some((_, other)) => bail!("unknown watermark rule {other:?} in {s:?} (only :lifted)"),
+            None => (s, WatermarkRule::Kept),
+        };
+        let name = policy::NAMES
+            .iter()
+            .find(|&&n| n == name)
+            .with_context(|| {
+                format!(
+                    "unknown policy {name:?}: expected one of {}",
+                    policy::NAMES.join(", ")
+                )
+            })?;
+        Ok(PolicySpec { name, rule })
+    }
+}
+
+impl fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.rule {
+            WatermarkRule::Kept => f.write_str(self.name),
+            WatermarkRule::Lifted => write!(f, "{}:lifted", self.name),
+        }
+    }
+}
+
+/// Parses a comma-separated list; `all` expands to every policy under the
+/// kept rule. A policy named twice runs once.
+pub fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
+    let mut out: Vec<PolicySpec> = Vec::new();
+    for item in list.split(',') {
+        let specs = if item == "all" {
+            PolicySpec::all()
+        } else {
+            vec![item.parse()?]
+        };
+        for s in specs {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Splits a `--workload` list on commas that start a new workload (the
+/// uniform parameters contain commas too).
+pub fn parse_workloads(list: &str) -> anyhow::Result<Vec<WorkloadSpec>> {
+    let mut out: Vec<String> = Vec::new();
+    for part in list.split(',') {
+        let starts_new = ["uniform:", "app:", "seq:", "log:", "script:"]
+            .iter()
+            .any(|p| part.starts_with(p));
+        match out.last_mut() {
+            Some(last) if !starts_new => {
+                last.push(',');
+                last.push_str(part);
+            }
+            _ => out.push(part.to_string()),
+        }
+    }
+    out.iter().map(|w| w.parse()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_parse_and_print_back() {
+        let ws =
+            parse_workloads("uniform:seed=7,ops=50,free=16,app:mltest,seq:3,log:x.log").unwrap();
+        assert_eq!(ws.len(), 4);
+        assert_eq!(
+            ws[0],
+            WorkloadSpec::Uniform(UniformParams {
+                seed: 7,
+                ops: 50,
+                free_percent: 16
+            })
+        );
+        assert_eq!(ws[0].to_string(), "uniform:seed=7,ops=50,free=16");
+        assert_eq!(ws[2], WorkloadSpec::Seq(3));
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_the_choices() {
+        for bad in [
+            "uniform:seed=x",
+            "uniform:free=101",
+            "uniform:speed=1",
+            "app:doom",
+            "seq:4",
+            "log:",
+            "zip",
+        ] {
+            assert!(parse_workloads(bad).is_err(), "{bad}");
+        }
+        let e = parse_policies("best-fit,fastest-fit")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fastest-fit") && e.contains("best-fit"), "{e}");
+        assert_eq!(
+            parse_policies("best-fit:lifted").unwrap()[0].rule,
+            WatermarkRule::Lifted
+        );
+        assert!(parse_policies("best-fit:loose").is_err());
+        assert_eq!(parse_policies("all").unwrap().len(), policy::NAMES.len());
+        assert_eq!(
+            parse_policies("all,best-fit:lifted,best-fit")
+                .unwrap()
+                .len(),
+            policy::NAMES.len() + 1
+        );
+    }
+}

@@ -1,0 +1,481 @@
+//! `retype record` on real programs: C (ours, multi-threaded), python3, sort,
+//! git. The recorded events are checked against an independent count
+//! (`valgrind --trace-malloc=yes` on the same deterministic run) and for
+//! consistency: every free and realloc names a block the trace allocated.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Once;
+
+use retype_trace::summary::Summary;
+use retype_trace::{valgrind, Op, Trace};
+
+fn retype() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_retype"))
+}
+
+/// Builds libretype_recorder.so beside the retype binary if a partial build left it out.
+fn recorder_built() {
+    static BUILD: Once = Once::new();
+    BUILD.call_once(|| {
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_retype"));
+        if exe.with_file_name("libretype_recorder.so").exists() {
+            return;
+        }
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "-p", "retype-recorder"]);
+        if exe.components().any(|c| c.as_os_str() == "release") {
+            cargo.arg("--release");
+        }
+        assert!(
+            cargo.status().unwrap().success(),
+            "cannot build retype-recorder"
+        );
+    });
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("retype-record-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles one of our C test programs into `dir`.
+fn compile(source: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../retype-recorder/tests/c")
+        .join(source);
+    let exe = dir.join(source.trim_end_matches(".c"));
+    let ok = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("cc runs");
+    assert!(ok.success(), "cc {}", src.display());
+    exe
+}
+
+fn record(dir: &Path, name: &str, extra: &[&str], cmd: &[&str]) -> (Trace, Output) {
+    recorder_built();
+    let out = dir.join(name);
+    let o = retype()
+        .arg("record")
+        .args(extra)
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(cmd)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let trace = Trace::read_file(&out)
+        .unwrap_or_else(|e| panic!("{e:#}\nstderr: {}", String::from_utf8_lossy(&o.stderr)));
+    (trace, o)
+}
+
+/// The same run under valgrind, parsed.
+fn valgrind_trace(dir: &Path, cmd: &[&str]) -> Trace {
+    let o = Command::new("valgrind")
+        .args(["--trace-malloc=yes", "--run-libc-freeres=no"])
+        .args(cmd)
+        .current_dir(dir)
+        .output()
+        .expect("valgrind is installed (scripts/test installs it)");
+    assert!(
+        o.status.success(),
+        "valgrind {cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    valgrind::parse(&String::from_utf8_lossy(&o.stderr)).unwrap()
+}
+
+/// Calls by kind; valgrind reports every aligned allocation as memalign.
+fn counts(t: &Trace) -> [u64; 5] {
+    let s = Summary::of(t);
+    let n = |op| s.ops.get(&op).copied().unwrap_or(0);
+    let aligned = n(Op::PosixMemalign)
+        + n(Op::AlignedAlloc)
+        + n(Op::Memalign)
+        + n(Op::Valloc)
+        + n(Op::Pvalloc);
+    [
+        n(Op::Malloc),
+        n(Op::Calloc),
+        n(Op::Realloc),
+        n(Op::Free),
+        aligned,
+    ]
+}
+
+/// No event lost: every pointer freed or reallocated was allocated in the trace.
+fn assert_consistent(t: &Trace) {
+    let s = Summary::of(t);
+    assert_eq!(
+        s.unknown_pointers, 0,
+        "frees/reallocs of blocks the trace never allocated"
+    );
+    assert!(s.events > 0);
+}
+
+fn the_last_image_is(t: &Trace, program: &str) {
+    let last = t
+        .meta
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "cmdline")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(
+        last.contains(program),
+        "last cmdline {last:?} is not {program}"
+    );
+}
+
+#[test]
+fn a_multithreaded_c_program_matches_valgrind_call_for_call() {
+    let dir = scratch("mt");
+    let exe = compile("mt_alloc.c", &dir);
+    let cmd = [exe.to_str().unwrap(), "4", "3000"];
+    let (t, o) = record(&dir, "mt.rtr", &[], &cmd);
+    assert!(o.status.success());
+    let v = valgrind_trace(&dir, &cmd);
+    assert_eq!(
+        counts(&t),
+        counts(&v),
+        "recorded vs valgrind [malloc, calloc, realloc, free, aligned]"
+    );
+    assert_eq!(t.events.len(), v.events.len());
+    assert_consistent(&t);
+    // The program reports its own calls: every one of them is in the trace, on a worker thread.
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let calls: usize = stdout
+        .trim()
+        .strip_prefix("calls ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let main = t.events.iter().map(|e| e.thread).min().unwrap();
+    let on_workers = t.events.iter().filter(|e| e.thread != main).count();
+    assert!(
+        on_workers >= calls,
+        "{on_workers} worker events < {calls} calls"
+    );
+    // Each worker's exit wrote its TLM summary, with CPU time and a wait time that adds up.
+    let s = Summary::of(&t);
+    assert_eq!(s.threads.len(), 5);
+    let summaries: Vec<_> = s.threads.iter().filter_map(|th| th.summary).collect();
+    assert!(summaries.len() >= 4, "{summaries:?}");
+    for m in &summaries {
+        assert!(m.end_ns >= m.start_ns);
+        // A worker's events come after its start (read as it begins) and before
+        // its end, but for glibc's own cleanup after the thread-exit destructor.
+        let times: Vec<u64> = t
+            .events
+            .iter()
+            .filter(|e| e.thread == m.thread)
+            .map(|e| e.time_ns)
+            .collect();
+        if m.thread != main {
+            assert!(times.iter().all(|&x| m.start_ns <= x), "{m:?}");
+            assert!(
+                times.iter().filter(|&&x| x > m.end_ns).count() <= 8,
+                "{m:?}"
+            );
+        }
+        assert_eq!(
+            m.wait_ns(),
+            m.lifetime_ns().saturating_sub(m.user_ns + m.system_ns)
+        );
+    }
+    assert!(summaries.iter().any(|m| m.user_ns + m.system_ns > 0));
+    // Latencies were measured.
+    assert!(t
+        .events
+        .iter()
+        .all(|e| e.latency_ns > 0 || e.op == Op::Free));
+}
+
+#[test]
+fn python_matches_valgrind() {
+    let dir = scratch("py");
+    // The interpreter itself, not a version-manager shim around it.
+    let exe = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8(exe.stdout).unwrap().trim().to_string();
+    let cmd = [
+        python.as_str(),
+        "-c",
+        "import json; json.dumps(list(range(20000)))",
+    ];
+    let (t, o) = record(&dir, "py.rtr", &[], &cmd);
+    assert!(o.status.success());
+    assert_consistent(&t);
+    let v = valgrind_trace(&dir, &cmd);
+    assert_eq!(
+        counts(&t),
+        counts(&v),
+        "recorded vs valgrind [malloc, calloc, realloc, free, aligned]"
+    );
+}
+
+#[test]
+fn python3_through_the_path_records_the_interpreter() {
+    let dir = scratch("py3");
+    let (t, o) = record(
+        &dir,
+        "t.rtr",
+        &[],
+        &[
+            "python3",
+            "-c",
+            "import json; json.dumps(list(range(100000)))",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_consistent(&t);
+    the_last_image_is(&t, "python3");
+    // The list of 100000 ints is live at once: the peak says so.
+    assert!(Summary::of(&t).peak_live_bytes > 800_000);
+}
+
+#[test]
+fn sort_matches_valgrind() {
+    let dir = scratch("sort");
+    let mut x = 12345u64;
+    let lines: String = (0..20000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            format!("{:016x} {}\n", x, "y".repeat((x >> 58) as usize))
+        })
+        .collect();
+    std::fs::write(dir.join("in.txt"), &lines).unwrap();
+    let cmd = ["sort", "--parallel=1", "-o", "out.txt", "in.txt"];
+    let (t, o) = record(&dir, "s.rtr", &[], &cmd);
+    assert!(o.status.success());
+    let sorted = std::fs::read_to_string(dir.join("out.txt")).unwrap();
+    let mut want: Vec<&str> = lines.lines().collect();
+    want.sort();
+    assert_eq!(sorted.lines().collect::<Vec<_>>(), want);
+    assert_consistent(&t);
+    let v = valgrind_trace(&dir, &cmd);
+    assert_eq!(counts(&t), counts(&v));
+}
+
+#[test]
+fn git_in_a_temporary_repository() {
+    let dir = scratch("git");
+    let git = |args: &[&str]| {
+        let s = Command::new("git")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(s.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "."]);
+    std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
+    git(&["add", "a.txt"]);
+    let (t, o) = record(
+        &dir,
+        "commit.rtr",
+        &[],
+        &[
+            "git",
+            "-c",
+            "user.name=r",
+            "-c",
+            "user.email=r@x",
+            "commit",
+            "-qm",
+            "first",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_consistent(&t);
+    // A deterministic read-only command against valgrind.
+    let cmd = ["git", "status", "--porcelain"];
+    let (t, _) = record(&dir, "status.rtr", &[], &cmd);
+    assert_consistent(&t);
+    let v = valgrind_trace(&dir, &cmd);
+    assert_eq!(counts(&t), counts(&v));
+}
+
+/// Marker allocations (size 12345) of the lifecycle program.
+fn markers(t: &Trace) -> usize {
+    t.events
+        .iter()
+        .filter(|e| e.op == Op::Malloc && e.size == 12345)
+        .count()
+}
+
+#[test]
+fn every_exit_path_ends_the_trace() {
+    let dir = scratch("life");
+    let exe = compile("lifecycle.c", &dir);
+    for (mode, code) in [
+        ("exit", Some(0)),
+        ("_exit", Some(3)),
+        ("sigterm", None),
+        ("abort", None),
+    ] {
+        let (t, o) = record(
+            &dir,
+            &format!("{mode}.rtr"),
+            &[],
+            &[exe.to_str().unwrap(), mode, "50"],
+        );
+        assert_eq!(o.status.code() == Some(0), code == Some(0), "{mode}");
+        assert_eq!(markers(&t), 50, "{mode}");
+    }
+}
+
+#[test]
+fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
+    let dir = scratch("fork");
+    let exe = compile("lifecycle.c", &dir);
+    let (t, o) = record(
+        &dir,
+        "f.rtr",
+        &["--json"],
+        &[exe.to_str().unwrap(), "fork", "40"],
+    );
+    assert!(o.status.success());
+    assert_eq!(markers(&t), 40);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let children = report["child_traces"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{report}");
+    let child = Trace::read_file(Path::new(children[0].as_str().unwrap())).unwrap();
+    assert_eq!(markers(&child), 40);
+    assert_eq!(child.meta_value("segment"), Some("fork"));
+
+    let (t, o) = record(&dir, "e.rtr", &[], &[exe.to_str().unwrap(), "exec", "30"]);
+    assert!(o.status.success());
+    assert_eq!(markers(&t), 30);
+    let segments: Vec<&str> = t
+        .meta
+        .iter()
+        .filter(|(k, _)| k == "segment")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        segments,
+        ["start", "exec"],
+        "exec begins a second segment in the same file"
+    );
+    the_last_image_is(&t, "true");
+}
+
+#[test]
+fn jemalloc_runs_under_the_recorder() {
+    let dir = scratch("je");
+    let exe = compile("mt_alloc.c", &dir);
+    let cmd = [exe.to_str().unwrap(), "2", "2000"];
+    let (glibc, _) = record(&dir, "g.rtr", &[], &cmd);
+    let (je, o) = record(&dir, "j.rtr", &["--allocator", "jemalloc"], &cmd);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(je.meta_value("allocator"), Some("jemalloc"));
+    assert_consistent(&je);
+    // The program's own calls are the same whichever allocator serves them.
+    let workers = |t: &Trace| {
+        let main = t.events.iter().map(|e| e.thread).min().unwrap();
+        t.events
+            .iter()
+            .filter(|e| e.thread != main && !(e.op == Op::Free && e.ptr == 0))
+            .count()
+    };
+    assert_eq!(workers(&je), workers(&glibc));
+}
+
+#[test]
+fn clear_errors_for_missing_allocators_and_commands() {
+    recorder_built();
+    let o = retype()
+        .args(["record", "--allocator", "nosuch", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown allocator"));
+    let o = retype()
+        .args(["record", "--allocator", "/nonexistent/lib.so", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no such shared object"));
+}
+
+#[test]
+fn a_recorded_trace_replays_on_our_heaps() {
+    let dir = scratch("replay");
+    let exe = compile("mt_alloc.c", &dir);
+    let (t, _) = record(&dir, "mt.rtr", &[], &[exe.to_str().unwrap(), "2", "1500"]);
+    let path = dir.join("mt.rtr");
+    let o = retype()
+        .args([
+            "replay",
+            "--heap",
+            "best-fit,tlsf",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (ops, _) = retype_trace::rep::to_malloclab(&t);
+    let reallocs = ops
+        .iter()
+        .filter(|op| matches!(op, retype_trace::malloclab::Op::Realloc { .. }))
+        .count() as u64;
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row["ops"], ops.len());
+        let util = row["util"].as_f64().unwrap();
+        assert!(util > 0.0 && util <= 1.0, "{row}");
+        let moved = row["reallocs_moved"].as_u64().unwrap();
+        assert_eq!(
+            moved + row["reallocs_in_place"].as_u64().unwrap(),
+            reallocs,
+            "{row}"
+        );
+        let histogram: u64 = row["hole_histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(histogram, row["holes_at_peak"].as_u64().unwrap());
+    }
+    // The text report adds the placement table for recorded traces.
+    let o = retype()
+        .args([
+            "replay",
+            "--heap",
+            "tlsf",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("hole bytes") && text.contains("in place"),
+        "{text}"
+    );
+}

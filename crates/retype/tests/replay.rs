@@ -1,0 +1,252 @@
+//! `retype replay` as a user runs it: the built binary on real traces, on the
+//! traces shipped in `traces/malloclab`, and on malformed input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn retype(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args(args)
+        .output()
+        .expect("run retype")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rep_files(dir: &Path) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rep"))
+        .map(|p| p.display().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Replays `traces` on every heap with JSON output and checks every row.
+fn replay_all(traces: &[String], extra: &[&str]) {
+    let mut args = vec![
+        "replay",
+        "--heap",
+        "all",
+        "--json",
+        "--runs",
+        "1",
+        "--min-time-ms",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    args.extend(traces.iter().map(String::as_str));
+    let out = retype(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let heaps = 10;
+    let totals = if traces.len() > 1 { heaps } else { 0 };
+    assert_eq!(rows.len(), traces.len() * heaps + totals);
+    for row in rows.iter().filter(|r| r["trace"] != "TOTAL") {
+        for key in ["trace", "heap", "ops", "util", "frag4", "kops"] {
+            assert!(!row[key].is_null(), "missing {key} in {row}");
+        }
+        let (util, frag4) = (
+            row["util"].as_f64().unwrap(),
+            row["frag4"].as_f64().unwrap(),
+        );
+        assert!(util > 0.0 && util <= 1.0, "{row}");
+        assert!(
+            (frag4 - (1.0 / util - 1.0)).abs() < 1e-9,
+            "frag4 disagrees with util: {row}"
+        );
+        assert!(
+            row["heap_size"].as_u64().unwrap() >= row["peak_live"].as_u64().unwrap(),
+            "{row}"
+        );
+        assert!(row["kops"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}
+
+#[test]
+fn every_shared_malloclab_trace_replays_on_every_heap() {
+    let dir = repo().join("../shared/data/malloclab");
+    if !dir.is_dir() {
+        println!(
+            "note: {} is absent; skipping the shared traces",
+            dir.display()
+        );
+        return;
+    }
+    let traces = rep_files(&dir);
+    assert!(
+        traces.len() >= 11,
+        "expected the malloc-lab traces in {}",
+        dir.display()
+    );
+    replay_all(&traces, &[]);
+}
+
+#[test]
+fn shipped_traces_replay_with_every_heap_checked_after_every_request() {
+    let traces = rep_files(&repo().join("traces/malloclab"));
+    assert!(traces.len() >= 4);
+    replay_all(&traces, &["--check"]);
+}
+
+#[test]
+fn table_output_has_a_row_per_trace_and_heap_and_a_total() {
+    let dir = repo().join("traces/malloclab");
+    let (a, b) = (dir.join("short1-bal.rep"), dir.join("short2-bal.rep"));
+    let out = retype(
+        &[
+            "replay",
+            "--heap",
+            "best-fit,tlsf",
+            "--runs",
+            "1",
+            "--min-time-ms",
+            "0",
+        ]
+        .into_iter()
+        .chain([a.to_str().unwrap(), b.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 * 3, "{text}");
+    assert!(lines[0]
+        .split_whitespace()
+        .eq(["trace", "heap", "ops", "util", "frag4", "kops", "perfidx"]));
+    assert!(lines[1].starts_with("short1-bal.rep") && lines[1].contains("best-fit"));
+    assert!(lines[3].starts_with("TOTAL (2 traces)"));
+}
+
+/// Runs a malformed trace and returns its error message.
+fn error_of(fixture: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture);
+    let out = retype(&["replay", "--heap", "all", path.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{fixture} must fail with exit code 2"
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("retype: error: "), "{err}");
+    assert!(
+        err.contains(path.to_str().unwrap()),
+        "error must name the file: {err}"
+    );
+    err
+}
+
+#[test]
+fn malformed_traces_give_a_clear_error_naming_file_and_line() {
+    for (fixture, line, what) in [
+        (
+            "truncated.rep",
+            7,
+            "truncated: the header announces 4 requests, the file ends after 3",
+        ),
+        ("bad-request.rep", 6, "unknown request `x`"),
+        ("missing-size.rep", 6, "`a` takes 2 field(s), found 1"),
+        ("free-not-live.rep", 6, "`f 1` but id 1 is not live"),
+        ("bad-number.rep", 5, "expected a size, found `sixteen`"),
+        ("id-out-of-range.rep", 5, "id 7 out of range"),
+        ("huge-request.rep", 5, "malloc(1000000000000000) failed"),
+    ] {
+        let err = error_of(fixture);
+        assert!(
+            err.contains(&format!("{fixture}:{line}: ")),
+            "{fixture}: no line {line} in {err}"
+        );
+        assert!(err.contains(what), "{fixture}: expected `{what}` in {err}");
+    }
+    for (fixture, what) in [
+        ("truncated-header.rep", "truncated header"),
+        ("empty.rep", "truncated header"),
+    ] {
+        assert!(error_of(fixture).contains(what), "{fixture}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let trace = repo().join("traces/malloclab/short1-bal.rep");
+    let out = retype(&["replay", "--heap", "fastest-fit", trace.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("unknown heap `fastest-fit`") && err.contains("indexed-first-fit"),
+        "{err}"
+    );
+    let out = retype(&["replay", "--heap", "tlsf", "no/such/file.rep"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("no/such/file.rep"));
+}
+
+#[test]
+fn gigabyte_blocks_replay_without_touching_their_pages() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/huge-blocks.rep");
+    let out = retype(&[
+        "replay",
+        "--json",
+        "--runs",
+        "1",
+        "--min-time-ms",
+        "0",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(row["util"].as_f64().unwrap() > 0.9, "{row}");
+    }
+}
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    // Far more output than a pipe buffers, so the writer meets the closed pipe.
+    let trace = repo().join("traces/malloclab/short1-bal.rep");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args(["replay", "--json", "--runs", "1", "--min-time-ms", "0"])
+        .args(std::iter::repeat_n(&trace, 300))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with('{'));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,228 @@
+//! The `retype study` command as a user runs it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn retype(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .output()
+        .expect("run retype")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+const LOGS: &str = "traces/cantrip/logs";
+
+#[test]
+fn json_has_the_documented_keys_per_workload_and_policy() {
+    let o = retype(&[
+        "study",
+        "--policy",
+        "best-fit,class-fit:lifted",
+        "--workload",
+        "uniform:seed=3,ops=300,free=40,app:hello",
+        "--json",
+    ]);
+    let rows = json_lines(&o);
+    assert_eq!(rows.len(), 4);
+    assert!(
+        o.stderr.is_empty(),
+        "no progress bar when stderr is not a terminal"
+    );
+    for key in [
+        "workload",
+        "policy",
+        "ops",
+        "peak_frag_total_kib",
+        "avg_frag_total_kib",
+        "peak_frag_watermark_kib",
+        "peak_frag_alignment_kib",
+        "slab_resets",
+        "ooms",
+        "failed_retypes",
+        "peak_bytes_in_use",
+    ] {
+        assert!(rows.iter().all(|r| r.get(key).is_some()), "missing {key}");
+    }
+    assert_eq!(rows[1]["watermark"], "lifted");
+    // The total peak is the peak of the sum: never above the sum of the peaks.
+    for r in &rows {
+        let (t, w, a) = (
+            r["peak_frag_total_kib"].as_f64().unwrap(),
+            r["peak_frag_watermark_kib"].as_f64().unwrap(),
+            r["peak_frag_alignment_kib"].as_f64().unwrap(),
+        );
+        assert!(t <= w + a + 1e-9 && t >= w.max(a) - 1e-9, "{r}");
+    }
+}
+
+/// Replaying a log under the policy that made it reproduces the log's own
+/// counters after every request, where the request sequence is unambiguous.
+#[test]
+fn logs_without_ambiguity_are_reproduced_exactly() {
+    for (dir, policy) in [("best_fit", "best-fit"), ("next_fit", "blind-next-fit")] {
+        for run in [
+            "apps_standalone_{}_app_name_hello",
+            "apps_standalone_{}_app_name_timer",
+            "random_uniform_{}_seed_42_count_1000_dealloc_chance_64",
+        ] {
+            let log = format!("log:{LOGS}/{dir}/{}.log", run.replace("{}", dir));
+            let rows = json_lines(&retype(&[
+                "study",
+                "--policy",
+                policy,
+                "--workload",
+                &log,
+                "--json",
+            ]));
+            assert_eq!(rows[0]["log_exact_fraction"].as_f64(), Some(1.0), "{log}");
+        }
+    }
+}
+
+/// Table 4.2's sequence 1 built from the four applications is the request
+/// sequence the thesis's sequence-1 log recorded.
+#[test]
+fn sequence_one_from_the_applications_matches_its_log() {
+    let log = format!("log:{LOGS}/best_fit/apps_sequential_best_fit_sequence_1.log");
+    let rows = json_lines(&retype(&[
+        "study",
+        "--policy",
+        "best-fit,blind-next-fit",
+        "--workload",
+        &format!("seq:1,{log}"),
+        "--json",
+    ]));
+    for key in [
+        "ops",
+        "peak_bytes_in_use",
+        "peak_frag_total_kib",
+        "avg_frag_total_kib",
+        "slab_resets",
+        "bytes_requested",
+    ] {
+        assert_eq!(rows[0][key], rows[2][key], "best-fit {key}");
+        assert_eq!(rows[1][key], rows[3][key], "blind-next-fit {key}");
+    }
+}
+
+#[test]
+fn study_cantrip_prints_the_thesis_beside_ours() {
+    let o = retype(&[
+        "study",
+        "cantrip",
+        "--policy",
+        "best-fit,blind-next-fit,class-fit",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    for t in [
+        "Table 4.3/4.4: uniform, seed 42, 1000 requests, 16 % frees",
+        "Table 4.5: application sequence 3",
+        "Standalone application mltest",
+    ] {
+        assert!(out.contains(t), "missing {t}");
+    }
+    // Table 4.3's best fit, 16 %: peak watermarking 553.80 KiB, printed in the thesis column.
+    assert!(out.contains("553.80") && out.contains("1584.36") && out.contains("(thesis)"));
+    assert!(out.contains("Exact per-op agreement with the logs"));
+}
+
+#[test]
+fn csv_holds_one_row_per_op() {
+    let dir = std::env::temp_dir().join(format!("retype-study-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("series.csv");
+    let o = retype(&[
+        "study",
+        "--policy",
+        "next-fit",
+        "--workload",
+        "app:timer",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        1 + 18,
+        "header and the 18 requests of timer"
+    );
+    assert!(text.starts_with("workload,policy,op,outcome,bytes_in_use"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let dir = std::env::temp_dir().join(format!("retype-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad_log = dir.join("bad.log");
+    std::fs::write(&bad_log, "replay_app hello best_fit\nx [output] {'bytes in-use': 16, 'slab resets': 0,'untyped_too_small': 0, 'oom': zero, 'bytes free': 1, 'bytes requested': 16, 'lhs fragmentation': 0, 'in-between fragmentation': 0, 'objs in-use': 1}\n").unwrap();
+    let too_big = dir.join("big.txt");
+    std::fs::write(&too_big, "alloc 0 untyped/20\n").unwrap();
+    let zero = dir.join("zero.txt");
+    std::fs::write(&zero, "alloc 0 page*0\n").unwrap();
+    let bits = dir.join("bits.txt");
+    std::fs::write(&bits, "alloc 0 untyped/2\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--policy".into(), "fastest-fit".into()],
+            "unknown policy \"fastest-fit\"",
+        ),
+        (
+            vec!["--workload".into(), "zipf:1".into()],
+            "unknown workload",
+        ),
+        (
+            vec!["--workload".into(), "seq:4".into()],
+            "unknown sequence",
+        ),
+        (
+            vec!["--layout".into(), "4096,1000".into()],
+            "not a power of two",
+        ),
+        (
+            vec!["--workload".into(), format!("log:{}", bad_log.display())],
+            "bad.log: line 2",
+        ),
+        (
+            vec!["--workload".into(), format!("script:{}", too_big.display())],
+            "do not fit the largest slab",
+        ),
+        (
+            vec!["--workload".into(), format!("script:{}", zero.display())],
+            "count 0",
+        ),
+        (
+            vec!["--workload".into(), format!("script:{}", bits.display())],
+            "bad size bits",
+        ),
+        (
+            vec!["--workload".into(), "log:/nonexistent.log".into()],
+            "cannot read /nonexistent.log",
+        ),
+    ];
+    for (args, message) in cases {
+        let mut all = vec!["study".to_string()];
+        all.extend(args.clone());
+        let o = retype(&all.iter().map(String::as_str).collect::<Vec<_>>());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?} printed results");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
