@@ -1,0 +1,351 @@
+//! Runs real programs and our C test programs with `LD_PRELOAD=libretype_malloc_preload.so`.
+//! Programs whose output must match glibc's run twice, once per allocator.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The preload library of this build: cargo uplifts it next to the `deps` directory that holds
+/// this test; if it is missing (a test run without the cdylib), build it.
+fn lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        let deps = exe.parent().expect("deps directory");
+        let candidates = [
+            deps.join("../libretype_malloc_preload.so"),
+            deps.join("libretype_malloc_preload.so"),
+        ];
+        let newest = |c: &[PathBuf]| {
+            c.iter()
+                .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p.clone())))
+                .max()
+                .map(|(_, p)| p)
+        };
+        if let Some(p) = newest(&candidates) {
+            return p.canonicalize().unwrap();
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "retype-malloc-preload", "--release"])
+            .status()
+            .expect("run cargo build");
+        assert!(
+            status.success(),
+            "cargo build -p retype-malloc-preload failed"
+        );
+        let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/release/libretype_malloc_preload.so");
+        built
+            .canonicalize()
+            .expect("libretype_malloc_preload.so after cargo build")
+    })
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("retype-malloc-preload")
+        .join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `tests/c/<name>.c` and returns the executable.
+fn compile(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let exe = tmp("bin").join(name);
+    let out = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .expect("gcc must be installed");
+    assert!(
+        out.status.success(),
+        "gcc {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs `cmd`, with our allocator preloaded when `ours`.
+fn run(mut cmd: Command, ours: bool) -> Output {
+    if ours {
+        cmd.env("LD_PRELOAD", lib());
+    } else {
+        cmd.env_remove("LD_PRELOAD");
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success() && text(&out.stdout).ends_with("OK\n"),
+        "{what}: status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn c_semantics_of_the_malloc_family() {
+    assert_ok(&run(Command::new(compile("semantics")), true), "semantics");
+}
+
+#[test]
+fn sixteen_threads_stress() {
+    assert_ok(&run(Command::new(compile("stress")), true), "stress");
+}
+
+#[test]
+fn fork_while_other_threads_allocate() {
+    assert_ok(&run(Command::new(compile("fork")), true), "fork");
+}
+
+#[test]
+fn works_when_loaded_with_dlopen() {
+    let mut cmd = Command::new(compile("dlopen"));
+    cmd.arg(lib());
+    assert_ok(&run(cmd, false), "dlopen");
+}
+
+fn misuse(case: &str) -> Output {
+    let mut cmd = Command::new(compile("misuse"));
+    cmd.arg(case).env("RETYPE_MALLOC_HARDENED", "1");
+    run(cmd, true)
+}
+
+#[test]
+fn hardened_mode_aborts_on_double_and_invalid_frees() {
+    let cases = [
+        ("double", "double free"),
+        ("double-large", "double free"),
+        ("double-remote", "double free"),
+        ("interior", "invalid free (inside a block)"),
+        ("stack", "invalid free (not allocated by retype-malloc)"),
+        ("realloc-freed", "use after free"),
+    ];
+    for (case, message) in cases {
+        let out = misuse(case);
+        let err = text(&out.stderr);
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGABRT),
+            "{case}: expected abort, got {:?}; stderr {err}",
+            out.status
+        );
+        assert!(
+            err.contains("retype-malloc: ") && err.contains(message),
+            "{case}: stderr was {err:?}"
+        );
+    }
+    let clean = misuse("clean");
+    assert!(
+        clean.status.success() && text(&clean.stdout) == "clean\n",
+        "clean run: {clean:?}"
+    );
+}
+
+/// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`
+/// and asserts identical stdout and exit status.
+fn same_as_glibc(name: &str, setup: impl Fn(&Path), args: &[&str], env: &[(&str, &str)]) {
+    let mut outputs = Vec::new();
+    for ours in [false, true] {
+        let dir = tmp(&format!("{name}-{}", if ours { "retype" } else { "glibc" }));
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        setup(&dir);
+        let mut cmd = Command::new(args[0]);
+        cmd.args(&args[1..])
+            .current_dir(&dir)
+            .envs(env.iter().copied())
+            .env("HOME", &dir);
+        let out = run(cmd, ours);
+        assert!(
+            out.status.success(),
+            "{name} (ours={ours}) failed: {}",
+            text(&out.stderr)
+        );
+        outputs.push(out);
+    }
+    assert!(
+        !outputs[0].stdout.is_empty(),
+        "{name}: no output to compare"
+    );
+    assert_eq!(
+        text(&outputs[0].stdout),
+        text(&outputs[1].stdout),
+        "{name}: output differs from glibc's"
+    );
+}
+
+#[test]
+fn python3_output_matches_glibc() {
+    let script = r#"
+import hashlib, json, re, threading, zlib, collections
+d = {str(i): [i * j for j in range(i % 50)] for i in range(20000)}
+s = json.dumps(d, sort_keys=True)
+words = re.findall(r"\d+", s)
+c = collections.Counter(w[-2:] for w in words)
+out = []
+def work(k):
+    out.append(hashlib.sha256(zlib.compress((s[k::7]).encode())).hexdigest())
+ts = [threading.Thread(target=work, args=(k,)) for k in range(7)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(hashlib.sha256(s.encode()).hexdigest(), len(words), c.most_common(3), sorted(out))
+print(sorted(set(x * x % 1009 for x in range(10**5)))[:20])
+"#;
+    same_as_glibc(
+        "python",
+        |_| {},
+        &["/usr/bin/python3", "-c", script],
+        &[("PYTHONMALLOC", "malloc")],
+    );
+}
+
+#[test]
+fn git_output_matches_glibc() {
+    let script = r#"set -e
+git init -q repo && cd repo
+for i in $(seq 1 300); do printf 'line %s\n%s\n' "$i" "$(seq 1 $((i % 40)))" > "f$i.txt"; done
+git add . && git commit -q -m first
+for i in $(seq 1 300 | awk 'NR % 3 == 0'); do echo changed >> "f$i.txt"; done
+git commit -q -am second
+git log --format='%H %T %s'
+git diff --stat HEAD~1 | tail -1
+git gc -q && git count-objects -v | grep -v size
+git fsck --no-progress 2>&1
+"#;
+    let env = [
+        ("GIT_AUTHOR_NAME", "retype"),
+        ("GIT_AUTHOR_EMAIL", "retype@example.org"),
+        ("GIT_COMMITTER_NAME", "retype"),
+        ("GIT_COMMITTER_EMAIL", "retype@example.org"),
+        ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
+        ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+    ];
+    same_as_glibc("git", |_| {}, &["sh", "-c", script], &env);
+}
+
+#[test]
+fn sqlite3_shell_output_matches_glibc() {
+    let sql = r#"
+CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, name TEXT, blob BLOB);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000)
+INSERT INTO t SELECT i, (i * 7919) % 1000, printf('name-%08d-%s', i, hex(i * i)), zeroblob(i % 300) FROM n;
+CREATE INDEX tk ON t(k);
+SELECT count(*), sum(k), sum(length(name)), sum(length(blob)) FROM t;
+SELECT k, count(*), min(name), max(id) FROM t GROUP BY k ORDER BY count(*) DESC, k LIMIT 5;
+SELECT a.k, count(*) FROM t a JOIN t b ON a.k = b.k AND a.id < 200 AND b.id < 2000 GROUP BY a.k ORDER BY 2 DESC, 1 LIMIT 5;
+UPDATE t SET name = upper(name) || name WHERE id % 5 = 0;
+DELETE FROM t WHERE id % 7 = 0;
+VACUUM;
+SELECT count(*), sum(length(name)) FROM t;
+SELECT group_concat(name, ',') FROM (SELECT name FROM t ORDER BY name DESC LIMIT 20);
+"#;
+    same_as_glibc(
+        "sqlite3",
+        |dir| std::fs::write(dir.join("script.sql"), sql).unwrap(),
+        &["sh", "-c", "sqlite3 test.db < script.sql"],
+        &[],
+    );
+}
+
+#[test]
+fn gcc_output_matches_glibc() {
+    let mut c = String::from("#include <stdio.h>\n");
+    for i in 0..400 {
+        c += &format!(
+            "static long f{i}(long x) {{ long a[16]; for (int k = 0; k < 16; k++) a[k] = x * k + {i}; \
+             long s = 0; for (int k = 0; k < 16; k++) s += a[k] % ({i} + 3); return s ^ (x << ({i} % 7)); }}\n"
+        );
+    }
+    c += "int main(void) { long s = 0;\n";
+    for i in 0..400 {
+        c += &format!("  s += f{i}(s + {i});\n");
+    }
+    c += "  printf(\"%ld\\n\", s); return 0; }\n";
+    same_as_glibc(
+        "gcc",
+        |dir| std::fs::write(dir.join("gen.c"), &c).unwrap(),
+        &[
+            "sh",
+            "-c",
+            "gcc -O2 -S -o - gen.c | grep -v '\\.ident' && gcc -O2 -o gen gen.c && ./gen",
+        ],
+        &[],
+    );
+}
+
+#[test]
+fn statistics_reach_a_file_even_when_stderr_is_closed() {
+    let file = tmp("stats").join("stats.txt");
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec 2>&-; ls / > /dev/null"])
+        .env("RETYPE_MALLOC_STATS", &file);
+    assert!(run(cmd, true).status.success());
+    let report = std::fs::read_to_string(&file).expect("statistics file");
+    assert!(
+        report.contains("retype-malloc statistics") && report.contains("thread heaps created: "),
+        "{report}"
+    );
+    assert!(report.contains("kernel Rss:"), "{report}");
+}
+
+#[test]
+fn small_objects_land_in_huge_pages() {
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if thp.is_empty() || thp.contains("[never]") {
+        eprintln!("transparent huge pages unavailable ({thp:?}); skipping");
+        return;
+    }
+    let out = run(Command::new(compile("hugeheap")), true);
+    let huge_kib: i64 = text(&out.stdout)
+        .trim()
+        .parse()
+        .expect("AnonHugePages figure");
+    assert!(
+        huge_kib >= 32 * 1024,
+        "only {huge_kib} KiB of a 64 MiB heap in huge pages"
+    );
+    let mut off = Command::new(compile("hugeheap"));
+    off.env("RETYPE_MALLOC_HUGEPAGES", "0");
+    let off: i64 = text(&run(off, true).stdout).trim().parse().unwrap();
+    assert!(
+        off < huge_kib / 4,
+        "RETYPE_MALLOC_HUGEPAGES=0 still gave {off} KiB of huge pages"
+    );
+}
+
+/// Valgrind's memcheck over our allocator's own code (Miri cannot run it: it calls mmap with
+/// partial unmaps). Memcheck does not track blocks of an allocator it does not know, so this
+/// checks the allocator's reads and writes of its own metadata, not the program's.
+#[test]
+fn valgrind_memcheck_finds_no_errors_in_the_allocator() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        panic!("valgrind is not installed (scripts/test installs it)");
+    }
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "-q",
+        "--error-exitcode=99",
+        "--soname-synonyms=somalloc=nouserintercepts",
+    ])
+    .arg(compile("semantics"));
+    let out = run(cmd, true);
+    assert_ok(&out, "semantics under valgrind");
+}

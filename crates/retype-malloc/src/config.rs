@@ -1,0 +1,113 @@
+//! Settings read once from the environment at start-up (see the crate documentation for the
+//! list). Reading uses `getenv`, which does not allocate.
+
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+
+/// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
+pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+/// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
+/// 24 = 48 MiB, at most [`crate::segment::EARLY_SLOTS`]).
+pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
+/// Detect double and invalid frees (`RETYPE_MALLOC_HARDENED`, default off).
+pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
+/// Milliseconds an empty segment or large block is kept before it goes back to the OS
+/// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
+pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
+/// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
+pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
+
+#[inline]
+pub(crate) fn hardened() -> bool {
+    HARDENED.load(Ordering::Relaxed)
+}
+
+/// The value of environment variable `name` as bytes, if set.
+fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv returns a pointer into the environment block,
+    // which lives as long as the process unless the program edits it.
+    unsafe {
+        let v = libc::getenv(name.as_ptr());
+        if v.is_null() {
+            None
+        } else {
+            Some(core::ffi::CStr::from_ptr(v).to_bytes())
+        }
+    }
+}
+
+fn flag(name: &core::ffi::CStr, default: bool) -> bool {
+    match env(name) {
+        Some(b"0") | Some(b"no") | Some(b"off") | Some(b"false") => false,
+        Some(b"") | None => default,
+        Some(_) => true,
+    }
+}
+
+fn number(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 18 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |acc, &c| {
+        c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as u64)
+    })
+}
+
+/// Reads every setting; opens the statistics descriptor now, at start-up, because programs
+/// may close their standard streams before exit.
+pub(crate) fn load() {
+    HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
+    HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
+    if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
+        let segments = (mib as usize).div_ceil(crate::segment::SEGMENT_SIZE >> 20);
+        HUGE_MIN_SEGMENTS.store(segments.min(crate::segment::EARLY_SLOTS), Ordering::Relaxed);
+    }
+    if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
+        PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    STATS_FD.store(open_stats(), Ordering::Relaxed);
+}
+
+/// Lowest descriptor number for the statistics descriptor: programs that close and reopen
+/// their standard streams must not take it over.
+const STATS_FD_MIN: i32 = 200;
+
+/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` is a copy of stderr,
+/// anything else a file path; -1 when unset or unusable.
+fn open_stats() -> i32 {
+    // SAFETY: getenv returns null or a NUL-terminated string from the environment.
+    let raw = unsafe { libc::getenv(c"RETYPE_MALLOC_STATS".as_ptr()) };
+    // SAFETY: as above; the string is only read.
+    let fd = match env(c"RETYPE_MALLOC_STATS") {
+        None | Some(b"") | Some(b"0") => return -1,
+        Some(b"1") => 2,
+        Some(_) => unsafe {
+            libc::open(
+                raw,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644,
+            )
+        },
+    };
+    if fd < 0 {
+        return -1;
+    }
+    // SAFETY: plain descriptor operations on a descriptor we own (or stderr, which we keep).
+    unsafe {
+        let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, STATS_FD_MIN);
+        if fd != 2 {
+            libc::close(fd);
+        }
+        high
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_parse_digits_only() {
+        assert_eq!(super::number(b"250"), Some(250));
+        assert_eq!(super::number(b"0"), Some(0));
+        assert_eq!(super::number(b"1x"), None);
+        assert_eq!(super::number(b""), None);
+    }
+}

@@ -1,0 +1,252 @@
+//! retype-malloc: a fast, thread-scalable, huge-page-aware general-purpose allocator.
+//!
+//! Design, one concern per module (in the spirit of mimalloc):
+//! - [`size_class`]: 16-byte classes to 1 KiB, then eight per doubling to 128 KiB;
+//! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
+//!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
+//!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
+//! - `page`: per-page free lists, a lock-free list for frees from other threads;
+//! - `heap`: one heap per thread, no lock on malloc or free; heaps of exited threads are
+//!   adopted by new threads; `tls` holds the thread's heap pointer (initial-exec on x86-64);
+//! - `large`: objects over 128 KiB are mapped on their own;
+//! - `cache`: empty segments and freed large blocks go back to the OS after a delay;
+//! - `hardened`, `registry`: optional detection of double and invalid frees;
+//! - `global`, `config`, `stats`: start-up, fork handlers, settings and the exit report.
+//!
+//! # Environment variables
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
+//! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
+//! | `RETYPE_MALLOC_HARDENED` | `0` | `1` validates every free/realloc and aborts with a message on a double or invalid free |
+//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |
+//!
+//! The same allocator serves Rust programs through [`RetypeMalloc`] and C programs through
+//! the `retype-malloc-preload` cdylib (`LD_PRELOAD=libretype_malloc_preload.so`).
+
+#![warn(missing_docs)]
+
+mod cache;
+mod config;
+mod global;
+mod hardened;
+mod heap;
+mod large;
+mod lock;
+mod os;
+mod page;
+mod registry;
+mod segment;
+pub mod size_class;
+mod stats;
+mod tls;
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr;
+
+pub use global::init;
+pub use segment::{HEADER_SIZE, SEGMENT_SIZE};
+use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
+
+/// Smallest alignment of every block.
+pub const MIN_ALIGN: usize = 16;
+
+/// Allocates `size` bytes aligned to 16; null when out of memory.
+///
+/// # Safety
+/// Always safe to call; unsafe because it hands out raw memory.
+#[inline]
+pub unsafe fn malloc(size: usize) -> *mut u8 {
+    // SAFETY: the classes passed are in range.
+    unsafe {
+        if size <= SMALL_FAST_MAX {
+            return heap::alloc((size + 15) >> 4);
+        }
+        if size <= MEDIUM_MAX {
+            return heap::alloc(size_class::class_of(size));
+        }
+        large::alloc(size, MIN_ALIGN, false)
+    }
+}
+
+/// Allocates `size` zeroed bytes; null when out of memory.
+///
+/// # Safety
+/// As [`malloc`].
+pub unsafe fn malloc_zeroed(size: usize) -> *mut u8 {
+    // SAFETY: a fresh block of at least `size` bytes is written only within its bounds.
+    unsafe {
+        if size > MEDIUM_MAX {
+            return large::alloc(size, MIN_ALIGN, true);
+        }
+        let p = malloc(size);
+        if !p.is_null() {
+            p.write_bytes(0, size);
+        }
+        p
+    }
+}
+
+/// Allocates `size` bytes aligned to `align` (a power of two); null when out of memory.
+///
+/// # Safety
+/// `align` must be a power of two.
+pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
+    if align <= MIN_ALIGN {
+        // SAFETY: plain allocation.
+        return unsafe { malloc(size) };
+    }
+    // Small alignments come from a block big enough to hold an aligned run of `size` bytes.
+    if align <= segment::SLICE_SIZE / 4 && size <= MEDIUM_MAX - align {
+        // SAFETY: the block was just allocated by this thread, which owns its page.
+        unsafe {
+            let raw = malloc(size + align - MIN_ALIGN);
+            if raw.is_null() {
+                return raw;
+            }
+            let p = ((raw as usize + align - 1) & !(align - 1)) as *mut u8;
+            if p != raw {
+                let page = segment::page_of(segment::of(raw), raw);
+                (*page)
+                    .flags
+                    .fetch_or(page::FLAG_ALIGNED, core::sync::atomic::Ordering::Relaxed);
+            }
+            return p;
+        }
+    }
+    // SAFETY: large blocks take any power-of-two alignment.
+    unsafe { large::alloc(size, align, false) }
+}
+
+/// Frees a pointer returned by this allocator; null is ignored.
+///
+/// # Safety
+/// `p` must be null or a live pointer from this allocator.
+#[inline]
+pub unsafe fn free(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` is a live block; its segment header is found by masking (or, for a block at
+    // a segment boundary, through its back pointer).
+    unsafe {
+        let seg = if config::hardened() {
+            hardened::validate(p)
+        } else if p as usize & segment::SEGMENT_MASK == 0 {
+            large::header_of_aligned(p)
+        } else {
+            segment::of(p)
+        };
+        heap::free(seg, segment::page_of(seg, p), p)
+    }
+}
+
+/// Usable bytes at `p`: at least the size asked for, and exactly what may be written.
+///
+/// # Safety
+/// `p` must be a live pointer from this allocator.
+pub unsafe fn usable_size(p: *mut u8) -> usize {
+    // SAFETY: as for `free`.
+    unsafe {
+        if config::hardened() {
+            hardened::check_live(p);
+        }
+        let seg = if p as usize & segment::SEGMENT_MASK == 0 {
+            large::header_of_aligned(p)
+        } else {
+            segment::of(p)
+        };
+        let page = segment::page_of(seg, p);
+        let flags = (*page).flags.load(core::sync::atomic::Ordering::Relaxed);
+        if flags & page::FLAG_LARGE != 0 {
+            return large::usable(seg, p);
+        }
+        let start = if flags & page::FLAG_ALIGNED != 0 {
+            page::block_start(page, p)
+        } else {
+            p
+        };
+        (*page).block_size as usize - (p as usize - start as usize)
+    }
+}
+
+/// Resizes the block at `p` (non-null) to `size` bytes (≥ 1), in place when it fits and would
+/// not waste more than half the block; otherwise moves it. Null (and `p` untouched) when out
+/// of memory.
+///
+/// # Safety
+/// `p` must be a live pointer from this allocator.
+pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
+    // SAFETY: `p` is live; the copy stays within both blocks.
+    unsafe {
+        let usable = usable_size(p);
+        if size <= usable && size >= usable / 2 {
+            return p;
+        }
+        let q = malloc(size);
+        if !q.is_null() {
+            ptr::copy_nonoverlapping(p, q, usable.min(size));
+            free(p);
+        }
+        q
+    }
+}
+
+/// Gives retired memory back to the OS now, instead of after the purge delay.
+pub fn trim() {
+    cache::purge(true);
+}
+
+/// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
+pub fn print_stats(fd: i32) {
+    stats::report(fd);
+}
+
+/// retype-malloc as a Rust global allocator:
+/// `#[global_allocator] static A: retype_malloc::RetypeMalloc = retype_malloc::RetypeMalloc;`
+pub struct RetypeMalloc;
+
+// SAFETY: every method forwards to the allocator with a layout-respecting size and alignment.
+unsafe impl GlobalAlloc for RetypeMalloc {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: Layout guarantees a power-of-two alignment.
+        unsafe { malloc_aligned(layout.size(), layout.align()) }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, p: *mut u8, _layout: Layout) {
+        // SAFETY: `p` came from `alloc` of this allocator.
+        unsafe { free(p) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`; aligned blocks are cleared here.
+        unsafe {
+            if layout.align() <= MIN_ALIGN {
+                return malloc_zeroed(layout.size());
+            }
+            let p = malloc_aligned(layout.size(), layout.align());
+            if !p.is_null() {
+                p.write_bytes(0, layout.size());
+            }
+            p
+        }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `p` is live; over-aligned blocks move through an aligned allocation.
+        unsafe {
+            if layout.align() <= MIN_ALIGN {
+                return realloc(p, new_size);
+            }
+            let q = malloc_aligned(new_size, layout.align());
+            if !q.is_null() {
+                ptr::copy_nonoverlapping(p, q, layout.size().min(new_size));
+                free(p);
+            }
+            q
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The operating-system backend: anonymous mappings, huge-page advice, a coarse clock.
+//!
+//! Nothing here allocates, so every function may be called from inside malloc.
+
+use core::ptr;
+
+use crate::stats;
+
+/// Maps `len` bytes of zeroed, private, anonymous memory; null on failure.
+pub(crate) unsafe fn map(len: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choice aliases nothing.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return ptr::null_mut();
+    }
+    stats::add(&stats::MMAP_CALLS, 1);
+    p.cast()
+}
+
+/// Unmaps a range obtained from [`map`] or [`map_aligned`].
+pub(crate) unsafe fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: the caller owns the whole range and nothing refers to it any more.
+    unsafe { libc::munmap(p.cast(), len) };
+    stats::add(&stats::MUNMAP_CALLS, 1);
+}
+
+/// Maps `len` bytes starting at a multiple of `align` (a power of two ≥ the OS page size):
+/// over-map by `align`, then give back the unaligned head and the tail.
+pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
+    let Some(over) = len.checked_add(align) else {
+        return ptr::null_mut();
+    };
+    // SAFETY: a fresh mapping owned by us.
+    let raw = unsafe { map(over) };
+    if raw.is_null() {
+        return raw;
+    }
+    let start = (raw as usize + align - 1) & !(align - 1);
+    let head = start - raw as usize;
+    let tail = over - head - len;
+    // SAFETY: head and tail are the parts of our own fresh mapping outside [start, start+len).
+    unsafe {
+        if head > 0 {
+            libc::munmap(raw.cast(), head);
+        }
+        if tail > 0 {
+            libc::munmap((start + len) as *mut libc::c_void, tail);
+        }
+    }
+    start as *mut u8
+}
+
+/// Asks the kernel to back `[p, p+len)` with transparent huge pages (THP in madvise mode).
+pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
+    // SAFETY: advice on our own mapping; failure (THP off) is harmless.
+    unsafe { libc::madvise(p.cast(), len, libc::MADV_HUGEPAGE) };
+}
+
+/// Asks the kernel to back `[p, p+len)` with huge pages now, copying what is already there
+/// (`MADV_COLLAPSE`, Linux 6.1+; harmless if unsupported).
+pub(crate) unsafe fn collapse_huge(p: *mut u8, len: usize) {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    // SAFETY: advice only; the contents of the range are preserved.
+    unsafe { libc::madvise(p.cast(), len, MADV_COLLAPSE) };
+}
+
+/// Milliseconds on a coarse monotonic clock (vDSO, no system call).
+pub(crate) fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Writes all of `bytes` to `fd`, ignoring errors (used for diagnostics only).
+pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: the slice is valid for reads of its length.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}

@@ -1,0 +1,277 @@
+//! Segments: 2 MiB-aligned, 2 MiB mappings, each backed by one transparent huge page, cut
+//! into 32 slices of 64 KiB. A page spans 1, 2, 4 or 8 aligned slices, enough for four
+//! blocks of its class. The header at the start of the segment holds the page descriptors,
+//! so the page of any block is found from its address alone: mask to the segment, shift to
+//! the slice, look up the slice's page.
+//!
+//! Each segment belongs to one thread heap, which takes new pages from the fullest of its
+//! segments first, so small objects are packed into as few huge pages as possible.
+
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use crate::heap::Heap;
+use crate::page::{self, Page};
+use crate::{cache, config, os, registry, stats};
+
+pub(crate) const SEGMENT_SHIFT: usize = 21;
+/// Size and alignment of a segment: one transparent huge page.
+pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
+pub(crate) const SEGMENT_MASK: usize = SEGMENT_SIZE - 1;
+pub(crate) const SLICE_SHIFT: usize = 16;
+pub(crate) const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
+pub(crate) const SLICES: usize = SEGMENT_SIZE / SLICE_SIZE;
+/// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block.
+const BITMAP_WORDS: usize = SLICE_SIZE / 16 / 64;
+
+pub(crate) const KIND_SMALL: u8 = 1;
+pub(crate) const KIND_LARGE: u8 = 2;
+
+#[repr(C)]
+pub(crate) struct Segment {
+    pub kind: u8,
+    /// For large blocks in hardened mode: 1 while the block is live.
+    pub large_live: AtomicU8,
+    /// Slice → first slice of the page covering it.
+    pub slice_head: [u8; SLICES],
+    /// Bitmap of claimed slices.
+    pub used: u32,
+    /// The segment is linked in its heap's list of segments with free slices.
+    pub listed: bool,
+    pub heap: *mut Heap,
+    pub next: *mut Segment,
+    pub prev: *mut Segment,
+    /// Length of the whole mapping.
+    pub map_len: usize,
+    /// For large blocks: the pointer handed out.
+    pub large_ptr: *mut u8,
+    pub pages: [Page; SLICES],
+    /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
+    pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
+}
+
+/// Bytes at the start of a segment reserved for its header.
+pub const HEADER_SIZE: usize = (core::mem::size_of::<Segment>() + 4095) & !4095;
+
+const ALL_SLICES: u32 = u32::MAX;
+
+/// Huge pages are for big heaps: until the process has `config::HUGE_MIN_SEGMENTS` segments
+/// in use (48 MiB by default), segments get no `MADV_HUGEPAGE`, so a small program's resident
+/// set holds only the 4 KiB pages it touched. When the heap grows past it, huge pages are
+/// switched on for good, and the early segments are advised and collapsed into huge pages
+/// too (see [`huge_pages_for`]).
+///
+/// At most this many early segments are remembered, which caps the threshold at 128 MiB.
+pub(crate) const EARLY_SLOTS: usize = 64;
+
+/// Whether the heap has grown past the huge-page threshold.
+static BIG_HEAP: AtomicBool = AtomicBool::new(false);
+/// Segments created before the heap was big, to be collapsed into huge pages when it becomes
+/// big. An entry may be stale (the segment given back since): advice on a range that is no
+/// longer ours, or unmapped, is harmless, because it never changes memory contents.
+static EARLY: [AtomicUsize; EARLY_SLOTS] = [const { AtomicUsize::new(0) }; EARLY_SLOTS];
+
+/// Whether a new mapping should use huge pages, switching them on (and collapsing the early
+/// segments) when the process reaches the threshold.
+pub(crate) fn big_heap() -> bool {
+    if !config::HUGE_PAGES.load(Ordering::Relaxed) {
+        return false;
+    }
+    if BIG_HEAP.load(Ordering::Relaxed) {
+        return true;
+    }
+    if stats::SEGMENTS.load(Ordering::Relaxed) + 1
+        < config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed)
+        || BIG_HEAP.swap(true, Ordering::AcqRel)
+    {
+        return BIG_HEAP.load(Ordering::Relaxed);
+    }
+    for slot in &EARLY {
+        let seg = slot.swap(0, Ordering::AcqRel);
+        if seg != 0 {
+            // SAFETY: advice only (see EARLY).
+            unsafe {
+                os::advise_huge(seg as *mut u8, SEGMENT_SIZE);
+                os::collapse_huge(seg as *mut u8, SEGMENT_SIZE);
+            }
+        }
+    }
+    true
+}
+
+/// Gives a new segment huge pages if the heap is big; otherwise remembers it for later.
+fn huge_pages_for(base: *mut u8) {
+    if big_heap() {
+        // SAFETY: advice on our own fresh segment.
+        unsafe { os::advise_huge(base, SEGMENT_SIZE) };
+        return;
+    }
+    for slot in &EARLY {
+        if slot
+            .compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// The segment holding `p`.
+#[inline]
+pub(crate) fn of(p: *const u8) -> *mut Segment {
+    (p as usize & !SEGMENT_MASK) as *mut Segment
+}
+
+/// The page descriptor covering `p` inside segment `seg`.
+#[inline]
+pub(crate) unsafe fn page_of(seg: *mut Segment, p: *const u8) -> *mut Page {
+    let slice = (p as usize - seg as usize) >> SLICE_SHIFT;
+    // SAFETY: `p` lies in the first 2 MiB of `seg`, so `slice` < SLICES.
+    unsafe {
+        let head = *(*seg).slice_head.get_unchecked(slice) as usize;
+        ptr::addr_of_mut!((*seg).pages).cast::<Page>().add(head)
+    }
+}
+
+/// The segment and index of a page descriptor.
+pub(crate) fn locate(page: *mut Page) -> (*mut Segment, usize) {
+    let seg = of(page.cast());
+    let first = seg as usize + core::mem::offset_of!(Segment, pages);
+    (seg, (page as usize - first) / core::mem::size_of::<Page>())
+}
+
+/// The allocation bitmap of the page starting at slice `index`.
+pub(crate) unsafe fn bitmap(seg: *mut Segment, index: usize) -> *const [AtomicU64; BITMAP_WORDS] {
+    // SAFETY: `index` < SLICES.
+    unsafe { ptr::addr_of!((*seg).alloc_bits[index]) }
+}
+
+/// A free run of `span` slices (aligned to `span`) in the bitmap `used`.
+fn find_free(used: u32, span: usize) -> Option<usize> {
+    if span == 1 {
+        let free = !used;
+        return (free != 0).then(|| free.trailing_zeros() as usize);
+    }
+    let mask = (1u32 << span) - 1;
+    (0..SLICES).step_by(span).find(|&i| (used >> i) & mask == 0)
+}
+
+/// Maps (or reuses) a segment for `heap`.
+unsafe fn create(heap: *mut Heap) -> *mut Segment {
+    // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
+    unsafe {
+        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4) {
+            Some(m) => m,
+            None => {
+                let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+                if p.is_null() {
+                    return p.cast();
+                }
+                registry::mark(p, SEGMENT_SIZE);
+                (p, SEGMENT_SIZE)
+            }
+        };
+        huge_pages_for(base);
+        let seg = base.cast::<Segment>();
+        (*seg).kind = KIND_SMALL;
+        (*seg).used = 0;
+        (*seg).listed = false;
+        (*seg).heap = heap;
+        (*seg).map_len = len;
+        (*seg).next = ptr::null_mut();
+        (*seg).prev = ptr::null_mut();
+        stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
+        seg
+    }
+}
+
+unsafe fn link(heap: *mut Heap, seg: *mut Segment) {
+    // SAFETY: owner-only list of the heap.
+    unsafe {
+        (*seg).prev = ptr::null_mut();
+        (*seg).next = (*heap).segments;
+        if !(*heap).segments.is_null() {
+            (*(*heap).segments).prev = seg;
+        }
+        (*heap).segments = seg;
+        (*seg).listed = true;
+    }
+}
+
+unsafe fn unlink(heap: *mut Heap, seg: *mut Segment) {
+    // SAFETY: `seg` is linked in the heap's list.
+    unsafe {
+        if (*seg).prev.is_null() {
+            (*heap).segments = (*seg).next;
+        } else {
+            (*(*seg).prev).next = (*seg).next;
+        }
+        if !(*seg).next.is_null() {
+            (*(*seg).next).prev = (*seg).prev;
+        }
+        (*seg).listed = false;
+    }
+}
+
+/// Claims a fresh page of `class` (spanning `span` slices) for `heap`, from the fullest of
+/// its segments that has room, or from a new segment. Null when out of memory.
+pub(crate) unsafe fn claim_page(heap: *mut Heap, class: usize, span: usize) -> *mut Page {
+    // SAFETY: the heap's segments are owned by the calling thread.
+    unsafe {
+        let mut best: *mut Segment = ptr::null_mut();
+        let mut best_index = 0;
+        let mut seg = (*heap).segments;
+        while !seg.is_null() {
+            if let Some(i) = find_free((*seg).used, span) {
+                if best.is_null() || (*seg).used.count_ones() > (*best).used.count_ones() {
+                    best = seg;
+                    best_index = i;
+                }
+            }
+            seg = (*seg).next;
+        }
+        if best.is_null() {
+            best = create(heap);
+            if best.is_null() {
+                return ptr::null_mut();
+            }
+            link(heap, best);
+            best_index = 0;
+        }
+        let seg = best;
+        let index = best_index;
+        (*seg).used |= (((1u64 << span) - 1) as u32) << index;
+        for s in index..index + span {
+            (*seg).slice_head[s] = index as u8;
+        }
+        if (*seg).used == ALL_SLICES {
+            unlink(heap, seg);
+        }
+        let header = if index == 0 { HEADER_SIZE } else { 0 };
+        let area = seg.cast::<u8>().add(index * SLICE_SIZE + header);
+        let page = ptr::addr_of_mut!((*seg).pages[index]);
+        page::init(page, heap, class, span, area, span * SLICE_SIZE - header);
+        stats::add(&stats::PAGES_CLAIMED, 1);
+        page
+    }
+}
+
+/// Gives an empty page back to its segment; an empty segment goes to the cache.
+pub(crate) unsafe fn release_page(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: the page is empty and unlinked from every heap list; its segment is the heap's.
+    unsafe {
+        let (seg, index) = locate(page);
+        let span = (*page).span as usize;
+        (*page).in_use = 0;
+        (*seg).used &= !((((1u64 << span) - 1) as u32) << index);
+        if (*seg).used == 0 {
+            if (*seg).listed {
+                unlink(heap, seg);
+            }
+            stats::lower(&stats::SEGMENTS, 1);
+            cache::put(seg.cast(), (*seg).map_len);
+        } else if !(*seg).listed {
+            link(heap, seg);
+        }
+    }
+}

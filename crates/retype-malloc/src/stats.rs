@@ -1,0 +1,135 @@
+//! Counters kept on slow paths only (mappings, pages, heaps), and the report written at exit
+//! when `RETYPE_MALLOC_STATS` is set. The report also copies the kernel's own view
+//! (`Rss`, `AnonHugePages` from /proc/self/smaps_rollup) so the two can be reconciled.
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::os;
+
+pub(crate) static MMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MUNMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static SEGMENTS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static SEGMENTS_PEAK: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static SEGMENTS_CACHED: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static LARGE_BYTES: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static LARGE_BYTES_PEAK: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static PAGES_CLAIMED: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static HEAPS_CREATED: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static HEAPS_ADOPTED: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static PURGED: AtomicUsize = AtomicUsize::new(0);
+
+#[inline]
+pub(crate) fn add(counter: &AtomicUsize, n: usize) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Adds `n` to a gauge and raises its peak.
+pub(crate) fn raise(gauge: &AtomicUsize, peak: &AtomicUsize, n: usize) {
+    let now = gauge.fetch_add(n, Ordering::Relaxed) + n;
+    peak.fetch_max(now, Ordering::Relaxed);
+}
+
+pub(crate) fn lower(gauge: &AtomicUsize, n: usize) {
+    gauge.fetch_sub(n, Ordering::Relaxed);
+}
+
+/// A fixed buffer that formats text without allocating.
+struct Line {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Self {
+        Line {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+    fn text(&mut self, s: &[u8]) -> &mut Self {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
+        self.len += n;
+        self
+    }
+    fn num(&mut self, mut v: usize) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.text(&digits[i..])
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+fn get(c: &AtomicUsize) -> usize {
+    c.load(Ordering::Relaxed)
+}
+
+/// Writes the report to `fd`.
+pub(crate) fn report(fd: i32) {
+    let seg_mib = crate::segment::SEGMENT_SIZE >> 20;
+    let rows: [(&[u8], usize); 11] = [
+        (b"segments in use", get(&SEGMENTS)),
+        (b"segments peak", get(&SEGMENTS_PEAK)),
+        (
+            b"segments cached (empty, not yet purged)",
+            get(&SEGMENTS_CACHED),
+        ),
+        (b"large-object bytes mapped", get(&LARGE_BYTES)),
+        (b"large-object bytes peak", get(&LARGE_BYTES_PEAK)),
+        (b"pages claimed", get(&PAGES_CLAIMED)),
+        (b"thread heaps created", get(&HEAPS_CREATED)),
+        (b"thread heaps adopted", get(&HEAPS_ADOPTED)),
+        (b"segments/blocks purged to the OS", get(&PURGED)),
+        (b"mmap calls", get(&MMAP_CALLS)),
+        (b"munmap calls", get(&MUNMAP_CALLS)),
+    ];
+    let mut head = Line::new();
+    head.text(b"retype-malloc statistics (segment = ")
+        .num(seg_mib)
+        .text(b" MiB)\n");
+    os::write_all(fd, head.bytes());
+    for (name, value) in rows {
+        let mut l = Line::new();
+        l.text(b"  ").text(name).text(b": ").num(value).text(b"\n");
+        os::write_all(fd, l.bytes());
+    }
+    copy_kernel_view(fd);
+}
+
+/// Copies the `Rss:` and `AnonHugePages:` lines of /proc/self/smaps_rollup.
+fn copy_kernel_view(fd: i32) {
+    let mut buf = [0u8; 2048];
+    // SAFETY: NUL-terminated path; `buf` is a valid out-buffer of its length.
+    let n = unsafe {
+        let f = libc::open(
+            c"/proc/self/smaps_rollup".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if f < 0 {
+            return;
+        }
+        let n = libc::read(f, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(f);
+        n
+    };
+    if n <= 0 {
+        return;
+    }
+    for line in buf[..n as usize].split(|&c| c == b'\n') {
+        if line.starts_with(b"Rss:") || line.starts_with(b"AnonHugePages:") {
+            let mut l = Line::new();
+            l.text(b"  kernel ").text(line).text(b"\n");
+            os::write_all(fd, l.bytes());
+        }
+    }
+}

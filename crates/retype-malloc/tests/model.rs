@@ -1,0 +1,180 @@
+//! Property tests of the allocator against a model: random sequences of aligned mallocs,
+//! reallocs and frees; every live block must be aligned, at least as large as asked, disjoint
+//! from every other live block, and keep its contents (also across realloc).
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use retype_malloc as rm;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc { size: usize, align_log: u32 },
+    Realloc { pick: usize, size: usize },
+    Free { pick: usize },
+}
+
+fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        8 => 0usize..1100,
+        3 => 1000usize..140_000,
+        1 => 100_000usize..3_000_000,
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (size(), prop_oneof![4 => Just(0u32), 1 => 5u32..23]).prop_map(|(size, align_log)| Op::Alloc { size, align_log }),
+        2 => (any::<usize>(), size()).prop_map(|(pick, size)| Op::Realloc { pick, size: size.max(1) }),
+        3 => any::<usize>().prop_map(|pick| Op::Free { pick }),
+    ]
+}
+
+/// A live block in the model: where, how big, and the byte it is filled with.
+#[derive(Clone, Copy)]
+struct Live {
+    size: usize,
+    fill: u8,
+}
+
+struct Model {
+    live: BTreeMap<usize, Live>,
+    next_fill: u8,
+}
+
+impl Model {
+    fn check_contents(&self, p: usize, b: Live) {
+        // SAFETY: `p` is a live block of at least `b.size` bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, b.size) };
+        let sample = bytes.iter().step_by(1 + b.size / 64);
+        assert!(
+            sample.clone().all(|&x| x == b.fill),
+            "block {p:#x} lost its contents"
+        );
+        if let Some(&last) = bytes.last() {
+            assert_eq!(last, b.fill, "last byte of block {p:#x}");
+        }
+    }
+
+    /// Adds a fresh block after checking it against every live one.
+    fn insert(&mut self, p: usize, size: usize, align: usize) {
+        assert_ne!(p, 0, "allocation of {size} bytes failed");
+        assert_eq!(
+            p % align.max(rm::MIN_ALIGN),
+            0,
+            "block {p:#x} not aligned to {align}"
+        );
+        // SAFETY: `p` is live.
+        let usable = unsafe { rm::usable_size(p as *mut u8) };
+        assert!(usable >= size, "usable {usable} < {size}");
+        if let Some((&q, b)) = self.live.range(..=p).next_back() {
+            assert!(q + b.size <= p, "block {p:#x} overlaps {q:#x}+{}", b.size);
+        }
+        if let Some((&q, _)) = self.live.range(p..).next() {
+            assert!(p + usable <= q, "block {p:#x}+{usable} overlaps {q:#x}");
+        }
+        self.next_fill = self.next_fill.wrapping_add(1);
+        let fill = self.next_fill;
+        // SAFETY: the block has `usable` bytes; filling all of them checks that usable_size is exact.
+        unsafe { std::ptr::write_bytes(p as *mut u8, fill, usable) };
+        self.live.insert(p, Live { size: usable, fill });
+    }
+
+    fn pick(&self, i: usize) -> Option<(usize, Live)> {
+        (!self.live.is_empty()).then(|| {
+            let (&p, &b) = self.live.iter().nth(i % self.live.len()).unwrap();
+            (p, b)
+        })
+    }
+}
+
+fn run(ops: Vec<Op>) {
+    let mut m = Model {
+        live: BTreeMap::new(),
+        next_fill: 0,
+    };
+    for op in ops {
+        match op {
+            Op::Alloc { size, align_log } => {
+                let align = 1usize << align_log;
+                // SAFETY: `align` is a power of two.
+                let p = unsafe { rm::malloc_aligned(size, align) } as usize;
+                m.insert(p, size, align);
+            }
+            Op::Realloc { pick, size } => {
+                let Some((p, b)) = m.pick(pick) else { continue };
+                m.check_contents(p, b);
+                m.live.remove(&p);
+                // SAFETY: `p` is live; `size` ≥ 1.
+                let q = unsafe { rm::realloc(p as *mut u8, size) } as usize;
+                let kept = Live {
+                    size: b.size.min(size),
+                    fill: b.fill,
+                };
+                m.check_contents(q, kept);
+                m.insert(q, size, 1);
+            }
+            Op::Free { pick } => {
+                let Some((p, b)) = m.pick(pick) else { continue };
+                m.check_contents(p, b);
+                m.live.remove(&p);
+                // SAFETY: `p` is live and forgotten by the model.
+                unsafe { rm::free(p as *mut u8) };
+            }
+        }
+    }
+    for (&p, &b) in &m.live {
+        m.check_contents(p, b);
+        // SAFETY: every remaining block is live.
+        unsafe { rm::free(p as *mut u8) };
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn blocks_are_aligned_disjoint_and_keep_their_contents(ops in prop::collection::vec(op(), 1..300)) {
+        run(ops);
+    }
+}
+
+/// Blocks allocated on one thread and freed on another (the remote-free path), in both
+/// directions, with contents checked on arrival.
+#[test]
+fn cross_thread_frees_keep_blocks_intact() {
+    use std::sync::mpsc;
+    let (to_b, from_a) = mpsc::channel::<Vec<(usize, usize)>>();
+    let (to_a, from_b) = mpsc::channel::<Vec<(usize, usize)>>();
+    let make = |seed: usize| -> Vec<(usize, usize)> {
+        (0..2000)
+            .map(|i| {
+                let size = (i * 7919 + seed) % 5000 + 1;
+                // SAFETY: plain allocation, filled over its size.
+                let p = unsafe { rm::malloc(size) };
+                assert!(!p.is_null());
+                unsafe { std::ptr::write_bytes(p, (size % 251) as u8, size) };
+                (p as usize, size)
+            })
+            .collect()
+    };
+    let check_free = |batch: Vec<(usize, usize)>| {
+        for (p, size) in batch {
+            // SAFETY: blocks from the other thread, live until freed here.
+            let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, size) };
+            assert!(bytes.iter().all(|&x| x == (size % 251) as u8));
+            unsafe { rm::free(p as *mut u8) };
+        }
+    };
+    let b = std::thread::spawn(move || {
+        for round in 0..50 {
+            to_a.send(make(round * 13)).unwrap();
+            check_free(from_a.recv().unwrap());
+        }
+    });
+    for round in 0..50 {
+        to_b.send(make(round * 17)).unwrap();
+        check_free(from_b.recv().unwrap());
+    }
+    b.join().unwrap();
+}
