@@ -39,6 +39,8 @@ enum Command {
     Trace(cmd::trace::Command),
     /// Barrelfish-style capabilities: the mapping database benchmark.
     Caps(cmd::caps::CapsArgs),
+    /// One HTML page with the study, the heap replays and the benchmarks, drawn.
+    Report(cmd::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::run(a),
         Command::Trace(c) => cmd::trace::run(c),
         Command::Caps(a) => cmd::caps::run(a),
+        Command::Report(a) => cmd::report::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -131,3 +131,63 @@ fn every_chart_of_a_study_report_draws_marks() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
+    let dir = std::env::temp_dir().join(format!("retype-full-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("results.csv");
+    std::fs::write(
+        &csv,
+        "bench,allocator,rep,wall_s,rss_kib,ops_per_s\nlist,mimalloc,1,2.0,100,\nlist,retype,1,1.0,150,\nlist,mimalloc,2,4.0,100,\nlist,retype,2,1.0,150,\n",
+    )
+    .unwrap();
+    let html = dir.join("all.html");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let run = |bench: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_retype"))
+            .args([
+                "report",
+                "--traces",
+                "traces/malloclab/short1-bal.rep",
+                "-o",
+            ])
+            .arg(&html)
+            .arg("--benchmarks")
+            .arg(bench)
+            .current_dir(&root)
+            .output()
+            .unwrap()
+    };
+    let o = run(&csv);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for part in [
+        "Table 4.5: application sequence 2",
+        "utilization per trace and heap",
+        "wall time ÷ mimalloc",
+    ] {
+        assert!(page.contains(part), "missing {part}");
+    }
+    if let Some(browser) = chromium() {
+        let marks = marks_in_browser(browser, &html);
+        assert_eq!(marks.len(), page.matches("<figure class=\"chart\"").count());
+        for (name, n) in &marks {
+            assert!(n.as_u64().unwrap() > 0, "chart {name} drew no marks");
+        }
+    }
+    let bad = dir.join("bad.csv");
+    std::fs::write(
+        &bad,
+        "bench,allocator,rep,wall_s,rss_kib,ops_per_s\nlist,mimalloc,1,fast,100,\n",
+    )
+    .unwrap();
+    let o = run(&bad);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad.csv: line 2"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

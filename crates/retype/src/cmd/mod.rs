@@ -4,5 +4,6 @@ pub mod bench;
 pub mod caps;
 pub mod record;
 pub mod replay;
+pub mod report;
 pub mod study;
 pub mod trace;

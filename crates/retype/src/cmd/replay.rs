@@ -500,7 +500,21 @@ fn number(x: f64) -> serde_json::Value {
 }
 
 pub fn run_cmd(args: ReplayArgs) -> Result<()> {
+    let report = args.report.clone();
     match replay(args, &mut std::io::stdout().lock()) {
+        Ok(figures) => {
+            if let Some(path) = report {
+                let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
+                let html = crate::report::html(
+                    "retype replay",
+                    intro,
+                    &crate::report::replay::sections(&figures),
+                );
+                std::fs::write(&path, html)
+                    .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            Ok(())
+        }
         // A reader that stops early (`| head`) is not an error.
         Err(e)
             if e.downcast_ref::<std::io::Error>()
@@ -508,11 +522,30 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
         {
             Ok(())
         }
-        r => r,
+        Err(e) => Err(e),
     }
 }
 
-fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
+/// The report sections of `retype replay ARGS…`, printing nothing.
+pub fn report_sections(argv: &[&str]) -> Result<Vec<crate::report::Section>> {
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: ReplayArgs,
+    }
+    let args = <Cmd as clap::Parser>::try_parse_from(
+        std::iter::once("replay").chain(argv.iter().copied()),
+    )?
+    .args;
+    Ok(crate::report::replay::sections(&replay(
+        args,
+        &mut std::io::sink(),
+    )?))
+}
+
+/// Replays every trace on every heap, writing the table (or JSON) to `out`;
+/// returns what a report shows of each trace.
+fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<Vec<TraceFigures>> {
     let names = heaps(&args.heap)?;
     let programs = args
         .traces
@@ -608,16 +641,7 @@ fn replay(args: ReplayArgs, out: &mut impl Write) -> Result<()> {
     if !args.json && !placements.is_empty() {
         print_placements(&placements);
     }
-    if let Some(path) = &args.report {
-        let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
-        let html = crate::report::html(
-            "retype replay",
-            intro,
-            &crate::report::replay::sections(&figures),
-        );
-        std::fs::write(path, html).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
-    }
-    Ok(())
+    Ok(figures)
 }
 
 /// What the report shows of a trace apart from the heaps: its request sizes,

@@ -60,6 +60,9 @@ pub struct Args {
     /// Where the CantripOS logs are (default: traces/ of the repository).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Print nothing (when `retype report` gathers the figures).
+    #[arg(skip)]
+    quiet: bool,
 }
 
 /// One run: a workload under a policy.
@@ -77,6 +80,33 @@ struct Run {
 type Report = Option<Vec<Section>>;
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let sections = execute(&args)?;
+    if let (Some(path), Some(sections)) = (&args.report, sections) {
+        let intro = "Seed 000's figures for every workload and policy of this study: memory profiles against cumulative bytes requested, fragmentation, per-slab snapshots and time per request.";
+        std::fs::write(path, report::html("retype study", intro, &sections))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The report sections of `retype study ARGS…`, printing nothing.
+pub fn report_sections(argv: &[&str]) -> anyhow::Result<Vec<Section>> {
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: Args,
+    }
+    let mut args = <Cmd as clap::Parser>::try_parse_from(
+        std::iter::once("study").chain(argv.iter().copied()),
+    )?
+    .args;
+    args.quiet = true;
+    args.report = Some(PathBuf::new());
+    Ok(execute(&args)?.unwrap_or_default())
+}
+
+/// Runs the study; returns the report's sections when one was asked for.
+fn execute(args: &Args) -> anyhow::Result<Report> {
     let config = config_for(&args.arch)?;
     let layout = Layout::parse(&args.layout)
         .map_err(|e| anyhow::anyhow!("--layout {:?}: {e}", args.layout))?;
@@ -84,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut csv = args.csv.as_deref().map(CsvOut::create).transpose()?;
     let mut report: Report = args.report.as_ref().map(|_| Vec::new());
     match args.preset {
-        Some(Preset::Cantrip) => cantrip(&args, config, &layout, &policies, &mut csv, &mut report)?,
+        Some(Preset::Cantrip) => cantrip(args, config, &layout, &policies, &mut csv, &mut report)?,
         None => {
             let specs = spec::parse_workloads(&args.workload)?;
             let prepared = specs
@@ -100,19 +130,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         run_one(w, p, config, &layout, report.is_some())
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
-                emit(&args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
+                emit(args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
             }
         }
     }
     if let Some(c) = csv {
         c.finish()?;
     }
-    if let (Some(path), Some(sections)) = (&args.report, report) {
-        let intro = "Seed 000's figures for every workload and policy of this study: memory profiles against cumulative bytes requested, fragmentation, per-slab snapshots and time per request.";
-        std::fs::write(path, report::html("retype study", intro, &sections))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
+    Ok(report)
 }
 
 fn config_for(arch: &str) -> anyhow::Result<Config> {
@@ -218,6 +243,9 @@ fn emit(
             })
             .collect();
         sections.push(report::study::section(name, &table, &policy_runs));
+    }
+    if args.quiet {
+        return Ok(());
     }
     if args.json {
         for r in runs {
@@ -358,7 +386,7 @@ fn cantrip(
         }
         emit(args, &title, &runs, csv, report, published)?;
     }
-    if !args.json {
+    if !args.json && !args.quiet {
         let own = policies
             .iter()
             .any(|p| p.name == "class-fit" && p.rule == WatermarkRule::Kept);

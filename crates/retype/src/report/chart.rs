@@ -2,8 +2,9 @@
 
 use plotters::prelude::*;
 
-/// Data colours (a colour-blind-safe set); chart furniture is grey or black.
-pub const PALETTE: [RGBColor; 8] = [
+/// Data colours (a colour-blind-safe set, then the light grey of free space);
+/// chart furniture is black or white.
+pub const PALETTE: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -12,7 +13,11 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(86, 180, 233),
     RGBColor(140, 86, 75),
     RGBColor(240, 228, 66),
+    FREE,
 ];
+
+/// Free space in bar charts.
+pub const FREE: RGBColor = RGBColor(220, 220, 220);
 
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]

@@ -6,6 +6,7 @@
 //! `body[data-marks]`, so a headless browser can check that every chart
 //! really drew something.
 
+pub mod bench;
 pub mod chart;
 pub mod replay;
 pub mod study;

@@ -173,7 +173,7 @@ fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
     let n = runs.len() as f64;
     let width = 0.8 / n;
     let (live_c, wm_c, al_c) = (chart::color(0), chart::color(1), chart::color(4));
-    let free_c = plotters::style::RGBColor(220, 220, 220);
+    let free_c = chart::FREE;
     let mut bars = Vec::new();
     let mut slabs_n = 0;
     for (p, r) in runs.iter().enumerate() {
