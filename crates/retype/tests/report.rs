@@ -191,3 +191,35 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn bench_mm_report_draws_a_bar_per_policy_and_slab_count() {
+    let dir = std::env::temp_dir().join(format!("retype-bench-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let html = dir.join("b.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_retype"))
+        .args([
+            "bench",
+            "mm",
+            "--ops",
+            "2000",
+            "--slabs",
+            "22,44",
+            "--policy",
+            "best-fit,first-fit",
+            "--report",
+        ])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    if let Some(browser) = chromium() {
+        let marks = marks_in_browser(browser, &html);
+        assert_eq!(
+            marks["time per request"].as_u64(),
+            Some(4),
+            "two policies at two slab counts"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

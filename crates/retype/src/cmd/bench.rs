@@ -16,6 +16,8 @@ use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::{Op, Workload};
 
 use crate::progress::Progress;
+use crate::report::chart::{self, Axes, Group};
+use crate::report::{self, Figure, Section};
 use crate::study::data;
 use crate::study::spec::{self, PolicySpec};
 
@@ -42,6 +44,9 @@ pub struct MmArgs {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+    /// Also write a self-contained HTML page: ns per request per policy and slab count.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<std::path::PathBuf>,
 }
 
 pub fn run(bench: Bench) -> anyhow::Result<()> {
@@ -84,13 +89,16 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let reqs = requests(args.seed, args.ops);
+    let mut per_op = vec![vec![0.0; counts.len()]; policies.len()];
     let mut progress = Progress::new((counts.len() * policies.len()) as u64, "bench mm");
-    for &n in &counts {
+    for (c, &n) in counts.iter().enumerate() {
         let layout = Layout::cantrip_repeated(n);
-        for &p in &policies {
+        for (k, &p) in policies.iter().enumerate() {
             progress.step(&format!("{p} at {n} slabs"));
             let (ns, served, ooms) = time(p, &layout, &reqs);
-            let per_op = ns as f64 / reqs.len() as f64;
+            let per_op_ns = ns as f64 / reqs.len() as f64;
+            per_op[k][c] = per_op_ns;
+            let per_op = per_op_ns;
             if args.json {
                 println!(
                     "{}",
@@ -106,6 +114,38 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    if let Some(path) = &args.report {
+        let groups: Vec<Group> = policies
+            .iter()
+            .zip(per_op)
+            .enumerate()
+            .map(|(k, (p, values))| Group {
+                name: p.to_string(),
+                color: chart::color(k),
+                values,
+            })
+            .collect();
+        let labels: Vec<String> = counts.iter().map(|n| format!("{n} slabs")).collect();
+        let figure = Figure {
+            title: "time per request".into(),
+            body: chart::grouped_bars(&Axes { x: "slabs", y: "ns per request", log_y: false }, &labels, &groups),
+            caption: format!("{} requests of seed 000's uniform generator (seed {}, 52 % frees) per policy and number of slabs.", reqs.len(), args.seed),
+            chart: true,
+        };
+        let sections = [Section {
+            title: "Memory-manager request cost".into(),
+            figures: vec![figure],
+        }];
+        std::fs::write(
+            path,
+            report::html(
+                "retype bench mm",
+                "Time per memory-manager request.",
+                &sections,
+            ),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
