@@ -160,7 +160,7 @@ struct Placed {
 #[derive(Clone, Debug)]
 struct Allocation {
     placed: SmallVec<[Placed; 2]>,
-    caps: SmallVec<[CapId; 4]>,
+    caps: SmallVec<[CapId; 8]>,
 }
 
 /// The memory manager.
@@ -239,30 +239,28 @@ impl MemoryManager {
             return Err(AllocError::Empty);
         }
         let config = self.kernel.config();
-        request
-            .iter()
-            .enumerate()
-            .map(|(desc, d)| {
-                if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
-                    return Err(AllocError::BadCount {
-                        desc,
-                        count: d.count,
-                    });
-                }
-                let bits = config
-                    .object_bits(d.ty, d.size_bits)
-                    .map_err(|error| AllocError::BadSize { desc, error })?;
-                let bytes = u64::from(d.count) << bits;
-                if bytes > self.largest || bits >= 64 {
-                    return Err(AllocError::TooLarge {
-                        desc,
-                        bytes,
-                        largest: self.largest,
-                    });
-                }
-                Ok(bits)
-            })
-            .collect()
+        let mut bits = SmallVec::new();
+        for (desc, d) in request.iter().enumerate() {
+            if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
+                return Err(AllocError::BadCount {
+                    desc,
+                    count: d.count,
+                });
+            }
+            let b = config
+                .object_bits(d.ty, d.size_bits)
+                .map_err(|error| AllocError::BadSize { desc, error })?;
+            let bytes = u64::from(d.count) << b;
+            if bytes > self.largest || b >= 64 {
+                return Err(AllocError::TooLarge {
+                    desc,
+                    bytes,
+                    largest: self.largest,
+                });
+            }
+            bits.push(b);
+        }
+        Ok(bits)
     }
 
     /// Serves a request, all or nothing. When a later descriptor cannot be
@@ -346,12 +344,10 @@ impl MemoryManager {
                 let slab = touched
                     .entry(p.slab)
                     .or_insert_with(|| self.slabs[p.slab as usize].clone());
-                for i in 0..u64::from(p.count) {
-                    let size = 1u64 << p.bits;
-                    stats.slab_resets += slab.release(p.first + (i << p.bits), size) as u64;
-                    stats.bytes_in_use -= size;
-                    stats.objects_in_use -= 1;
-                }
+                let (count, size) = (u64::from(p.count), 1u64 << p.bits);
+                stats.slab_resets += slab.release(p.first, count, size) as u64;
+                stats.bytes_in_use -= count * size;
+                stats.objects_in_use -= count;
             }
         }
         for (s, after) in &touched {
@@ -366,43 +362,41 @@ impl MemoryManager {
 
     /// Deletes the objects of `alloc` and charges each to its slab.
     fn release(&mut self, alloc: &Allocation) {
-        match self.rule {
-            WatermarkRule::Kept => {
-                let mut caps = alloc.caps.iter();
-                for p in &alloc.placed {
+        let mut caps = alloc.caps.iter();
+        for p in &alloc.placed {
+            let size = 1u64 << p.bits;
+            match self.rule {
+                WatermarkRule::Kept => {
+                    // Objects whose final capability went, charged to the slab
+                    // found from the first one's address (the others lie next to it).
+                    let (mut gone, mut first) = (0, None);
                     for _ in 0..p.count {
                         let cap = *caps.next().expect("one capability per object");
                         let deleted = self.kernel.delete(cap).expect("live capability");
                         if let Some(paddr) = deleted.final_paddr {
-                            let s = self.slab_of(paddr);
-                            debug_assert_eq!(s, p.slab as usize);
-                            self.release_object(s, paddr, 1 << p.bits);
+                            gone += 1;
+                            first.get_or_insert(paddr);
                         }
                     }
-                }
-            }
-            WatermarkRule::Lifted => {
-                for p in &alloc.placed {
-                    let base = self.slabs[p.slab as usize].base();
-                    for i in 0..u64::from(p.count) {
-                        self.release_object(
-                            p.slab as usize,
-                            base + p.first + (i << p.bits),
-                            1 << p.bits,
-                        );
+                    if let Some(paddr) = first {
+                        let s = self.slab_of(paddr);
+                        debug_assert_eq!(s, p.slab as usize);
+                        self.release_objects(s, paddr - self.slabs[s].base(), gone, size);
                     }
+                }
+                WatermarkRule::Lifted => {
+                    self.release_objects(p.slab as usize, p.first, u64::from(p.count), size)
                 }
             }
         }
     }
 
-    fn release_object(&mut self, s: usize, paddr: u64, size: u64) {
-        let offset = paddr - self.slabs[s].base();
+    fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64) {
         let mut reset = false;
-        self.update_slab(s, |slab| reset = slab.release(offset, size));
+        self.update_slab(s, |slab| reset = slab.release(offset, count, size));
         self.stats.slab_resets += reset as u64;
-        self.stats.bytes_in_use -= size;
-        self.stats.objects_in_use -= 1;
+        self.stats.bytes_in_use -= count * size;
+        self.stats.objects_in_use -= count;
     }
 
     /// The slab holding physical address `paddr`.

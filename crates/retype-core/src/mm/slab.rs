@@ -192,17 +192,18 @@ impl Slab {
         self.live_bytes += bytes;
     }
 
-    /// Records that the object of `size` bytes at `offset` went. Returns true
-    /// when it was the slab's last object: a slab reset.
-    pub fn release(&mut self, offset: u64, size: u64) -> bool {
+    /// Records that `count` consecutive objects of `size` bytes from `offset`
+    /// went. Returns true when they were the slab's last: a slab reset.
+    pub fn release(&mut self, offset: u64, count: u64, size: u64) -> bool {
+        let bytes = count * size;
         assert!(
-            self.live_objects > 0 && self.live_bytes >= size,
-            "release on an empty slab"
+            self.live_objects >= count && self.live_bytes >= bytes,
+            "release of more objects than the slab holds"
         );
-        self.live_objects -= 1;
-        self.live_bytes -= size;
+        self.live_objects -= count;
+        self.live_bytes -= bytes;
         if let Some(extents) = &mut self.extents {
-            release_extent(extents, offset, size);
+            release_extent(extents, offset, bytes);
             self.watermark = extents.last_key_value().map_or(0, |(o, l)| o + l);
         }
         if self.live_objects == 0 {

@@ -144,7 +144,7 @@ fn indexed_best_fit_agrees_with_the_scan() {
         if rng.below(3) == 0 {
             let i = rng.below(s.len() as u64) as usize;
             for size in sizes[i].drain(..) {
-                s[i].release(0, size);
+                s[i].release(0, 1, size);
             }
             indexed.slab_changed(i, &s[i]);
         }
