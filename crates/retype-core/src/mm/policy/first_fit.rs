@@ -12,10 +12,11 @@ impl Policy for FirstFit {
     }
 
     fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+        let need = n << bits;
         let slab = slabs
             .iter()
-            .enumerate()
-            .find_map(|(i, s)| s.fit(bits, n).map(|f| (i, f)));
+            .position(|s| s.leftover(bits, need).is_some())
+            .map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits")));
         Choice {
             slab,
             failed_retypes: 0,
