@@ -231,6 +231,16 @@ fn draw_bars(
     Ok(())
 }
 
+/// The name of the category at axis position `x` (categories sit at 0, 1, …).
+fn category(names: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 {
+        names.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 /// One series of a grouped bar chart: a value per category.
 pub struct Group {
     pub name: String,
@@ -272,14 +282,7 @@ fn draw_grouped(
         .x_desc(axes.x)
         .y_desc(axes.y)
         .x_labels(n.min(30))
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 {
-                labels.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| category(&labels, *x))
         .draw()?;
     let width = 0.8 / groups.len().max(1) as f64;
     for (k, g) in groups.iter().enumerate() {
@@ -343,14 +346,7 @@ fn draw_extents(
         .disable_mesh()
         .x_desc(axes.x)
         .y_labels(rows.len())
-        .y_label_formatter(&|y| {
-            let i = y.round();
-            if (y - i).abs() < 1e-6 && i >= 0.0 {
-                names.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .y_label_formatter(&|y| category(&names, *y))
         .draw()?;
     for (i, (_, ext)) in rows.iter().enumerate() {
         let c = color(0);
