@@ -348,13 +348,17 @@ fn cantrip(
         // recovery must agree with both logs.
         let joint = data::resolve(&[&bf_run, &nf_run], config, layout).ok();
         let same = joint.is_some();
-        let (bf_script, nf_script) = match joint {
-            Some(r) => (r.script.clone(), r.script),
-            None => (
-                data::resolve(&[&bf_run], config, layout)?.script,
-                data::resolve(&[&nf_run], config, layout)?.script,
-            ),
+        let recovered = match joint {
+            Some(r) => vec![r],
+            None => vec![
+                data::resolve(&[&bf_run], config, layout)?,
+                data::resolve(&[&nf_run], config, layout)?,
+            ],
         };
+        let ambiguous: usize = recovered.iter().map(|r| r.ambiguous_frees).sum();
+        let unsized_sizes: usize = recovered.iter().map(|r| r.unsized_refusals).sum();
+        let bf_script = recovered[0].script.clone();
+        let nf_script = recovered[recovered.len() - 1].script.clone();
         let label = |r: &LogRun| format!("log:{}", r.path.display());
         let bf = Prepared::script(label(&bf_run), bf_script, Some(bf_run));
         let nf = Prepared::script(label(&nf_run), nf_script, Some(nf_run));
@@ -379,6 +383,9 @@ fn cantrip(
         } else {
             format!("{title}\n  the logs got different requests (OOMs changed the run): best-fit and the other policies replay {bf_name}, blind-next-fit replays {nf_name}")
         };
+        let title = format!(
+            "{title}\n  recovery: {ambiguous} frees matched several sets of live allocations (chosen by looking ahead), {unsized_sizes} refused requests had no logged size"
+        );
         for r in &runs[..2] {
             if let Some(a) = &r.agreement {
                 lines.push((r.workload.clone(), r.policy, a.exact_fraction()));
