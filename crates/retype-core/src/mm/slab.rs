@@ -97,13 +97,10 @@ impl Slab {
         self.watermark
     }
 
-    /// Where the next object may start under the kept rule.
+    /// Where the next object may start under the kept rule: the watermark,
+    /// which a reset sets to 0 (as the kernel's next retype would).
     fn start(&self) -> u64 {
-        if self.live_objects > 0 {
-            self.watermark
-        } else {
-            0
-        }
+        self.watermark
     }
 
     /// Bytes a retype could still use (the kernel's `memoryLeft`).
@@ -119,11 +116,7 @@ impl Slab {
         if self.extents.is_some() {
             return self.fit(bits, need >> bits).map(|f| f.leftover);
         }
-        let start = if self.live_objects > 0 {
-            self.watermark
-        } else {
-            0
-        };
+        let start = self.start();
         let end = align_up(start, bits).checked_add(need)?;
         self.size().checked_sub(end)
     }
