@@ -1,22 +1,29 @@
 //! Per-thread event buffers.
 //!
 //! Each thread appends to its own buffer, mmap'd on its first event (TLS holds
-//! only a pointer), and writes it out as one events record when it fills. All
+//! only a pointer). The hook only copies the event, fixed-size, into the
+//! buffer's pending array; when that fills, the whole batch is encoded
+//! (varints, deltas) into the record payload in one tight loop, away from the
+//! program's malloc calls, and the payload is written out as one events record
+//! when it fills. All
 //! buffers are linked in a registry that is never shrunk, so that process exit,
 //! exec and fork can reach every thread's buffer. A buffer whose thread exited
 //! is reused by the next new thread.
 
-use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
 
+use crate::local::{local, Local};
 use crate::{output, sys, thread};
 
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
+/// Events held unencoded before they are encoded into the payload.
+const PENDING: usize = 1024;
 
 #[repr(C)]
 pub struct ThreadBuf {
@@ -32,6 +39,9 @@ pub struct ThreadBuf {
     pub start_ns: u64,
     /// Events recorded in this buffer since the segment began (written or not).
     events: u64,
+    /// Events appended and not yet encoded: `pending[..waiting]`.
+    waiting: usize,
+    pending: [MaybeUninit<Event>; PENDING],
     len: usize,
     base_time: u64,
     delta: DeltaState,
@@ -41,19 +51,20 @@ pub struct ThreadBuf {
 
 static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
 
-thread_local! {
-    static MINE: Cell<*mut ThreadBuf> = const { Cell::new(null_mut()) };
-}
-
 /// Events written one by one after their thread's buffer was released.
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
-/// Appends `e` to this thread's buffer (its `thread` field is ignored).
-pub fn append(e: &Event) {
-    if MINE.get().is_null() && thread::exiting() {
-        return write_stray(e);
+/// Appends `e` to this thread's buffer (its `thread` field is ignored);
+/// `l` is this thread's state.
+#[inline(always)]
+pub fn append(l: &Local, e: &Event) {
+    let mut b = l.buf.get();
+    if b.is_null() {
+        if thread::exiting() {
+            return write_stray(e);
+        }
+        b = mine(l);
     }
-    let b = mine();
     if b.is_null() {
         return;
     }
@@ -61,18 +72,12 @@ pub fn append(e: &Event) {
     unsafe {
         lock(b);
         let buf = &mut *b;
-        if buf.len >= CAPACITY {
-            buf.write_out();
+        if buf.waiting == PENDING {
+            buf.encode_pending();
         }
-        if buf.len == 0 {
-            buf.base_time = e.time_ns;
-            buf.delta = DeltaState::new(e.time_ns);
-        }
-        let mut pos = MAX_EVENTS_HEADER + buf.len;
-        if buf.delta.encode(&mut buf.data, &mut pos, e).is_some() {
-            buf.len = pos - MAX_EVENTS_HEADER;
-            buf.events += 1;
-        }
+        // `waiting` < PENDING here (it never exceeds PENDING and was just emptied if equal).
+        buf.pending.get_unchecked_mut(buf.waiting).write(*e);
+        buf.waiting += 1;
         unlock(b);
     }
 }
@@ -96,12 +101,9 @@ fn write_stray(e: &Event) {
     }
 }
 
-/// This thread's buffer, created on first use; null if none could be had.
-fn mine() -> *mut ThreadBuf {
-    let b = MINE.get();
-    if !b.is_null() {
-        return b;
-    }
+/// This thread's buffer, created on its first use; null if none could be had.
+#[cold]
+fn mine(l: &Local) -> *mut ThreadBuf {
     let tid = sys::gettid();
     let b = reuse(tid).unwrap_or_else(|| create(tid));
     if !b.is_null() {
@@ -110,7 +112,7 @@ fn mine() -> *mut ThreadBuf {
             (*b).tid = tid;
             (*b).start_ns = thread::start_ns(tid);
         }
-        MINE.set(b);
+        l.buf.set(b);
         thread::watch_exit(b.cast());
     }
     b
@@ -166,8 +168,37 @@ fn create(tid: u32) -> *mut ThreadBuf {
 }
 
 impl ThreadBuf {
-    /// Writes the buffered events as one events record.
+    /// Encodes the pending events into the payload, writing the payload out
+    /// whenever it fills.
+    fn encode_pending(&mut self) {
+        for i in 0..self.waiting {
+            if self.len >= CAPACITY {
+                self.write_payload();
+            }
+            // SAFETY: `pending[..waiting]` were written by `append`.
+            let e = unsafe { self.pending[i].assume_init_ref() };
+            if self.len == 0 {
+                self.base_time = e.time_ns;
+                self.delta = DeltaState::new(e.time_ns);
+            }
+            let mut pos = MAX_EVENTS_HEADER + self.len;
+            // The payload keeps MAX_EVENT_LEN bytes of room past CAPACITY.
+            if self.delta.encode(&mut self.data, &mut pos, e).is_some() {
+                self.len = pos - MAX_EVENTS_HEADER;
+                self.events += 1;
+            }
+        }
+        self.waiting = 0;
+    }
+
+    /// Writes every buffered event out.
     fn write_out(&mut self) {
+        self.encode_pending();
+        self.write_payload();
+    }
+
+    /// Writes the encoded events as one events record.
+    fn write_payload(&mut self) {
         if self.len == 0 {
             return;
         }
@@ -225,7 +256,7 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
         lock(b);
         (*b).write_out();
         output::write(summary);
-        MINE.set(null_mut());
+        local().buf.set(null_mut());
         (*b).owner.store(0, Ordering::Release);
         unlock(b);
     }
@@ -270,13 +301,14 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
 /// them; other threads do not exist here. Empties every buffer, releases
 /// every lock and frees every buffer but this thread's.
 pub fn after_fork_child() {
-    let me = MINE.get();
+    let me = local().buf.get();
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
         // SAFETY: the child has one thread; nobody else touches the buffers.
         unsafe {
             let buf = &mut *b;
             buf.len = 0;
+            buf.waiting = 0;
             buf.events = 0;
             buf.lock.store(false, Ordering::Release);
             if b == me {

@@ -10,6 +10,7 @@
 //!
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
 //! - [`hooks`]: the exported malloc family;
+//! - [`local`]: this thread's state (one thread-local);
 //! - [`buffer`]: per-thread event buffers (mmap'd, no allocation inside the hooks);
 //! - [`output`]: the trace file: naming, header, continuation across exec;
 //! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
@@ -20,6 +21,7 @@
 
 mod buffer;
 mod hooks;
+mod local;
 mod output;
 mod process;
 mod real;

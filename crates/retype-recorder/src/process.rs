@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use libc::{c_char, c_int, pid_t};
 use retype_trace::codec::{self, thread_fields};
 
-use crate::hooks::{Busy, RECORDING};
+use crate::hooks::RECORDING;
+use crate::local::Busy;
 use crate::real::real;
 use crate::{buffer, output, sys, thread};
 
