@@ -55,7 +55,8 @@ static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// Appends `e` to this thread's buffer (its `thread` field is ignored);
-/// `l` is this thread's state.
+/// `l` is this thread's state. Its time and latency are in clock ticks
+/// ([`sys::ticks`]): they become ns when the batch is encoded.
 #[inline(always)]
 pub fn append(l: &Local, e: &Event) {
     let mut b = l.buf.get();
@@ -85,6 +86,7 @@ pub fn append(l: &Local, e: &Event) {
 /// Writes one event as its own record: for the few calls a thread makes
 /// after its buffer was released at thread exit (glibc's own thread cleanup).
 fn write_stray(e: &Event) {
+    let e = &in_ns(e, sys::TickScale::now());
     let mut rec = [0u8; MAX_EVENTS_HEADER + MAX_EVENT_LEN];
     let mut pos = MAX_EVENTS_HEADER;
     let mut delta = DeltaState::new(e.time_ns);
@@ -98,6 +100,16 @@ fn write_stray(e: &Event) {
     {
         STRAY_EVENTS.fetch_add(1, Ordering::Relaxed);
         output::write(&rec[start..pos]);
+    }
+}
+
+/// `e` with its time and latency turned from clock ticks into ns.
+#[inline(always)]
+fn in_ns(e: &Event, scale: sys::TickScale) -> Event {
+    Event {
+        time_ns: scale.time_ns(e.time_ns),
+        latency_ns: scale.span_ns(e.latency_ns),
+        ..*e
     }
 }
 
@@ -171,12 +183,13 @@ impl ThreadBuf {
     /// Encodes the pending events into the payload, writing the payload out
     /// whenever it fills.
     fn encode_pending(&mut self) {
+        let scale = sys::TickScale::now();
         for i in 0..self.waiting {
             if self.len >= CAPACITY {
                 self.write_payload();
             }
             // SAFETY: `pending[..waiting]` were written by `append`.
-            let e = unsafe { self.pending[i].assume_init_ref() };
+            let e = &in_ns(unsafe { self.pending[i].assume_init_ref() }, scale);
             if self.len == 0 {
                 self.base_time = e.time_ns;
                 self.delta = DeltaState::new(e.time_ns);

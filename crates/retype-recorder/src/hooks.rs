@@ -33,9 +33,9 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
     let Some(_busy) = Busy::enter_on(l) else {
         return call();
     };
-    let t0 = sys::now_ns();
+    let t0 = sys::ticks();
     let v = call();
-    let t1 = sys::now_ns();
+    let t1 = sys::ticks();
     let e = Event {
         time_ns: t0,
         latency_ns: t1.wrapping_sub(t0),

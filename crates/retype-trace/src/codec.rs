@@ -141,7 +141,7 @@ impl DeltaState {
     /// Appends `e` (its thread is the record's) at `buf[*pos..]`.
     /// On `None` (fewer than [`MAX_EVENT_LEN`] bytes of room) nothing is
     /// committed: `pos` and the state are unchanged.
-    #[inline]
+    #[inline(always)]
     pub fn encode(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) -> Option<()> {
         // One bounds check for the whole event: the recorder calls this inside malloc.
         let out: &mut [u8; MAX_EVENT_LEN] = buf
