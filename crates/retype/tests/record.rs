@@ -355,9 +355,20 @@ fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     assert_eq!(markers(&child), 40);
     assert_eq!(child.meta_value("segment"), Some("fork"));
 
-    let (t, o) = record(&dir, "e.rtr", &[], &[exe.to_str().unwrap(), "exec", "30"]);
-    assert!(o.status.success());
-    assert_eq!(markers(&t), 30);
+    assert_exec_continues_the_file(&dir, &exe, "exec");
+}
+
+/// `lifecycle MODE 30` execs /bin/true: the 30 marker calls before the exec
+/// are in the file, and the new image appends a second segment.
+fn assert_exec_continues_the_file(dir: &Path, exe: &Path, mode: &str) {
+    let (t, o) = record(
+        dir,
+        &format!("{mode}.rtr"),
+        &[],
+        &[exe.to_str().unwrap(), mode, "30"],
+    );
+    assert!(o.status.success(), "{mode}");
+    assert_eq!(markers(&t), 30, "{mode}");
     let segments: Vec<&str> = t
         .meta
         .iter()
@@ -367,9 +378,19 @@ fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     assert_eq!(
         segments,
         ["start", "exec"],
-        "exec begins a second segment in the same file"
+        "{mode} begins a second segment in the same file"
     );
     the_last_image_is(&t, "true");
+}
+
+/// The C-variadic exec functions (the recorder's C shim) end the segment too.
+#[test]
+fn execl_execlp_and_execle_keep_the_events_before_them() {
+    let dir = scratch("execl");
+    let exe = compile("lifecycle.c", &dir);
+    for mode in ["execl", "execlp", "execle"] {
+        assert_exec_continues_the_file(&dir, &exe, mode);
+    }
 }
 
 #[test]

@@ -6,13 +6,16 @@
  *   abort    abort()
  *   fork     the child makes N more marker allocations and calls _exit(0);
  *            the parent waits for it
- *   exec     exec /bin/true: the new image goes on in the same trace */
+ *   exec     exec /bin/true: the new image goes on in the same trace
+ *   execl, execlp, execle   the same through the C-variadic exec functions */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define MARKER 12345
 
@@ -45,5 +48,9 @@ int main(int argc, char **argv) {
         execv("/bin/true", args);
         return 1;
     }
+    if (!strcmp(mode, "execl")) { execl("/bin/true", "true", "x", (char *)NULL); return 1; }
+    if (!strcmp(mode, "execlp")) { execlp("true", "true", "x", (char *)NULL); return 1; }
+    /* The environment, passed on, keeps the recorder in the new image. */
+    if (!strcmp(mode, "execle")) { execle("/bin/true", "true", "x", (char *)NULL, environ); return 1; }
     return 2;
 }
