@@ -23,7 +23,7 @@ use crate::{output, sys, thread};
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
 /// Events held unencoded before they are encoded into the payload.
-const PENDING: usize = 1024;
+const PENDING: usize = 256;
 
 #[repr(C)]
 pub struct ThreadBuf {
@@ -54,15 +54,16 @@ static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
 /// Events written one by one after their thread's buffer was released.
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
-/// Appends `e` to this thread's buffer (its `thread` field is ignored);
-/// `l` is this thread's state. Its time and latency are in clock ticks
-/// ([`sys::ticks`]): they become ns when the batch is encoded.
+/// Appends the event `event` makes to this thread's buffer (its `thread`
+/// field is ignored; it is built in place); `l` is this thread's state. Its
+/// time and latency are in clock ticks ([`sys::ticks`]): they become ns when
+/// the batch is encoded.
 #[inline(always)]
-pub fn append(l: &Local, e: &Event) {
+pub fn append(l: &Local, event: impl FnOnce() -> Event) {
     let mut b = l.buf.get();
     if b.is_null() {
         if thread::exiting() {
-            return write_stray(e);
+            return write_stray(&event());
         }
         b = mine(l);
     }
@@ -77,7 +78,7 @@ pub fn append(l: &Local, e: &Event) {
             buf.encode_pending();
         }
         // `waiting` < PENDING here (it never exceeds PENDING and was just emptied if equal).
-        buf.pending.get_unchecked_mut(buf.waiting).write(*e);
+        buf.pending.get_unchecked_mut(buf.waiting).write(event());
         buf.waiting += 1;
         unlock(b);
     }
@@ -184,24 +185,46 @@ impl ThreadBuf {
     /// whenever it fills.
     fn encode_pending(&mut self) {
         let scale = sys::TickScale::now();
-        for i in 0..self.waiting {
+        let mut next = 0;
+        while next < self.waiting {
             if self.len >= CAPACITY {
                 self.write_payload();
             }
-            // SAFETY: `pending[..waiting]` were written by `append`.
-            let e = &in_ns(unsafe { self.pending[i].assume_init_ref() }, scale);
-            if self.len == 0 {
-                self.base_time = e.time_ns;
-                self.delta = DeltaState::new(e.time_ns);
-            }
-            let mut pos = MAX_EVENTS_HEADER + self.len;
-            // The payload keeps MAX_EVENT_LEN bytes of room past CAPACITY.
-            if self.delta.encode(&mut self.data, &mut pos, e).is_some() {
-                self.len = pos - MAX_EVENTS_HEADER;
-                self.events += 1;
-            }
+            next = self.encode_some(next, scale);
         }
         self.waiting = 0;
+    }
+
+    /// Encodes pending events from `from` on until the payload is full;
+    /// returns the first one not encoded. The state lives in locals for the
+    /// loop (stores into `data` could otherwise alias the fields).
+    fn encode_some(&mut self, from: usize, scale: sys::TickScale) -> usize {
+        let end = MAX_EVENTS_HEADER + CAPACITY;
+        let mut pos = MAX_EVENTS_HEADER + self.len;
+        let mut delta = self.delta;
+        let mut encoded = 0;
+        let mut next = from;
+        for slot in &self.pending[from..self.waiting] {
+            if pos >= end {
+                break;
+            }
+            // SAFETY: `pending[..waiting]` were written by `append`.
+            let e = in_ns(unsafe { slot.assume_init_ref() }, scale);
+            if pos == MAX_EVENTS_HEADER {
+                self.base_time = e.time_ns;
+                delta = DeltaState::new(e.time_ns);
+            }
+            // The payload keeps MAX_EVENT_LEN bytes of room past CAPACITY, so
+            // this succeeds; an event that did not fit would be dropped.
+            if delta.encode(&mut self.data, &mut pos, &e).is_some() {
+                encoded += 1;
+            }
+            next += 1;
+        }
+        self.delta = delta;
+        self.len = pos - MAX_EVENTS_HEADER;
+        self.events += encoded;
+        next
     }
 
     /// Writes every buffered event out.

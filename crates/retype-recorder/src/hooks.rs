@@ -36,12 +36,11 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
     let t0 = sys::ticks();
     let v = call();
     let t1 = sys::ticks();
-    let e = Event {
+    buffer::append(l, || Event {
         time_ns: t0,
         latency_ns: t1.wrapping_sub(t0),
         ..event(v)
-    };
-    buffer::append(l, &e);
+    });
     v
 }
 
