@@ -9,10 +9,20 @@
 //! buffers are linked in a registry that is never shrunk, so that process exit,
 //! exec and fork can reach every thread's buffer. A buffer whose thread exited
 //! is reused by the next new thread.
+//!
+//! Exclusion without an atomic read-modify-write per event: another thread
+//! writes a buffer out only when a segment ends (exit, exec, fatal signal). The
+//! owner marks itself `active` with a plain store and then checks [`DRAINERS`];
+//! a drainer counts itself in [`DRAINERS`] and then runs `membarrier`, which
+//! puts a full memory barrier into every running thread of the process. So
+//! either the owner sees the drainer and takes the buffer's lock instead, or
+//! the drainer sees the owner `active` and waits until it is done (an
+//! asymmetric Dekker handshake). Where membarrier is not available, owners
+//! always take the lock.
 
 use std::mem::MaybeUninit;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
@@ -27,8 +37,10 @@ const PENDING: usize = 256;
 
 #[repr(C)]
 pub struct ThreadBuf {
-    /// Held while the owner appends or anyone writes the buffer out.
+    /// Held while anyone but an owner on the fast path uses the buffer.
     lock: AtomicBool,
+    /// The owner appends on the fast path (without the lock).
+    active: AtomicBool,
     /// Tid of the owning thread; 0 when free for reuse.
     owner: AtomicU32,
     /// Next buffer in the registry (set before the buffer is published).
@@ -51,6 +63,17 @@ pub struct ThreadBuf {
 
 static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
 
+/// Threads now writing buffers out, plus 1 while membarrier is not registered:
+/// owners append without the lock only while it is 0.
+static DRAINERS: AtomicU32 = AtomicU32::new(1);
+
+/// Lets owners append without the lock from now on, if this process can use
+/// membarrier (once per program image, and again in a fork child, whose
+/// registration is not inherited; both have one thread then).
+pub fn enable_fast_path() {
+    DRAINERS.store(u32::from(!sys::membarrier_register()), Ordering::SeqCst);
+}
+
 /// Events written one by one after their thread's buffer was released.
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
@@ -70,17 +93,22 @@ pub fn append(l: &Local, event: impl FnOnce() -> Event) {
     if b.is_null() {
         return;
     }
-    // SAFETY: `b` is this thread's live buffer; the lock makes the access exclusive.
+    // SAFETY: `b` is this thread's live buffer. On the fast path a drainer
+    // waits until `active` is false again; else the lock makes access exclusive.
     unsafe {
-        lock(b);
-        let buf = &mut *b;
-        if buf.waiting == PENDING {
-            buf.encode_pending();
+        let active = &(*b).active;
+        active.store(true, Ordering::Relaxed);
+        // The drainer's membarrier orders this store before the load below.
+        compiler_fence(Ordering::SeqCst);
+        if DRAINERS.load(Ordering::Relaxed) == 0 {
+            (*b).push(event);
+            active.store(false, Ordering::Release);
+        } else {
+            active.store(false, Ordering::Release);
+            lock(b);
+            (*b).push(event);
+            unlock(b);
         }
-        // `waiting` < PENDING here (it never exceeds PENDING and was just emptied if equal).
-        buf.pending.get_unchecked_mut(buf.waiting).write(event());
-        buf.waiting += 1;
-        unlock(b);
     }
 }
 
@@ -181,6 +209,18 @@ fn create(tid: u32) -> *mut ThreadBuf {
 }
 
 impl ThreadBuf {
+    /// Appends the event `event` makes to the batch (the caller has the buffer).
+    #[inline(always)]
+    fn push(&mut self, event: impl FnOnce() -> Event) {
+        if self.waiting == PENDING {
+            self.encode_pending();
+        }
+        // SAFETY: `waiting` < PENDING here (it never exceeds PENDING and was
+        // just emptied if equal).
+        unsafe { self.pending.get_unchecked_mut(self.waiting) }.write(event());
+        self.waiting += 1;
+    }
+
     /// Encodes the pending events into the payload, writing the payload out
     /// whenever it fills.
     fn encode_pending(&mut self) {
@@ -279,6 +319,22 @@ unsafe fn try_lock(b: *mut ThreadBuf) -> bool {
     })
 }
 
+/// Waits until `b`'s owner has left the fast path; with `bounded`, gives up
+/// after a while (a signal handler may have interrupted the owner itself).
+unsafe fn wait_inactive(b: *mut ThreadBuf, bounded: bool) -> bool {
+    // SAFETY: `b` is a registry buffer.
+    let active = unsafe { &(*b).active };
+    let mut spins = 0u32;
+    while active.load(Ordering::Acquire) {
+        if bounded && spins == 100_000 {
+            return false;
+        }
+        spins += 1;
+        std::hint::spin_loop();
+    }
+    true
+}
+
 unsafe fn unlock(b: *mut ThreadBuf) {
     // SAFETY: `b` is a registry buffer whose lock we hold.
     unsafe { (*b).lock.store(false, Ordering::Release) };
@@ -303,6 +359,9 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
 /// lock is held (perhaps by the interrupted code) is skipped with its events.
 /// `each_live_thread` sees the tid and start of every buffer still owned.
 pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64 {
+    DRAINERS.fetch_add(1, Ordering::SeqCst);
+    // Every owner now either sees DRAINERS and locks, or shows `active`.
+    sys::membarrier();
     let mut total = STRAY_EVENTS.swap(0, Ordering::Relaxed);
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
@@ -317,6 +376,11 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
             } else {
                 lock(b);
             }
+            if !wait_inactive(b, in_signal) {
+                unlock(b);
+                b = next;
+                continue;
+            }
             let buf = &mut *b;
             buf.write_out();
             total += buf.events;
@@ -330,6 +394,7 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
             b = next;
         }
     }
+    DRAINERS.fetch_sub(1, Ordering::SeqCst);
     total
 }
 
@@ -347,6 +412,7 @@ pub fn after_fork_child() {
             buf.waiting = 0;
             buf.events = 0;
             buf.lock.store(false, Ordering::Release);
+            buf.active.store(false, Ordering::Release);
             if b == me {
                 buf.tid = sys::gettid();
                 buf.start_ns = thread::start_ns(buf.tid);
@@ -357,4 +423,5 @@ pub fn after_fork_child() {
             b = buf.next;
         }
     }
+    enable_fast_path();
 }

@@ -42,6 +42,7 @@ pub fn start() {
     let Some(_busy) = Busy::enter() else { return };
     real();
     thread::init();
+    buffer::enable_fast_path();
     begin(false);
     catch_fatal_signals();
 }

@@ -122,6 +122,29 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Registers this process for [`membarrier`]; false if the kernel (or a
+/// seccomp filter) refuses.
+pub fn membarrier_register() -> bool {
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+        ) == 0
+    }
+}
+
+/// A full memory barrier in every running thread of this process (after
+/// [`membarrier_register`]).
+pub fn membarrier() {
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) };
+}
+
 /// Writes all of `buf` to `fd`; false on error.
 pub fn write_all(fd: c_int, mut buf: &[u8]) -> bool {
     while !buf.is_empty() {

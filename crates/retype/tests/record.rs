@@ -336,6 +336,32 @@ fn every_exit_path_ends_the_trace() {
     }
 }
 
+/// The process ends while two threads allocate without pause: their buffers
+/// are written out while they append (the fast path's handshake with the
+/// drainer), and the trace must still read to its end record, consistent.
+#[test]
+fn exit_while_threads_allocate_leaves_a_whole_trace() {
+    let dir = scratch("busy");
+    let exe = compile("lifecycle.c", &dir);
+    for round in 0..5 {
+        let (t, o) = record(
+            &dir,
+            &format!("busy{round}.rtr"),
+            &[],
+            &[exe.to_str().unwrap(), "busy", "10"],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(markers(&t), 10);
+        assert_consistent(&t);
+        let threads = t
+            .events
+            .iter()
+            .map(|e| e.thread)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(threads.len(), 3, "main and both workers recorded");
+    }
+}
+
 #[test]
 fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     let dir = scratch("fork");
