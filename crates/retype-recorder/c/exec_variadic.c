@@ -1,13 +1,18 @@
 /* execl, execlp and execle for libretype_recorder.so.
  *
- * They are C-variadic, which stable Rust cannot define, so they live here: each
- * gathers its arguments into an argv array on the stack (no allocation: the
- * recorder never allocates behind the program's back) and calls the
- * recorder's own execve or execvp, which write the trace segment out before
- * the exec, as for the other exec functions. */
+ * They are C-variadic, which stable Rust cannot define, so their bodies live
+ * here: each gathers its arguments into an argv array on the stack (no
+ * allocation: the recorder never allocates behind the program's back) and
+ * calls the recorder's own execve or execvp, which write the trace segment out
+ * before the exec, as for the other exec functions. The exported execl,
+ * execlp and execle are Rust naked functions (src/process.rs) that jump here
+ * with the caller's registers and stack untouched: rustc exports only Rust
+ * items from a cdylib. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <unistd.h>
+
+#define HIDDEN __attribute__((visibility("hidden")))
 
 extern char **environ;
 
@@ -24,7 +29,7 @@ static void fill_args(char **argv, size_t n, const char *first, va_list ap) {
     for (size_t i = 1; i < n; i++) argv[i] = argv[i - 1] ? va_arg(ap, char *) : NULL;
 }
 
-int execl(const char *path, const char *arg, ...) {
+HIDDEN int retype_execl(const char *path, const char *arg, ...) {
     va_list ap, count;
     va_start(ap, arg);
     va_copy(count, ap);
@@ -36,7 +41,7 @@ int execl(const char *path, const char *arg, ...) {
     return execve(path, argv, environ);
 }
 
-int execlp(const char *file, const char *arg, ...) {
+HIDDEN int retype_execlp(const char *file, const char *arg, ...) {
     va_list ap, count;
     va_start(ap, arg);
     va_copy(count, ap);
@@ -48,7 +53,7 @@ int execlp(const char *file, const char *arg, ...) {
     return execvp(file, argv);
 }
 
-int execle(const char *path, const char *arg, ...) {
+HIDDEN int retype_execle(const char *path, const char *arg, ...) {
     va_list ap, count;
     va_start(ap, arg);
     va_copy(count, ap);
