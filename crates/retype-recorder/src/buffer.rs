@@ -1,27 +1,46 @@
 //! Per-thread event buffers.
 //!
 //! Each thread appends to its own buffer, mmap'd on its first event (TLS holds
-//! only a pointer), and writes it out as one events record when it fills. All
+//! only a pointer). The hook only copies the event, fixed-size, into the
+//! buffer's pending array; when that fills, the whole batch is encoded
+//! (varints, deltas) into the record payload in one tight loop, away from the
+//! program's malloc calls, and the payload is written out as one events record
+//! when it fills. All
 //! buffers are linked in a registry that is never shrunk, so that process exit,
 //! exec and fork can reach every thread's buffer. A buffer whose thread exited
 //! is reused by the next new thread.
+//!
+//! Exclusion without an atomic read-modify-write per event: another thread
+//! writes a buffer out only when a segment ends (exit, exec, fatal signal). The
+//! owner marks itself `active` with a plain store and then checks [`DRAINERS`];
+//! a drainer counts itself in [`DRAINERS`] and then runs `membarrier`, which
+//! puts a full memory barrier into every running thread of the process. So
+//! either the owner sees the drainer and takes the buffer's lock instead, or
+//! the drainer sees the owner `active` and waits until it is done (an
+//! asymmetric Dekker handshake). Where membarrier is not available, owners
+//! always take the lock.
 
-use std::cell::Cell;
+use std::mem::MaybeUninit;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
 
+use crate::local::{local, Local};
 use crate::{output, sys, thread};
 
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
+/// Events held unencoded before they are encoded into the payload.
+const PENDING: usize = 256;
 
 #[repr(C)]
 pub struct ThreadBuf {
-    /// Held while the owner appends or anyone writes the buffer out.
+    /// Held while anyone but an owner on the fast path uses the buffer.
     lock: AtomicBool,
+    /// The owner appends on the fast path (without the lock).
+    active: AtomicBool,
     /// Tid of the owning thread; 0 when free for reuse.
     owner: AtomicU32,
     /// Next buffer in the registry (set before the buffer is published).
@@ -32,6 +51,9 @@ pub struct ThreadBuf {
     pub start_ns: u64,
     /// Events recorded in this buffer since the segment began (written or not).
     events: u64,
+    /// Events appended and not yet encoded: `pending[..waiting]`.
+    waiting: usize,
+    pending: [MaybeUninit<Event>; PENDING],
     len: usize,
     base_time: u64,
     delta: DeltaState,
@@ -41,45 +63,59 @@ pub struct ThreadBuf {
 
 static REGISTRY: AtomicPtr<ThreadBuf> = AtomicPtr::new(null_mut());
 
-thread_local! {
-    static MINE: Cell<*mut ThreadBuf> = const { Cell::new(null_mut()) };
+/// Threads now writing buffers out, plus 1 while membarrier is not registered:
+/// owners append without the lock only while it is 0.
+static DRAINERS: AtomicU32 = AtomicU32::new(1);
+
+/// Lets owners append without the lock from now on, if this process can use
+/// membarrier (once per program image, and again in a fork child, whose
+/// registration is not inherited; both have one thread then).
+pub fn enable_fast_path() {
+    DRAINERS.store(u32::from(!sys::membarrier_register()), Ordering::SeqCst);
 }
 
 /// Events written one by one after their thread's buffer was released.
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
-/// Appends `e` to this thread's buffer (its `thread` field is ignored).
-pub fn append(e: &Event) {
-    if MINE.get().is_null() && thread::exiting() {
-        return write_stray(e);
+/// Appends the event `event` makes to this thread's buffer (its `thread`
+/// field is ignored; it is built in place); `l` is this thread's state. Its
+/// time and latency are in clock ticks ([`sys::ticks`]): they become ns when
+/// the batch is encoded.
+#[inline(always)]
+pub fn append(l: &Local, event: impl FnOnce() -> Event) {
+    let mut b = l.buf.get();
+    if b.is_null() {
+        if thread::exiting() {
+            return write_stray(&event());
+        }
+        b = mine(l);
     }
-    let b = mine();
     if b.is_null() {
         return;
     }
-    // SAFETY: `b` is this thread's live buffer; the lock makes the access exclusive.
+    // SAFETY: `b` is this thread's live buffer. On the fast path a drainer
+    // waits until `active` is false again; else the lock makes access exclusive.
     unsafe {
-        lock(b);
-        let buf = &mut *b;
-        if buf.len >= CAPACITY {
-            buf.write_out();
+        let active = &(*b).active;
+        active.store(true, Ordering::Relaxed);
+        // The drainer's membarrier orders this store before the load below.
+        compiler_fence(Ordering::SeqCst);
+        if DRAINERS.load(Ordering::Relaxed) == 0 {
+            (*b).push(event);
+            active.store(false, Ordering::Release);
+        } else {
+            active.store(false, Ordering::Release);
+            lock(b);
+            (*b).push(event);
+            unlock(b);
         }
-        if buf.len == 0 {
-            buf.base_time = e.time_ns;
-            buf.delta = DeltaState::new(e.time_ns);
-        }
-        let mut pos = MAX_EVENTS_HEADER + buf.len;
-        if buf.delta.encode(&mut buf.data, &mut pos, e).is_some() {
-            buf.len = pos - MAX_EVENTS_HEADER;
-            buf.events += 1;
-        }
-        unlock(b);
     }
 }
 
 /// Writes one event as its own record: for the few calls a thread makes
 /// after its buffer was released at thread exit (glibc's own thread cleanup).
 fn write_stray(e: &Event) {
+    let e = &in_ns(e, sys::TickScale::now());
     let mut rec = [0u8; MAX_EVENTS_HEADER + MAX_EVENT_LEN];
     let mut pos = MAX_EVENTS_HEADER;
     let mut delta = DeltaState::new(e.time_ns);
@@ -96,12 +132,19 @@ fn write_stray(e: &Event) {
     }
 }
 
-/// This thread's buffer, created on first use; null if none could be had.
-fn mine() -> *mut ThreadBuf {
-    let b = MINE.get();
-    if !b.is_null() {
-        return b;
+/// `e` with its time and latency turned from clock ticks into ns.
+#[inline(always)]
+fn in_ns(e: &Event, scale: sys::TickScale) -> Event {
+    Event {
+        time_ns: scale.time_ns(e.time_ns),
+        latency_ns: scale.span_ns(e.latency_ns),
+        ..*e
     }
+}
+
+/// This thread's buffer, created on its first use; null if none could be had.
+#[cold]
+fn mine(l: &Local) -> *mut ThreadBuf {
     let tid = sys::gettid();
     let b = reuse(tid).unwrap_or_else(|| create(tid));
     if !b.is_null() {
@@ -110,7 +153,7 @@ fn mine() -> *mut ThreadBuf {
             (*b).tid = tid;
             (*b).start_ns = thread::start_ns(tid);
         }
-        MINE.set(b);
+        l.buf.set(b);
         thread::watch_exit(b.cast());
     }
     b
@@ -166,8 +209,72 @@ fn create(tid: u32) -> *mut ThreadBuf {
 }
 
 impl ThreadBuf {
-    /// Writes the buffered events as one events record.
+    /// Appends the event `event` makes to the batch (the caller has the buffer).
+    #[inline(always)]
+    fn push(&mut self, event: impl FnOnce() -> Event) {
+        if self.waiting == PENDING {
+            self.encode_pending();
+        }
+        // SAFETY: `waiting` < PENDING here (it never exceeds PENDING and was
+        // just emptied if equal).
+        unsafe { self.pending.get_unchecked_mut(self.waiting) }.write(event());
+        self.waiting += 1;
+    }
+
+    /// Encodes the pending events into the payload, writing the payload out
+    /// whenever it fills.
+    fn encode_pending(&mut self) {
+        let scale = sys::TickScale::now();
+        let mut next = 0;
+        while next < self.waiting {
+            if self.len >= CAPACITY {
+                self.write_payload();
+            }
+            next = self.encode_some(next, scale);
+        }
+        self.waiting = 0;
+    }
+
+    /// Encodes pending events from `from` on until the payload is full;
+    /// returns the first one not encoded. The state lives in locals for the
+    /// loop (stores into `data` could otherwise alias the fields).
+    fn encode_some(&mut self, from: usize, scale: sys::TickScale) -> usize {
+        let end = MAX_EVENTS_HEADER + CAPACITY;
+        let mut pos = MAX_EVENTS_HEADER + self.len;
+        let mut delta = self.delta;
+        let mut encoded = 0;
+        let mut next = from;
+        for slot in &self.pending[from..self.waiting] {
+            if pos >= end {
+                break;
+            }
+            // SAFETY: `pending[..waiting]` were written by `append`.
+            let e = in_ns(unsafe { slot.assume_init_ref() }, scale);
+            if pos == MAX_EVENTS_HEADER {
+                self.base_time = e.time_ns;
+                delta = DeltaState::new(e.time_ns);
+            }
+            // The payload keeps MAX_EVENT_LEN bytes of room past CAPACITY, so
+            // this succeeds; an event that did not fit would be dropped.
+            if delta.encode(&mut self.data, &mut pos, &e).is_some() {
+                encoded += 1;
+            }
+            next += 1;
+        }
+        self.delta = delta;
+        self.len = pos - MAX_EVENTS_HEADER;
+        self.events += encoded;
+        next
+    }
+
+    /// Writes every buffered event out.
     fn write_out(&mut self) {
+        self.encode_pending();
+        self.write_payload();
+    }
+
+    /// Writes the encoded events as one events record.
+    fn write_payload(&mut self) {
         if self.len == 0 {
             return;
         }
@@ -212,6 +319,22 @@ unsafe fn try_lock(b: *mut ThreadBuf) -> bool {
     })
 }
 
+/// Waits until `b`'s owner has left the fast path; with `bounded`, gives up
+/// after a while (a signal handler may have interrupted the owner itself).
+unsafe fn wait_inactive(b: *mut ThreadBuf, bounded: bool) -> bool {
+    // SAFETY: `b` is a registry buffer.
+    let active = unsafe { &(*b).active };
+    let mut spins = 0u32;
+    while active.load(Ordering::Acquire) {
+        if bounded && spins == 100_000 {
+            return false;
+        }
+        spins += 1;
+        std::hint::spin_loop();
+    }
+    true
+}
+
 unsafe fn unlock(b: *mut ThreadBuf) {
     // SAFETY: `b` is a registry buffer whose lock we hold.
     unsafe { (*b).lock.store(false, Ordering::Release) };
@@ -225,7 +348,7 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
         lock(b);
         (*b).write_out();
         output::write(summary);
-        MINE.set(null_mut());
+        local().buf.set(null_mut());
         (*b).owner.store(0, Ordering::Release);
         unlock(b);
     }
@@ -236,6 +359,9 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
 /// lock is held (perhaps by the interrupted code) is skipped with its events.
 /// `each_live_thread` sees the tid and start of every buffer still owned.
 pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64 {
+    DRAINERS.fetch_add(1, Ordering::SeqCst);
+    // Every owner now either sees DRAINERS and locks, or shows `active`.
+    sys::membarrier();
     let mut total = STRAY_EVENTS.swap(0, Ordering::Relaxed);
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
@@ -250,6 +376,11 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
             } else {
                 lock(b);
             }
+            if !wait_inactive(b, in_signal) {
+                unlock(b);
+                b = next;
+                continue;
+            }
             let buf = &mut *b;
             buf.write_out();
             total += buf.events;
@@ -263,6 +394,7 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
             b = next;
         }
     }
+    DRAINERS.fetch_sub(1, Ordering::SeqCst);
     total
 }
 
@@ -270,15 +402,17 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
 /// them; other threads do not exist here. Empties every buffer, releases
 /// every lock and frees every buffer but this thread's.
 pub fn after_fork_child() {
-    let me = MINE.get();
+    let me = local().buf.get();
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
         // SAFETY: the child has one thread; nobody else touches the buffers.
         unsafe {
             let buf = &mut *b;
             buf.len = 0;
+            buf.waiting = 0;
             buf.events = 0;
             buf.lock.store(false, Ordering::Release);
+            buf.active.store(false, Ordering::Release);
             if b == me {
                 buf.tid = sys::gettid();
                 buf.start_ns = thread::start_ns(buf.tid);
@@ -289,4 +423,5 @@ pub fn after_fork_child() {
             b = buf.next;
         }
     }
+    enable_fast_path();
 }

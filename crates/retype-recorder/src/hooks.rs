@@ -5,37 +5,17 @@
 //! allocator calling malloc itself, or a libc function the recorder uses) are
 //! forwarded without a record: they are not the program's.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
+use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::{buffer, sys};
 
 /// Events are being recorded (set after the trace file is open).
 pub static RECORDING: AtomicBool = AtomicBool::new(false);
-
-thread_local! {
-    static BUSY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// This thread is inside the recorder while a `Busy` lives.
-pub struct Busy;
-
-impl Busy {
-    /// `None` if this thread is already inside the recorder.
-    pub fn enter() -> Option<Busy> {
-        (!BUSY.replace(true)).then_some(Busy)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        BUSY.set(false);
-    }
-}
 
 /// Runs `call`, recording the event `event` builds from its result.
 #[inline(always)]
@@ -49,18 +29,18 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
             return call();
         }
     }
-    let Some(_busy) = Busy::enter() else {
+    let l = local();
+    let Some(_busy) = Busy::enter_on(l) else {
         return call();
     };
-    let t0 = sys::now_ns();
+    let t0 = sys::ticks();
     let v = call();
-    let t1 = sys::now_ns();
-    let e = Event {
+    let t1 = sys::ticks();
+    buffer::append(l, || Event {
         time_ns: t0,
         latency_ns: t1.wrapping_sub(t0),
         ..event(v)
-    };
-    buffer::append(&e);
+    });
     v
 }
 

@@ -10,16 +10,20 @@
 //!
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
 //! - [`hooks`]: the exported malloc family;
-//! - [`buffer`]: per-thread event buffers (mmap'd, no allocation inside the hooks);
+//! - [`local`]: this thread's state (one thread-local);
+//! - [`buffer`]: per-thread event buffers (mmap'd, no allocation inside the hooks,
+//!   encoded a batch at a time);
 //! - [`output`]: the trace file: naming, header, continuation across exec;
 //! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
-//! - [`process`]: fork, exec, `_exit`, fatal signals, process exit;
+//! - [`process`]: fork, exec, `_exit`, fatal signals, process exit (`execl`,
+//!   `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`, built by `build.rs`);
 //! - [`sys`]: small wrappers over raw system calls and clocks.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
 mod buffer;
 mod hooks;
+mod local;
 mod output;
 mod process;
 mod real;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use libc::{c_char, c_int, pid_t};
 use retype_trace::codec::{self, thread_fields};
 
-use crate::hooks::{Busy, RECORDING};
+use crate::hooks::RECORDING;
+use crate::local::Busy;
 use crate::real::real;
 use crate::{buffer, output, sys, thread};
 
@@ -41,6 +42,7 @@ pub fn start() {
     let Some(_busy) = Busy::enter() else { return };
     real();
     thread::init();
+    buffer::enable_fast_path();
     begin(false);
     catch_fatal_signals();
 }
@@ -202,6 +204,34 @@ pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     // SAFETY: forwarding.
     exec(|| unsafe { (r.fexecve)(fd, argv, envp) })
 }
+
+extern "C" {
+    fn retype_execl(path: *const c_char, arg: *const c_char, ...) -> c_int;
+    fn retype_execlp(file: *const c_char, arg: *const c_char, ...) -> c_int;
+    fn retype_execle(path: *const c_char, arg: *const c_char, ...) -> c_int;
+}
+
+/// Exports a C-variadic exec function whose body is in `c/exec_variadic.c`:
+/// a naked function that jumps there, leaving the caller's registers and
+/// stack (the variadic arguments) as they were.
+macro_rules! variadic_exec {
+    ($name:ident, $body:ident) => {
+        /// # Safety
+        /// The C contract of the function of this name.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!("jmp {}", sym $body);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!("b {}", sym $body);
+        }
+    };
+}
+
+variadic_exec!(execl, retype_execl);
+variadic_exec!(execlp, retype_execlp);
+variadic_exec!(execle, retype_execle);
 
 /// Signals whose default action ends the process.
 const FATAL: [c_int; 10] = [

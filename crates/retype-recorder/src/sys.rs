@@ -14,21 +14,63 @@ static BASE_NS: AtomicU64 = AtomicU64::new(0);
 /// How long calibration watches both clocks.
 const CALIBRATION_NS: u64 = 2_000_000;
 
-/// Now in ns on the CLOCK_MONOTONIC time line. Reads the time-stamp counter
-/// when it is invariant (rdtsc costs less than half of clock_gettime in a VM,
-/// and every hook reads the clock twice).
-#[inline]
+/// Now in ns on the CLOCK_MONOTONIC time line.
 pub fn now_ns() -> u64 {
-    let mult = MULT.load(Ordering::Relaxed);
-    if mult == 0 {
+    TickScale::now().time_ns(ticks())
+}
+
+/// Now in clock ticks: the time-stamp counter when it is invariant (rdtsc
+/// costs less than half of clock_gettime in a VM, and every hook reads the
+/// clock twice), else CLOCK_MONOTONIC ns. The hooks keep ticks and the
+/// buffers convert them when they encode a batch, off the hot path.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    if MULT.load(Ordering::Relaxed) == 0 {
         return clock_ns(libc::CLOCK_MONOTONIC);
     }
-    let ticks = rdtsc().saturating_sub(BASE_TSC.load(Ordering::Relaxed));
-    BASE_NS.load(Ordering::Relaxed) + ((u128::from(ticks) * u128::from(mult)) >> 32) as u64
+    rdtsc()
+}
+
+/// The conversion of [`ticks`] into ns, read once for a batch of events.
+#[derive(Clone, Copy)]
+pub struct TickScale {
+    /// 0: ticks are ns already.
+    mult: u64,
+    base_tsc: u64,
+    base_ns: u64,
+}
+
+impl TickScale {
+    pub fn now() -> TickScale {
+        TickScale {
+            mult: MULT.load(Ordering::Relaxed),
+            base_tsc: BASE_TSC.load(Ordering::Relaxed),
+            base_ns: BASE_NS.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The time of [`ticks`] value `t`, in ns on the CLOCK_MONOTONIC time line.
+    #[inline(always)]
+    pub fn time_ns(self, t: u64) -> u64 {
+        if self.mult == 0 {
+            return t;
+        }
+        self.base_ns + self.span_ns(t.saturating_sub(self.base_tsc))
+    }
+
+    /// The length in ns of a span of `d` [`ticks`].
+    #[inline(always)]
+    pub fn span_ns(self, d: u64) -> u64 {
+        if self.mult == 0 {
+            return d;
+        }
+        ((u128::from(d) * u128::from(self.mult)) >> 32) as u64
+    }
 }
 
 /// Measures the time-stamp counter against CLOCK_MONOTONIC (once per program
-/// image; a fork child inherits the result).
+/// image, before recording starts, so that ticks never change meaning under
+/// buffered events; a fork child inherits the result).
 pub fn calibrate_clock() {
     if MULT.load(Ordering::Relaxed) != 0 || !invariant_tsc() {
         return;
@@ -78,6 +120,29 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: `ts` is a valid out-pointer; clock_gettime does not allocate.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Registers this process for [`membarrier`]; false if the kernel (or a
+/// seccomp filter) refuses.
+pub fn membarrier_register() -> bool {
+    // SAFETY: membarrier takes two integers and touches no memory of ours.
+    unsafe {
+        libc::syscall(
+            libc::SYS_membarrier,
+            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+            0,
+        ) == 0
+    }
+}
+
+/// A full memory barrier in every running thread of this process (after
+/// [`membarrier_register`]).
+pub fn membarrier() {
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) };
 }
 
 /// Writes all of `buf` to `fd`; false on error.

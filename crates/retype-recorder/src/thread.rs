@@ -48,7 +48,7 @@ pub fn watch_exit(b: *mut c_void) {
 }
 
 unsafe extern "C" fn on_exit(b: *mut c_void) {
-    let _busy = crate::hooks::Busy::enter();
+    let _busy = crate::local::Busy::enter();
     let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
     let mut n = 0;
     if !SUMMARIZED.replace(true) {

@@ -54,14 +54,27 @@ pub fn put_varint(buf: &mut [u8], pos: &mut usize, mut v: u64) -> Option<()> {
 
 /// [`put_varint`] into an event's fixed-size room: at most 6 varints of at
 /// most [`MAX_VARINT`] bytes follow the op byte, so `n` stays in bounds.
+/// One- and two-byte values (most latencies, time deltas and sizes) skip the loop.
 #[inline(always)]
 fn put_small(out: &mut [u8; MAX_EVENT_LEN], n: &mut usize, mut v: u64) {
+    const MASK: usize = MAX_EVENT_LEN - 1;
+    if v < 0x80 {
+        out[*n & MASK] = v as u8;
+        *n += 1;
+        return;
+    }
+    if v < 0x4000 {
+        out[*n & MASK] = v as u8 | 0x80;
+        out[(*n + 1) & MASK] = (v >> 7) as u8;
+        *n += 2;
+        return;
+    }
     while v >= 0x80 {
-        out[*n & (MAX_EVENT_LEN - 1)] = v as u8 | 0x80;
+        out[*n & MASK] = v as u8 | 0x80;
         v >>= 7;
         *n += 1;
     }
-    out[*n & (MAX_EVENT_LEN - 1)] = v as u8;
+    out[*n & MASK] = v as u8;
     *n += 1;
 }
 
@@ -128,7 +141,7 @@ impl DeltaState {
     /// Appends `e` (its thread is the record's) at `buf[*pos..]`.
     /// On `None` (fewer than [`MAX_EVENT_LEN`] bytes of room) nothing is
     /// committed: `pos` and the state are unchanged.
-    #[inline]
+    #[inline(always)]
     pub fn encode(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) -> Option<()> {
         // One bounds check for the whole event: the recorder calls this inside malloc.
         let out: &mut [u8; MAX_EVENT_LEN] = buf

@@ -12,7 +12,37 @@ fn op() -> impl Strategy<Value = Op> {
 
 /// Values that exercise every varint length, and small ones that are common.
 fn num() -> impl Strategy<Value = u64> {
-    prop_oneof![0u64..300, any::<u64>(), Just(u64::MAX)]
+    prop_oneof![
+        0u64..300,
+        any::<u64>(),
+        (any::<u64>(), 0u32..64).prop_map(|(v, shift)| v >> shift),
+        Just(u64::MAX)
+    ]
+}
+
+/// The bytes of `e` as the format spells them, one varint at a time with
+/// `put_varint`: the reference for the encoder (which writes into a fixed room
+/// with its own varint loop).
+fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
+    let mut buf = [0u8; 64];
+    let mut n = 1;
+    buf[0] = e.op as u8;
+    let mut put = |v: u64| put_varint(&mut buf, &mut n, v).unwrap();
+    put(zigzag(e.time_ns.wrapping_sub(prev_time)));
+    put(e.latency_ns);
+    let mut addr = prev_addr;
+    if e.op.has_ptr() {
+        put(zigzag(e.ptr.wrapping_sub(addr)));
+        addr = e.ptr;
+    }
+    if e.op.has_align() {
+        put(e.align);
+    }
+    if e.op.allocates() {
+        put(e.size);
+        put(zigzag(e.ret.wrapping_sub(addr)));
+    }
+    buf[..n].to_vec()
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -76,6 +106,30 @@ fn bytes_of(t: &Trace) -> Vec<u8> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn events_encode_as_their_varints(
+        events in prop::collection::vec(event(), 1..20),
+        base in num(),
+    ) {
+        let mut delta = codec::DeltaState::new(base);
+        let (mut prev_time, mut prev_addr) = (base, 0u64);
+        let mut buf = vec![0xAAu8; 64 * (events.len() + 1)];
+        let mut pos = 0;
+        let mut want = Vec::new();
+        for e in &events {
+            want.extend(reference_event_bytes(e, prev_time, prev_addr));
+            prev_time = e.time_ns;
+            if e.op.has_ptr() {
+                prev_addr = e.ptr;
+            }
+            if e.op.allocates() {
+                prev_addr = e.ret;
+            }
+            delta.encode(&mut buf, &mut pos, e).unwrap();
+            prop_assert_eq!(&buf[..pos], &want[..]);
+        }
+    }
 
     #[test]
     fn varint_round_trip(v in any::<u64>()) {

@@ -336,6 +336,32 @@ fn every_exit_path_ends_the_trace() {
     }
 }
 
+/// The process ends while two threads allocate without pause: their buffers
+/// are written out while they append (the fast path's handshake with the
+/// drainer), and the trace must still read to its end record, consistent.
+#[test]
+fn exit_while_threads_allocate_leaves_a_whole_trace() {
+    let dir = scratch("busy");
+    let exe = compile("lifecycle.c", &dir);
+    for round in 0..5 {
+        let (t, o) = record(
+            &dir,
+            &format!("busy{round}.rtr"),
+            &[],
+            &[exe.to_str().unwrap(), "busy", "10"],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(markers(&t), 10);
+        assert_consistent(&t);
+        let threads = t
+            .events
+            .iter()
+            .map(|e| e.thread)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(threads.len(), 3, "main and both workers recorded");
+    }
+}
+
 #[test]
 fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     let dir = scratch("fork");
@@ -355,9 +381,20 @@ fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     assert_eq!(markers(&child), 40);
     assert_eq!(child.meta_value("segment"), Some("fork"));
 
-    let (t, o) = record(&dir, "e.rtr", &[], &[exe.to_str().unwrap(), "exec", "30"]);
-    assert!(o.status.success());
-    assert_eq!(markers(&t), 30);
+    assert_exec_continues_the_file(&dir, &exe, "exec");
+}
+
+/// `lifecycle MODE 30` execs /bin/true: the 30 marker calls before the exec
+/// are in the file, and the new image appends a second segment.
+fn assert_exec_continues_the_file(dir: &Path, exe: &Path, mode: &str) {
+    let (t, o) = record(
+        dir,
+        &format!("{mode}.rtr"),
+        &[],
+        &[exe.to_str().unwrap(), mode, "30"],
+    );
+    assert!(o.status.success(), "{mode}");
+    assert_eq!(markers(&t), 30, "{mode}");
     let segments: Vec<&str> = t
         .meta
         .iter()
@@ -367,9 +404,19 @@ fn a_forked_child_writes_its_own_trace_and_exec_continues_the_file() {
     assert_eq!(
         segments,
         ["start", "exec"],
-        "exec begins a second segment in the same file"
+        "{mode} begins a second segment in the same file"
     );
     the_last_image_is(&t, "true");
+}
+
+/// The C-variadic exec functions (the recorder's C shim) end the segment too.
+#[test]
+fn execl_execlp_and_execle_keep_the_events_before_them() {
+    let dir = scratch("execl");
+    let exe = compile("lifecycle.c", &dir);
+    for mode in ["execl", "execlp", "execle"] {
+        assert_exec_continues_the_file(&dir, &exe, mode);
+    }
 }
 
 #[test]

@@ -6,13 +6,19 @@
  *   abort    abort()
  *   fork     the child makes N more marker allocations and calls _exit(0);
  *            the parent waits for it
- *   exec     exec /bin/true: the new image goes on in the same trace */
+ *   exec     exec /bin/true: the new image goes on in the same trace
+ *   execl, execlp, execle   the same through the C-variadic exec functions
+ *   busy     two threads allocate without pause while main returns: the
+ *            trace is written out while they append */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define MARKER 12345
 
@@ -24,12 +30,28 @@ static void marker_allocations(int n) {
     }
 }
 
+static void *allocate_forever(void *arg) {
+    (void)arg;
+    for (;;) {
+        char *volatile p = malloc(64);
+        p[0] = 1;
+        free(p);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: lifecycle MODE N\n"); return 2; }
     const char *mode = argv[1];
     int n = atoi(argv[2]);
     marker_allocations(n);
     if (!strcmp(mode, "exit")) return 0;
+    if (!strcmp(mode, "busy")) {
+        pthread_t t;
+        for (int i = 0; i < 2; i++) pthread_create(&t, NULL, allocate_forever, NULL);
+        usleep(20000);
+        return 0;
+    }
     if (!strcmp(mode, "_exit")) _exit(3);
     if (!strcmp(mode, "sigterm")) raise(SIGTERM);
     if (!strcmp(mode, "abort")) abort();
@@ -45,5 +67,9 @@ int main(int argc, char **argv) {
         execv("/bin/true", args);
         return 1;
     }
+    if (!strcmp(mode, "execl")) { execl("/bin/true", "true", "x", (char *)NULL); return 1; }
+    if (!strcmp(mode, "execlp")) { execlp("true", "true", "x", (char *)NULL); return 1; }
+    /* The environment, passed on, keeps the recorder in the new image. */
+    if (!strcmp(mode, "execle")) { execle("/bin/true", "true", "x", (char *)NULL, environ); return 1; }
     return 2;
 }
