@@ -78,6 +78,13 @@ impl Trace {
 
     /// Each segment's events ordered by time (stable: ties keep file order),
     /// as one thread replaying a multi-threaded program would see them.
+    ///
+    /// A call that hands out a block is placed at its end (the block is not
+    /// the caller's before it returns) and every other call at its start (a
+    /// freed block may be handed out again as soon as `free` is entered).
+    /// Ordered by start alone, a thread's `malloc` that began before another
+    /// thread's `free` of the same block, yet returned that block, would come
+    /// first, and the replay would see the block allocated twice.
     pub fn serialized_segments(&self) -> Vec<Vec<Event>> {
         let mut bounds = vec![0];
         bounds.extend(
@@ -92,7 +99,13 @@ impl Trace {
             .filter(|w| w[0] < w[1])
             .map(|w| {
                 let mut ev = self.events[w[0]..w[1]].to_vec();
-                ev.sort_by_key(|e| e.time_ns);
+                ev.sort_by_key(|e| {
+                    if e.op.allocates() {
+                        e.time_ns + e.latency_ns
+                    } else {
+                        e.time_ns
+                    }
+                });
                 ev
             })
             .collect()
