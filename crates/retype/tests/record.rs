@@ -301,7 +301,13 @@ fn git_in_a_temporary_repository() {
     assert_consistent(&t);
     // A deterministic read-only command against valgrind (git's index preload
     // runs threads whose allocations vary from run to run: off).
-    let cmd = ["git", "-c", "core.preloadIndex=false", "status", "--porcelain"];
+    let cmd = [
+        "git",
+        "-c",
+        "core.preloadIndex=false",
+        "status",
+        "--porcelain",
+    ];
     let (t, _) = record(&dir, "status.rtr", &[], &cmd);
     assert_consistent(&t);
     let v = valgrind_trace(&dir, &cmd);
