@@ -4,7 +4,8 @@
 # nanoseconds from 22 to 100,000 slabs. Writes docs/bench-mm.md.
 #
 # Instructions per request = (I(2N) - I(N)) / (requests(2N) - requests(N)),
-# counting only the timed loop (callgrind --toggle-collect), so set-up cancels.
+# counting only inside MemoryManager::alloc and ::free (callgrind --toggle-collect), so
+# neither the harness nor the set-up counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps valgrind
@@ -14,7 +15,8 @@ N=${N:-20000}
 out=docs/bench-mm.md
 
 count() { # policy slabs ops -> "instructions requests"
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*bench*time*' \
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='retype_core::mm::MemoryManager::alloc' \
+    --toggle-collect='retype_core::mm::MemoryManager::free' \
     "$R" bench mm --policy "$1" --slabs "$2" --ops "$3" 2>&1 |
     awk '/Collected/ {i=$4} / requests / {r=$4} END {print i, r}'
 }
