@@ -112,21 +112,9 @@ fn every_chart_of_a_study_report_draws_marks() {
     );
     let charts = page.matches("<figure class=\"chart\"").count();
     assert_eq!(charts, 2 * 7, "seven charts per workload");
-    let dom = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    let marks = dom
-        .split("data-marks=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("the page's check ran");
-    let marks: serde_json::Value = serde_json::from_str(&marks.replace("&quot;", "\"")).unwrap();
-    let marks = marks.as_object().unwrap();
+    let marks = marks_in_browser(browser, &html);
     assert_eq!(marks.len(), charts, "every chart was checked");
-    for (name, n) in marks {
+    for (name, n) in &marks {
         assert!(n.as_u64().unwrap() > 0, "chart {name} drew no marks");
     }
     std::fs::remove_dir_all(dir).unwrap();

@@ -103,11 +103,7 @@ fn draw_lines(svg: &mut String, axes: &Axes, lines: &[Line], marks: &[Marks]) ->
             .y_desc(axes.y)
             .draw()?;
         series(&mut chart, lines, marks, ymin * 0.8)?;
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend_box(&mut chart)?;
     } else {
         let mut chart = builder.build_cartesian_2d(0f64..xmax * 1.02, 0f64..ymax * 1.08)?;
         chart
@@ -117,13 +113,24 @@ fn draw_lines(svg: &mut String, axes: &Axes, lines: &[Line], marks: &[Marks]) ->
             .y_desc(axes.y)
             .draw()?;
         series(&mut chart, lines, marks, 0.0)?;
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend_box(&mut chart)?;
     }
     root.present()?;
+    Ok(())
+}
+
+/// The legend box of a chart's labelled series.
+fn legend_box<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> DrawResult<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
     Ok(())
 }
 
@@ -222,11 +229,7 @@ fn draw_bars(
                 Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(LEGEND).filled())
             });
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend_box(&mut chart)?;
     root.present()?;
     Ok(())
 }
@@ -304,11 +307,7 @@ fn draw_grouped(
             });
     }
     if groups.len() > 1 {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend_box(&mut chart)?;
     }
     root.present()?;
     Ok(())
