@@ -9,21 +9,26 @@
 //! bases: O(log n)), exactly as the improved CantripOS design of seed 000
 //! §3.3 does. [`Stats`] are current after every operation.
 
+mod allocation;
 pub mod layout;
 pub mod policy;
 pub mod slab;
+pub mod slabs;
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use smallvec::SmallVec;
 
-use crate::kernel::{CapId, Kernel, UtId};
+use allocation::{Allocation, Allocations, Placed};
+
+use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
 pub use layout::Layout;
 use policy::Policy;
 use slab::{Slab, WatermarkRule};
+use slabs::Slabs;
 
 /// One object descriptor of a request: `count` objects of type `ty`.
 /// `size_bits` matters only for the variable-size types (untyped, CNode
@@ -146,28 +151,19 @@ impl Stats {
     }
 }
 
-/// The objects one descriptor created: contiguous, `count` of `2^bits` bytes.
-#[derive(Clone, Copy, Debug)]
-struct Placed {
-    slab: u32,
-    first: u64,
-    bits: u32,
-    count: u32,
-}
-
-/// A served request: where its objects went and the capabilities naming them
-/// (inline for the common small request: no heap allocation).
-#[derive(Clone, Debug)]
-struct Allocation {
-    placed: SmallVec<[Placed; 2]>,
-    caps: SmallVec<[CapId; 8]>,
-}
-
 /// The memory manager.
 #[derive(Clone)]
 pub struct MemoryManager {
+    books: Books,
+    live: Allocations,
+}
+
+/// Everything a request changes but the allocation table, kept apart from it
+/// so that a table entry can be filled and released in place.
+#[derive(Clone)]
+struct Books {
     kernel: Kernel,
-    slabs: Vec<Slab>,
+    slabs: Slabs,
     /// The kernel's untyped behind each slab (kept rule only).
     untypeds: Vec<UtId>,
     /// Slab bases in increasing order and the slab at each, to find a slab
@@ -176,8 +172,6 @@ pub struct MemoryManager {
     by_base: Vec<u32>,
     policy: Box<dyn Policy>,
     rule: WatermarkRule,
-    live: Vec<Option<Allocation>>,
-    free_ids: Vec<u32>,
     stats: Stats,
     largest: u64,
 }
@@ -202,35 +196,37 @@ impl MemoryManager {
         by_base.sort_by_key(|&i| slabs[i as usize].base());
         let bases = by_base.iter().map(|&i| slabs[i as usize].base()).collect();
         let largest = slabs.iter().map(Slab::size).max().unwrap_or(0);
-        Some(MemoryManager {
+        let books = Books {
             policy: policy::by_name(policy, &slabs)?,
             kernel,
-            slabs,
+            slabs: Slabs::new(slabs),
             untypeds,
             bases,
             by_base,
             rule,
-            live: Vec::new(),
-            free_ids: Vec::new(),
             stats: Stats::default(),
             largest,
+        };
+        Some(MemoryManager {
+            books,
+            live: Allocations::default(),
         })
     }
 
     pub fn stats(&self) -> &Stats {
-        &self.stats
+        &self.books.stats
     }
 
     pub fn slabs(&self) -> &[Slab] {
-        &self.slabs
+        &self.books.slabs
     }
 
     pub fn policy_name(&self) -> &'static str {
-        self.policy.name()
+        self.books.policy.name()
     }
 
     pub fn rule(&self) -> WatermarkRule {
-        self.rule
+        self.books.rule
     }
 
     /// Object size in bits of every descriptor, or the first bad one.
@@ -238,7 +234,8 @@ impl MemoryManager {
         if request.is_empty() {
             return Err(AllocError::Empty);
         }
-        let config = self.kernel.config();
+        let config = self.books.kernel.config();
+        let largest = self.books.largest;
         let mut bits = SmallVec::new();
         for (desc, d) in request.iter().enumerate() {
             if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
@@ -251,11 +248,11 @@ impl MemoryManager {
                 .object_bits(d.ty, d.size_bits)
                 .map_err(|error| AllocError::BadSize { desc, error })?;
             let bytes = u64::from(d.count) << b;
-            if bytes > self.largest || b >= 64 {
+            if bytes > largest || b >= 64 {
                 return Err(AllocError::TooLarge {
                     desc,
                     bytes,
-                    largest: self.largest,
+                    largest,
                 });
             }
             bits.push(b);
@@ -268,66 +265,26 @@ impl MemoryManager {
     /// (CantripOS leaks them; we do not) and the request counts as one OOM.
     pub fn alloc(&mut self, request: &[ObjDesc]) -> Result<AllocId, AllocError> {
         let bits = self.validate(request)?;
-        let mut alloc = Allocation {
-            placed: SmallVec::new(),
-            caps: SmallVec::new(),
-        };
-        self.policy.begin_request();
-        for (desc, (d, &b)) in request.iter().zip(&bits).enumerate() {
-            let n = u64::from(d.count);
-            let choice = self.policy.choose(&self.slabs, b, n);
-            self.stats.failed_retypes += choice.failed_retypes;
-            let Some((s, fit)) = choice.slab else {
-                self.policy.end_request(false);
-                self.release(&alloc);
-                self.stats.ooms += 1;
-                return Err(AllocError::OutOfMemory { desc });
-            };
-            if self.rule == WatermarkRule::Kept {
-                let placement = self
-                    .kernel
-                    .retype_sized(self.untypeds[s], b, n, &mut alloc.caps)
-                    .expect("bookkeeping said the kernel's retype fits");
-                assert_eq!(
-                    placement.first, fit.first,
-                    "bookkeeping and kernel disagree"
-                );
-            }
-            self.update_slab(s, |slab| slab.place(&fit, b, n));
-            alloc.placed.push(Placed {
-                slab: s as u32,
-                first: fit.first,
-                bits: b,
-                count: d.count,
-            });
-            self.stats.bytes_in_use += n << b;
-            self.stats.objects_in_use += n;
+        let (id, entry) = self.live.vacant();
+        let served = self.books.place(request, &bits, entry);
+        if served.is_err() {
+            self.live.vacate(id);
         }
-        self.policy.end_request(true);
-        self.stats.bytes_requested += alloc
-            .placed
-            .iter()
-            .map(|p| u64::from(p.count) << p.bits)
-            .sum::<u64>();
-        Ok(self.insert(alloc))
+        served.map(|()| id)
     }
 
     /// Frees every object of a served request.
     pub fn free(&mut self, id: AllocId) -> Result<(), FreeError> {
-        let alloc = self
-            .live
-            .get_mut(id.0 as usize)
-            .and_then(Option::take)
-            .ok_or(FreeError::Unknown(id))?;
-        self.free_ids.push(id.0);
-        self.release(&alloc);
+        let a = self.live.get(id).ok_or(FreeError::Unknown(id))?;
+        self.books.release(a);
+        self.live.vacate(id);
         Ok(())
     }
 
     /// Where the objects of a live allocation are: `(slab, object bits, count)`
     /// per descriptor.
     pub fn placement(&self, id: AllocId) -> Option<impl Iterator<Item = (u32, u32, u32)> + '_> {
-        let a = self.live.get(id.0 as usize)?.as_ref()?;
+        let a = self.live.get(id)?;
         Some(a.placed.iter().map(|p| (p.slab, p.bits, p.count)))
     }
 
@@ -335,15 +292,15 @@ impl MemoryManager {
     /// Assumes every object has one capability (no copies), as the manager
     /// hands them out.
     pub fn preview_free(&self, ids: &[AllocId]) -> Option<Stats> {
-        let mut stats = self.stats;
+        let books = &self.books;
+        let mut stats = books.stats;
         let mut touched: alloc::collections::BTreeMap<u32, Slab> =
             alloc::collections::BTreeMap::new();
         for &id in ids {
-            let a = self.live.get(id.0 as usize)?.as_ref()?;
-            for p in &a.placed {
+            for p in &self.live.get(id)?.placed {
                 let slab = touched
                     .entry(p.slab)
-                    .or_insert_with(|| self.slabs[p.slab as usize].clone());
+                    .or_insert_with(|| books.slabs[p.slab as usize].clone());
                 let (count, size) = (u64::from(p.count), 1u64 << p.bits);
                 stats.slab_resets += slab.release(p.first, count, size) as u64;
                 stats.bytes_in_use -= count * size;
@@ -351,7 +308,7 @@ impl MemoryManager {
             }
         }
         for (s, after) in &touched {
-            let before = &self.slabs[*s as usize];
+            let before = &books.slabs[*s as usize];
             stats.frag_watermark =
                 stats.frag_watermark + after.frag_watermark() - before.frag_watermark();
             stats.frag_alignment =
@@ -360,10 +317,85 @@ impl MemoryManager {
         Some(stats)
     }
 
-    /// Deletes the objects of `alloc` and charges each to its slab.
-    fn release(&mut self, alloc: &Allocation) {
-        let mut caps = alloc.caps.iter();
-        for p in &alloc.placed {
+    /// The live objects of every slab as `(offset, size)`, recomputed from the
+    /// allocations: what tests compare the incremental bookkeeping against.
+    pub fn live_objects(&self) -> Vec<Vec<(u64, u64)>> {
+        let mut per_slab = alloc::vec![Vec::new(); self.books.slabs.len()];
+        for a in self.live.iter() {
+            for p in &a.placed {
+                for i in 0..u64::from(p.count) {
+                    per_slab[p.slab as usize].push((p.first + (i << p.bits), 1u64 << p.bits));
+                }
+            }
+        }
+        per_slab
+    }
+
+    /// The kernel's view of slab `s`: its watermark and live children.
+    pub fn kernel_untyped(&self, s: usize) -> Option<&crate::untyped::Untyped> {
+        let books = &self.books;
+        (books.rule == WatermarkRule::Kept).then(|| {
+            books
+                .kernel
+                .untyped(books.untypeds[s])
+                .expect("slab untyped")
+        })
+    }
+}
+
+impl Books {
+    /// Places the descriptors of `request` (objects of `2^bits[i]` bytes),
+    /// recording them in the empty entry `a`; on failure deletes what it
+    /// placed, leaving `a` to be vacated.
+    fn place(
+        &mut self,
+        request: &[ObjDesc],
+        bits: &[u32],
+        a: &mut Allocation,
+    ) -> Result<(), AllocError> {
+        self.policy.begin_request();
+        let mut requested = 0;
+        for (desc, (d, &b)) in request.iter().zip(bits).enumerate() {
+            let n = u64::from(d.count);
+            let choice = self.policy.choose(&self.slabs, b, n);
+            self.stats.failed_retypes += choice.failed_retypes;
+            let Some((s, fit)) = choice.slab else {
+                self.policy.end_request(false);
+                self.release(a);
+                self.stats.ooms += 1;
+                return Err(AllocError::OutOfMemory { desc });
+            };
+            if self.rule == WatermarkRule::Kept {
+                let placement = self
+                    .kernel
+                    .retype_sized(self.untypeds[s], b, n, &mut a.caps)
+                    .expect("bookkeeping said the kernel's retype fits");
+                assert_eq!(
+                    placement.first, fit.first,
+                    "bookkeeping and kernel disagree"
+                );
+            }
+            self.update_slab(s, |slab| slab.place(&fit, b, n));
+            let placed = Placed {
+                slab: s as u32,
+                first: fit.first,
+                bits: b,
+                count: d.count,
+            };
+            a.placed.push(placed);
+            requested += placed.bytes();
+            self.stats.bytes_in_use += placed.bytes();
+            self.stats.objects_in_use += n;
+        }
+        self.policy.end_request(true);
+        self.stats.bytes_requested += requested;
+        Ok(())
+    }
+
+    /// Deletes the objects of `a` and charges each to its slab.
+    fn release(&mut self, a: &Allocation) {
+        let mut caps = a.caps.iter();
+        for p in &a.placed {
             let size = 1u64 << p.bits;
             match self.rule {
                 WatermarkRule::Kept => {
@@ -392,8 +424,7 @@ impl MemoryManager {
     }
 
     fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64) {
-        let mut reset = false;
-        self.update_slab(s, |slab| reset = slab.release(offset, count, size));
+        let reset = self.update_slab(s, |slab| slab.release(offset, count, size));
         self.stats.slab_resets += reset as u64;
         self.stats.bytes_in_use -= count * size;
         self.stats.objects_in_use -= count;
@@ -409,46 +440,17 @@ impl MemoryManager {
 
     /// Applies `change` to slab `s`, keeping the fragmentation totals and the
     /// policy's view current.
-    fn update_slab(&mut self, s: usize, change: impl FnOnce(&mut Slab)) {
-        let slab = &mut self.slabs[s];
-        self.stats.frag_watermark -= slab.frag_watermark();
-        self.stats.frag_alignment -= slab.frag_alignment();
-        change(slab);
-        self.stats.frag_watermark += slab.frag_watermark();
-        self.stats.frag_alignment += slab.frag_alignment();
-        self.policy.slab_changed(s, slab);
-    }
-
-    fn insert(&mut self, alloc: Allocation) -> AllocId {
-        match self.free_ids.pop() {
-            Some(i) => {
-                self.live[i as usize] = Some(alloc);
-                AllocId(i)
-            }
-            None => {
-                self.live.push(Some(alloc));
-                AllocId(self.live.len() as u32 - 1)
-            }
-        }
-    }
-
-    /// The live objects of every slab as `(offset, size)`, recomputed from the
-    /// allocations: what tests compare the incremental bookkeeping against.
-    pub fn live_objects(&self) -> Vec<Vec<(u64, u64)>> {
-        let mut per_slab = alloc::vec![Vec::new(); self.slabs.len()];
-        for a in self.live.iter().flatten() {
-            for p in &a.placed {
-                for i in 0..u64::from(p.count) {
-                    per_slab[p.slab as usize].push((p.first + (i << p.bits), 1u64 << p.bits));
-                }
-            }
-        }
-        per_slab
-    }
-
-    /// The kernel's view of slab `s`: its watermark and live children.
-    pub fn kernel_untyped(&self, s: usize) -> Option<&crate::untyped::Untyped> {
-        (self.rule == WatermarkRule::Kept)
-            .then(|| self.kernel.untyped(self.untypeds[s]).expect("slab untyped"))
+    fn update_slab<R>(&mut self, s: usize, change: impl FnOnce(&mut Slab) -> R) -> R {
+        let stats = &mut self.stats;
+        let r = self.slabs.update(s, |slab| {
+            stats.frag_watermark -= slab.frag_watermark();
+            stats.frag_alignment -= slab.frag_alignment();
+            let r = change(slab);
+            stats.frag_watermark += slab.frag_watermark();
+            stats.frag_alignment += slab.frag_alignment();
+            r
+        });
+        self.policy.slab_changed(s, &self.slabs[s]);
+        r
     }
 }

@@ -108,19 +108,6 @@ impl Slab {
         self.size() - self.start()
     }
 
-    /// The bytes [`Fit::leftover`] would give for `need = n << bits` bytes,
-    /// or `None` when they do not fit: the inner loop of the scanning
-    /// policies, so the common case (the kept rule) is a few instructions.
-    #[inline]
-    pub fn leftover(&self, bits: u32, need: u64) -> Option<u64> {
-        if self.extents.is_some() {
-            return self.fit(bits, need >> bits).map(|f| f.leftover);
-        }
-        let start = self.start();
-        let end = align_up(start, bits).checked_add(need)?;
-        self.size().checked_sub(end)
-    }
-
     /// Where `n` objects of `2^bits` bytes would go, or `None` when the kernel
     /// would answer NotEnoughMemory. Never changes the slab.
     #[inline]

@@ -10,9 +10,11 @@
 
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
 use super::{Choice, Policy};
 use crate::mm::slab::{Fit, Slab};
+use crate::mm::slabs::Slabs;
 
 /// The number of slabs from which best fit keeps an index.
 pub const INDEX_FROM: usize = 64;
@@ -40,25 +42,18 @@ impl BestFit {
 
     /// The scan of CantripOS's best fit: the first slab with the least
     /// leftover, stopping at a perfect fit.
-    fn choose_scan(slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
-            return Choice::none();
-        };
+    fn choose_scan(slabs: &Slabs, bits: u32, n: u64) -> Choice {
         let (mut best, mut best_left) = (None, u64::MAX);
-        for (i, s) in slabs.iter().enumerate() {
-            match s.leftover(bits, need) {
-                Some(0) => {
-                    best = Some(i);
-                    break;
+        let _: ControlFlow<()> = slabs.scan(0, slabs.len(), bits, n, |i, left| {
+            if left < best_left {
+                (best, best_left) = (Some(i), left);
+                if left == 0 {
+                    return ControlFlow::Break(());
                 }
-                Some(left) if left < best_left => (best, best_left) = (Some(i), left),
-                _ => {}
             }
-        }
-        Choice {
-            slab: best.map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
-            failed_retypes: 0,
-        }
+            ControlFlow::Continue(())
+        });
+        Choice::at(slabs, best, bits, n)
     }
 
     fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
@@ -98,7 +93,7 @@ impl Policy for BestFit {
         "best-fit"
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         match &self.by_room {
             Some(by_room) => Self::choose_indexed(by_room, slabs, bits, n),
             None => Self::choose_scan(slabs, bits, n),

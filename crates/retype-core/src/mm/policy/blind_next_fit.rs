@@ -7,8 +7,8 @@
 //! earlier one skipped. The cursor moves to the slab that served the last
 //! descriptor, and only when the whole request succeeded.
 
-use super::{Choice, Policy};
-use crate::mm::slab::Slab;
+use super::{first_fitting, Choice, Policy};
+use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
 pub struct BlindNextFit {
@@ -27,24 +27,24 @@ impl Policy for BlindNextFit {
         self.scan = self.cursor;
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        let mut failed = 0;
-        loop {
-            // `fit` answers exactly what the kernel's retype would.
-            if let Some(fit) = slabs[self.scan].fit(bits, n) {
-                return Choice {
-                    slab: Some((self.scan, fit)),
-                    failed_retypes: failed,
-                };
-            }
-            failed += 1;
-            self.scan = (self.scan + 1) % slabs.len();
-            if self.scan == self.cursor {
-                return Choice {
-                    slab: None,
-                    failed_retypes: failed,
-                };
-            }
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
+        // The slabs it would retype from, in turn, until it wraps back to
+        // where the request began; the bookkeeping answers exactly what each
+        // retype would, and every slab tried before the one that fits failed.
+        let len = slabs.len();
+        let untried = match (self.cursor + len - self.scan) % len {
+            0 => len,
+            d => d,
+        };
+        let found = first_fitting(slabs, self.scan, untried, bits, n);
+        let failed = match found {
+            Some(i) => (i + len - self.scan) % len,
+            None => untried,
+        };
+        self.scan = found.unwrap_or(self.cursor);
+        Choice {
+            failed_retypes: failed as u64,
+            ..Choice::at(slabs, found, bits, n)
         }
     }
 

@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 
 use super::{min_by_key, Choice, Policy};
 use crate::mm::slab::Slab;
+use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug)]
 pub struct ClassFit {
@@ -51,7 +52,7 @@ impl Policy for ClassFit {
         "class-fit"
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         let class = &self.class;
         let same = min_by_key(slabs, bits, n, |i, left| {
             (

@@ -1,7 +1,7 @@
 //! First fit: the lowest-numbered slab where the objects fit.
 
-use super::{Choice, Policy};
-use crate::mm::slab::Slab;
+use super::{first_fitting, Choice, Policy};
+use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
 pub struct FirstFit;
@@ -11,15 +11,12 @@ impl Policy for FirstFit {
         "first-fit"
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        let need = n << bits;
-        let slab = slabs
-            .iter()
-            .position(|s| s.leftover(bits, need).is_some())
-            .map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits")));
-        Choice {
-            slab,
-            failed_retypes: 0,
-        }
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
+        Choice::at(
+            slabs,
+            first_fitting(slabs, 0, slabs.len(), bits, n),
+            bits,
+            n,
+        )
     }
 }

@@ -13,6 +13,7 @@ mod next_fit;
 mod worst_fit;
 
 use alloc::boxed::Box;
+use core::ops::ControlFlow;
 
 pub use best_fit::BestFit;
 pub use blind_next_fit::BlindNextFit;
@@ -22,6 +23,7 @@ pub use next_fit::NextFit;
 pub use worst_fit::WorstFit;
 
 use super::slab::{Fit, Slab};
+use super::slabs::Slabs;
 
 /// A policy's answer for one object descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,15 @@ impl Choice {
     pub fn none() -> Choice {
         Choice {
             slab: None,
+            failed_retypes: 0,
+        }
+    }
+
+    /// Slab `found`, if any, with its placement computed in full; the
+    /// answer of a policy that tried no retype.
+    fn at(slabs: &[Slab], found: Option<usize>, bits: u32, n: u64) -> Choice {
+        Choice {
+            slab: found.map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
             failed_retypes: 0,
         }
     }
@@ -67,7 +78,7 @@ pub trait Policy: PolicyClone {
     fn begin_request(&mut self) {}
 
     /// Chooses the slab for `n` objects of `2^bits` bytes each.
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice;
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice;
 
     /// Called after the request: `served` is false when a descriptor failed.
     fn end_request(&mut self, _served: bool) {}
@@ -101,25 +112,25 @@ pub fn by_name(name: &str, slabs: &[Slab]) -> Option<Box<dyn Policy>> {
 }
 
 /// The fitting slab that minimises `key(index, leftover)`, ties to the
-/// lowest index; the shared scan of the sequential policies. Only the
-/// winner's placement is computed in full.
-fn min_by_key<K: Ord>(slabs: &[Slab], bits: u32, n: u64, key: impl Fn(usize, u64) -> K) -> Choice {
-    let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
-        return Choice::none();
-    };
+/// lowest index. Only the winner's placement is computed in full.
+fn min_by_key<K: Ord>(slabs: &Slabs, bits: u32, n: u64, key: impl Fn(usize, u64) -> K) -> Choice {
     let mut best: Option<(K, usize)> = None;
-    for (i, s) in slabs.iter().enumerate() {
-        if let Some(left) = s.leftover(bits, need) {
-            let k = key(i, left);
-            if best.as_ref().is_none_or(|(bk, _)| k < *bk) {
-                best = Some((k, i));
-            }
+    let _: ControlFlow<()> = slabs.scan(0, slabs.len(), bits, n, |i, left| {
+        let k = key(i, left);
+        if best.as_ref().is_none_or(|(bk, _)| k < *bk) {
+            best = Some((k, i));
         }
-    }
-    Choice {
-        slab: best.map(|(_, i)| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
-        failed_retypes: 0,
-    }
+        ControlFlow::Continue(())
+    });
+    Choice::at(slabs, best.map(|(_, i)| i), bits, n)
+}
+
+/// The first slab from `start` on, wrapping, of the next `count`, where the
+/// objects fit.
+fn first_fitting(slabs: &Slabs, start: usize, count: usize, bits: u32, n: u64) -> Option<usize> {
+    slabs
+        .scan(start, count, bits, n, |i, _| ControlFlow::Break(i))
+        .break_value()
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Next fit with exact bookkeeping: CantripOS's roving cursor, but a slab that
 //! cannot take the objects is skipped without a failed retype.
 
-use super::{Choice, Policy};
-use crate::mm::slab::Slab;
+use super::{first_fitting, Choice, Policy};
+use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
 pub struct NextFit {
@@ -14,17 +14,11 @@ impl Policy for NextFit {
         "next-fit"
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        let len = slabs.len();
-        let slab = (0..len)
-            .map(|k| (self.cursor + k) % len)
-            .find_map(|i| slabs[i].fit(bits, n).map(|f| (i, f)));
-        if let Some((i, _)) = slab {
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
+        let found = first_fitting(slabs, self.cursor, slabs.len(), bits, n);
+        if let Some(i) = found {
             self.cursor = i;
         }
-        Choice {
-            slab,
-            failed_retypes: 0,
-        }
+        Choice::at(slabs, found, bits, n)
     }
 }

@@ -6,21 +6,25 @@ use alloc::vec::Vec;
 
 use super::*;
 use crate::mm::slab::{Slab, WatermarkRule};
+use crate::mm::slabs::Slabs;
 use crate::mm::{Layout, MemoryManager, ObjDesc};
 use crate::objects::{Arch, Config, ObjectType::*};
 
 const X64: Config = Config::new(Arch::X86_64);
 
-fn slabs(bits: &[u32]) -> Vec<Slab> {
-    bits.iter()
-        .enumerate()
-        .map(|(i, &b)| Slab::new((i as u64 + 1) << 20, b, WatermarkRule::Kept))
-        .collect()
+fn slabs(bits: &[u32]) -> Slabs {
+    Slabs::new(
+        bits.iter()
+            .enumerate()
+            .map(|(i, &b)| Slab::new((i as u64 + 1) << 20, b, WatermarkRule::Kept))
+            .collect(),
+    )
 }
 
-fn fill(s: &mut Slab, bits: u32, n: u64) {
-    let fit = s.fit(bits, n).unwrap();
-    s.place(&fit, bits, n);
+/// Places `n` objects of `2^bits` bytes in slab `i`.
+fn fill(s: &mut Slabs, i: usize, bits: u32, n: u64) {
+    let fit = s[i].fit(bits, n).unwrap();
+    s.update(i, |slab| slab.place(&fit, bits, n));
 }
 
 #[test]
@@ -53,14 +57,14 @@ fn v11_cantrip_next_fit_with_exact_accounting() {
 #[test]
 fn v11_quirk_the_stop_point_is_per_request() {
     let mut s = slabs(&[12, 12, 12]);
-    fill(&mut s[0], 4, 255);
-    fill(&mut s[1], 11, 1);
-    fill(&mut s[2], 12, 1);
+    fill(&mut s, 0, 4, 255);
+    fill(&mut s, 1, 11, 1);
+    fill(&mut s, 2, 12, 1);
     let mut p = BlindNextFit::default();
     p.begin_request();
     let tcb = p.choose(&s, 11, 1);
     assert_eq!((tcb.slab.map(|c| c.0), tcb.failed_retypes), (Some(1), 1));
-    fill(&mut s[1], 11, 1);
+    fill(&mut s, 1, 11, 1);
     let ep = p.choose(&s, 4, 1);
     assert_eq!(
         (ep.slab, ep.failed_retypes),
@@ -79,8 +83,8 @@ fn best_fit_minimises_leftover_not_waste() {
     // holding a 64-byte CNode (192 bytes of alignment, 0 left), not to the
     // 1024-byte slab holding a TCB (512 left).
     let mut s = slabs(&[10, 9]);
-    fill(&mut s[1], 6, 1);
-    fill(&mut s[0], 9, 1);
+    fill(&mut s, 1, 6, 1);
+    fill(&mut s, 0, 9, 1);
     let c = BestFit::new(&s).choose(&s, 8, 1);
     assert_eq!(
         c.slab.map(|(i, f)| (i, f.first, f.waste, f.leftover)),
@@ -88,8 +92,8 @@ fn best_fit_minimises_leftover_not_waste() {
     );
     // Class fit will not mix sizes while an empty or same-size slab exists.
     let mut s2 = slabs(&[10, 9, 9]);
-    fill(&mut s2[1], 6, 1);
-    fill(&mut s2[0], 9, 1);
+    fill(&mut s2, 1, 6, 1);
+    fill(&mut s2, 0, 9, 1);
     let mut cf = ClassFit::new(3);
     cf.slab_changed(0, &s2[0]);
     let c = cf.choose(&s2, 8, 1);
@@ -99,7 +103,7 @@ fn best_fit_minimises_leftover_not_waste() {
 #[test]
 fn sequential_policies_pick_as_their_names_say() {
     let mut s = slabs(&[14, 12, 13]);
-    fill(&mut s[0], 12, 1);
+    fill(&mut s, 0, 12, 1);
     assert_eq!(FirstFit.choose(&s, 10, 1).slab.map(|c| c.0), Some(0));
     assert_eq!(
         BestFit::new(&s).choose(&s, 10, 1).slab.map(|c| c.0),
@@ -108,7 +112,7 @@ fn sequential_policies_pick_as_their_names_say() {
     assert_eq!(WorstFit.choose(&s, 10, 1).slab.map(|c| c.0), Some(0));
     let mut nf = NextFit::default();
     assert_eq!(nf.choose(&s, 13, 1).slab.map(|c| c.0), Some(0));
-    fill(&mut s[0], 13, 1);
+    fill(&mut s, 0, 13, 1);
     assert_eq!(
         nf.choose(&s, 13, 1).slab.map(|c| c.0),
         Some(2),
@@ -137,14 +141,14 @@ fn indexed_best_fit_agrees_with_the_scan() {
         let fast = indexed.choose(&s, b, n);
         assert_eq!(scan, fast);
         if let Some((i, fit)) = fast.slab {
-            s[i].place(&fit, b, n);
+            s.update(i, |slab| slab.place(&fit, b, n));
             sizes[i].extend(core::iter::repeat_n(1u64 << b, n as usize));
             indexed.slab_changed(i, &s[i]);
         }
         if rng.below(3) == 0 {
             let i = rng.below(s.len() as u64) as usize;
             for size in sizes[i].drain(..) {
-                s[i].release(0, 1, size);
+                s.update(i, |slab| slab.release(0, 1, size));
             }
             indexed.slab_changed(i, &s[i]);
         }

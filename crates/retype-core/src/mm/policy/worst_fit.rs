@@ -4,7 +4,7 @@
 use core::cmp::Reverse;
 
 use super::{min_by_key, Choice, Policy};
-use crate::mm::slab::Slab;
+use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
 pub struct WorstFit;
@@ -14,7 +14,7 @@ impl Policy for WorstFit {
         "worst-fit"
     }
 
-    fn choose(&mut self, slabs: &[Slab], bits: u32, n: u64) -> Choice {
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         min_by_key(slabs, bits, n, |_, left| Reverse(left))
     }
 }

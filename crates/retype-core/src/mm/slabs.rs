@@ -1,0 +1,138 @@
+//! The manager's slabs, and the scan every sequential policy runs over them.
+//!
+//! Besides the slabs themselves the table keeps each one's room (the bytes a
+//! retype could still use) in a dense array, so that asking "where do `n`
+//! objects of `2^bits` bytes fit, and what would each slab have left?" costs a
+//! handful of instructions a slab: the slab's end is aligned to every object
+//! size that fits in it, so aligning the start up is aligning the room down.
+
+use alloc::vec::Vec;
+use core::ops::{ControlFlow, Deref};
+
+use super::slab::Slab;
+
+/// The slabs in index order, with their rooms.
+#[derive(Clone, Debug)]
+pub struct Slabs {
+    slabs: Vec<Slab>,
+    /// `slabs[i].available()`, kept rule only.
+    room: Vec<u64>,
+    /// The slabs keep live extents (the watermark lifted): the room does not
+    /// say where objects fit, so the scan asks each slab.
+    lifted: bool,
+}
+
+impl Slabs {
+    /// A table of `slabs`, which must all follow one watermark rule.
+    pub fn new(slabs: Vec<Slab>) -> Slabs {
+        let lifted = slabs.first().is_some_and(Slab::is_lifted);
+        assert!(
+            slabs.iter().all(|s| s.is_lifted() == lifted),
+            "slabs of one table follow one watermark rule"
+        );
+        let room = slabs.iter().map(Slab::available).collect();
+        Slabs {
+            slabs,
+            room,
+            lifted,
+        }
+    }
+
+    /// Applies `change` to slab `i`, keeping its room current.
+    #[inline]
+    pub fn update<R>(&mut self, i: usize, change: impl FnOnce(&mut Slab) -> R) -> R {
+        let r = change(&mut self.slabs[i]);
+        self.room[i] = self.slabs[i].available();
+        r
+    }
+
+    /// Visits the `count` slabs from index `start` on, wrapping past the last,
+    /// and calls `visit(index, leftover)` for each where `n` objects of
+    /// `2^bits` bytes fit ([`Fit::leftover`](super::slab::Fit::leftover)),
+    /// until `visit` breaks.
+    #[inline]
+    pub fn scan<B>(
+        &self,
+        start: usize,
+        count: usize,
+        bits: u32,
+        n: u64,
+        mut visit: impl FnMut(usize, u64) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+            return ControlFlow::Continue(());
+        };
+        let len = self.slabs.len();
+        debug_assert!(start < len.max(1) && count <= len);
+        let (head, tail) = if start + count <= len {
+            (start..start + count, 0..0)
+        } else {
+            (start..len, 0..start + count - len)
+        };
+        for part in [head, tail] {
+            if self.lifted {
+                for i in part {
+                    if let Some(fit) = self.slabs[i].fit(bits, n) {
+                        visit(i, fit.leftover)?;
+                    }
+                }
+            } else {
+                let keep = !((1u64 << bits) - 1);
+                let first = part.start;
+                for (k, &room) in self.room[part].iter().enumerate() {
+                    if let Some(left) = (room & keep).checked_sub(need) {
+                        visit(first + k, left)?;
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Deref for Slabs {
+    type Target = [Slab];
+
+    fn deref(&self) -> &[Slab] {
+        &self.slabs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mm::slab::WatermarkRule;
+    use crate::rng::SplitMix64;
+
+    /// The scan's leftovers are what each slab's own placement says, in
+    /// order, from any start, under both rules.
+    #[test]
+    fn scan_agrees_with_each_slab() {
+        let mut rng = SplitMix64::new(3);
+        for rule in [WatermarkRule::Kept, WatermarkRule::Lifted] {
+            let mut slabs = Slabs::new(
+                (0..9)
+                    .map(|i| Slab::new((i + 1) << 20, 8 + (i as u32 % 5), rule))
+                    .collect(),
+            );
+            for _ in 0..2000 {
+                let (bits, n) = (4 + rng.below(8) as u32, 1 + rng.below(4));
+                let i = rng.below(9) as usize;
+                if let Some(fit) = slabs[i].fit(bits, n) {
+                    slabs.update(i, |s| s.place(&fit, bits, n));
+                }
+                let (start, count) = (rng.below(9) as usize, rng.below(10) as usize);
+                let mut seen = Vec::new();
+                let _: ControlFlow<()> = slabs.scan(start, count, bits, n, |i, left| {
+                    seen.push((i, left));
+                    ControlFlow::Continue(())
+                });
+                let want: Vec<(usize, u64)> = (0..count)
+                    .map(|k| (start + k) % 9)
+                    .filter_map(|i| slabs[i].fit(bits, n).map(|f| (i, f.leftover)))
+                    .collect();
+                assert_eq!(seen, want, "{rule:?} from {start}, {count} slabs");
+            }
+        }
+    }
+}
