@@ -173,6 +173,7 @@ impl Kernel {
 
     /// Retype for a caller that has already checked the arguments and sized
     /// the objects (`2^bits` bytes each): only the memory check remains.
+    #[inline]
     pub fn retype_sized(
         &mut self,
         id: UtId,
@@ -190,6 +191,7 @@ impl Kernel {
         Ok(placement)
     }
 
+    #[inline]
     fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut impl CapSink) {
         let base = self.regions[id.0 as usize].base;
         for i in 0..placement.count {
@@ -215,6 +217,7 @@ impl Kernel {
 
     /// `CNode_Delete`: empties the slot. When it held the object's final
     /// capability the object is destroyed and its physical address returned.
+    #[inline]
     pub fn delete(&mut self, cap: CapId) -> Result<Deleted, CapError> {
         let obj = self.object_of(cap)?;
         self.caps[cap.0 as usize] = None;
@@ -254,6 +257,7 @@ impl Kernel {
         Ok(self.objects[self.object_of(cap)? as usize].paddr)
     }
 
+    #[inline]
     fn object_of(&self, cap: CapId) -> Result<u32, CapError> {
         self.caps
             .get(cap.0 as usize)
@@ -262,6 +266,7 @@ impl Kernel {
             .ok_or(CapError::InvalidCap(cap))
     }
 
+    #[inline]
     fn new_object(&mut self, o: Object) -> u32 {
         match self.free_objects.pop() {
             Some(i) => {
@@ -275,6 +280,7 @@ impl Kernel {
         }
     }
 
+    #[inline]
     fn new_cap(&mut self, obj: u32) -> CapId {
         match self.free_caps.pop() {
             Some(i) => {

@@ -201,6 +201,7 @@ impl Config {
 
     /// log2 size of one object of type `ty`; `size_bits` is used only by the
     /// variable-size types. Applies seL4's checks 4–7 in their order.
+    #[inline]
     pub fn object_bits(&self, ty: ObjectType, size_bits: u32) -> Result<u32, SizeError> {
         let wide = self.is_32bit();
         let bits = match ty {

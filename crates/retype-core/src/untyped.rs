@@ -174,6 +174,7 @@ impl Untyped {
     /// the fit test `((2^k - start) >> bits) >= n` then the aligned placement.
     /// Alignment needs no term in the fit test: the region's end is aligned to
     /// every object size that can fit.
+    #[inline]
     pub fn plan(&self, bits: u32, n: u64) -> Result<Placement, RetypeError> {
         let start = self.start();
         let left = self.size() - start;
@@ -233,6 +234,7 @@ impl Untyped {
     /// Applies a placement from [`Untyped::plan`]: the watermark moves to its
     /// end and its objects become children. Used by callers that already did
     /// the argument checks (the memory manager, which sizes objects itself).
+    #[inline]
     pub fn commit(&mut self, placement: &Placement) {
         debug_assert_eq!(Ok(*placement), self.plan(placement.bits, placement.count));
         self.watermark = placement.end();
@@ -240,12 +242,14 @@ impl Untyped {
     }
 
     /// A capability derived from this untyped appeared (a copy of an object cap).
+    #[inline]
     pub fn add_child(&mut self) {
         self.children += 1;
     }
 
     /// A capability derived from this untyped was deleted. The watermark stays:
     /// only the next retype after the last child resets it.
+    #[inline]
     pub fn remove_child(&mut self) {
         assert!(self.children > 0, "untyped has no children to remove");
         self.children -= 1;

@@ -15,7 +15,6 @@ pub mod policy;
 pub mod slab;
 pub mod slabs;
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use smallvec::SmallVec;
@@ -26,7 +25,7 @@ use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
 pub use layout::Layout;
-use policy::Policy;
+use policy::{AnyPolicy, Policy};
 use slab::{Slab, WatermarkRule};
 use slabs::Slabs;
 
@@ -170,7 +169,7 @@ struct Books {
     /// from an address by binary search.
     bases: Vec<u64>,
     by_base: Vec<u32>,
-    policy: Box<dyn Policy>,
+    policy: AnyPolicy,
     rule: WatermarkRule,
     stats: Stats,
     largest: u64,
@@ -197,7 +196,7 @@ impl MemoryManager {
         let bases = by_base.iter().map(|&i| slabs[i as usize].base()).collect();
         let largest = slabs.iter().map(Slab::size).max().unwrap_or(0);
         let books = Books {
-            policy: policy::by_name(policy, &slabs)?,
+            policy: AnyPolicy::by_name(policy, &slabs)?,
             kernel,
             slabs: Slabs::new(slabs),
             untypeds,
@@ -359,26 +358,39 @@ impl Books {
             let n = u64::from(d.count);
             let choice = self.policy.choose(&self.slabs, b, n);
             self.stats.failed_retypes += choice.failed_retypes;
-            let Some((s, fit)) = choice.slab else {
+            let Some(s) = choice.slab else {
                 self.policy.end_request(false);
                 self.release(a);
                 self.stats.ooms += 1;
                 return Err(AllocError::OutOfMemory { desc });
             };
-            if self.rule == WatermarkRule::Kept {
-                let placement = self
-                    .kernel
-                    .retype_sized(self.untypeds[s], b, n, &mut a.caps)
-                    .expect("bookkeeping said the kernel's retype fits");
-                assert_eq!(
-                    placement.first, fit.first,
-                    "bookkeeping and kernel disagree"
-                );
-            }
-            self.update_slab(s, |slab| slab.place(&fit, b, n));
+            // The kernel says where the objects went; the bookkeeping must
+            // have known (the property tests check it in debug builds).
+            let (first, waste) = match self.rule {
+                WatermarkRule::Kept => {
+                    let p = self
+                        .kernel
+                        .retype_sized(self.untypeds[s], b, n, &mut a.caps)
+                        .expect("bookkeeping said the kernel's retype fits");
+                    debug_assert_eq!(
+                        self.slabs.fit(s, b, n).map(|f| (f.first, f.waste)),
+                        Some((p.first, p.waste)),
+                        "bookkeeping and kernel disagree"
+                    );
+                    (p.first, p.waste)
+                }
+                WatermarkRule::Lifted => {
+                    let f = self
+                        .slabs
+                        .fit(s, b, n)
+                        .expect("the policy chose a slab that fits");
+                    (f.first, f.waste)
+                }
+            };
+            self.update_slab(s, |slab| slab.place(first, waste, b, n));
             let placed = Placed {
                 slab: s as u32,
-                first: fit.first,
+                first,
                 bits: b,
                 count: d.count,
             };

@@ -104,6 +104,7 @@ impl Slab {
     }
 
     /// Bytes a retype could still use (the kernel's `memoryLeft`).
+    #[inline]
     pub fn available(&self) -> u64 {
         self.size() - self.start()
     }
@@ -127,44 +128,48 @@ impl Slab {
                     leftover: self.size() - end,
                 })
             }
-            Some(extents) => {
-                let mut hole_start = 0;
-                for (&off, &len) in extents.iter() {
-                    let first = align_up(hole_start, bits);
-                    if first + need <= off {
-                        return Some(Fit {
-                            first,
-                            waste: first - hole_start,
-                            leftover: self.size() - self.watermark,
-                        });
-                    }
-                    hole_start = off + len;
-                }
-                let first = align_up(hole_start, bits);
-                (first + need <= self.size()).then(|| Fit {
-                    first,
-                    waste: first - hole_start,
-                    leftover: self.size() - (first + need),
-                })
-            }
+            Some(extents) => self.fit_in_holes(extents, bits, need),
         }
     }
 
-    /// Records `n` objects of `2^bits` bytes placed at `fit`.
-    pub fn place(&mut self, fit: &Fit, bits: u32, n: u64) {
+    /// [`Slab::fit`] with the watermark lifted: the lowest aligned hole.
+    /// Kept out of line, so that the kept rule's fit inlines small.
+    #[inline(never)]
+    fn fit_in_holes(&self, extents: &BTreeMap<u64, u64>, bits: u32, need: u64) -> Option<Fit> {
+        let mut hole_start = 0;
+        for (&off, &len) in extents.iter() {
+            let first = align_up(hole_start, bits);
+            if first + need <= off {
+                return Some(Fit {
+                    first,
+                    waste: first - hole_start,
+                    leftover: self.size() - self.watermark,
+                });
+            }
+            hole_start = off + len;
+        }
+        let first = align_up(hole_start, bits);
+        (first + need <= self.size()).then(|| Fit {
+            first,
+            waste: first - hole_start,
+            leftover: self.size() - (first + need),
+        })
+    }
+
+    /// Records `n` objects of `2^bits` bytes placed from offset `first`,
+    /// after `waste` bytes skipped to align them ([`Fit::first`], [`Fit::waste`]).
+    #[inline]
+    pub fn place(&mut self, first: u64, waste: u64, bits: u32, n: u64) {
         let bytes = n << bits;
-        let end = fit.first + bytes;
+        let end = first + bytes;
         match &mut self.extents {
             None => {
-                self.align_waste = if self.live_objects > 0 {
-                    self.align_waste
-                } else {
-                    0
-                } + fit.waste;
+                // A reset zeroed the waste of the objects before.
+                self.align_waste += waste;
                 self.watermark = end;
             }
             Some(extents) => {
-                extents.insert(fit.first, bytes);
+                extents.insert(first, bytes);
                 self.watermark = self.watermark.max(end);
             }
         }
@@ -174,6 +179,7 @@ impl Slab {
 
     /// Records that `count` consecutive objects of `size` bytes from `offset`
     /// went. Returns true when they were the slab's last: a slab reset.
+    #[inline]
     pub fn release(&mut self, offset: u64, count: u64, size: u64) -> bool {
         let bytes = count * size;
         assert!(
@@ -194,22 +200,29 @@ impl Slab {
         false
     }
 
+    /// Bytes below the watermark neither live nor skipped for alignment:
+    /// freed space. An empty slab has watermark, waste and live bytes all 0.
+    fn freed(&self) -> u64 {
+        self.watermark - self.align_waste - self.live_bytes
+    }
+
     /// Watermarking fragmentation: freed bytes still locked below the watermark.
+    #[inline]
     pub fn frag_watermark(&self) -> u64 {
-        if self.extents.is_some() || self.live_objects == 0 {
-            0
-        } else {
-            self.watermark - self.align_waste - self.live_bytes
+        match self.extents {
+            None => self.freed(),
+            Some(_) => 0,
         }
     }
 
-    /// Alignment fragmentation. With the watermark lifted nothing is locked, and
-    /// what remains is the holes below the highest object, counted here.
+    /// Alignment fragmentation. With the watermark lifted nothing is locked
+    /// (nor skipped: objects go in holes), and what remains is the holes below
+    /// the highest object, counted here.
+    #[inline]
     pub fn frag_alignment(&self) -> u64 {
         match self.extents {
-            _ if self.live_objects == 0 => 0,
             None => self.align_waste,
-            Some(_) => self.watermark - self.live_bytes,
+            Some(_) => self.freed(),
         }
     }
 

@@ -9,7 +9,7 @@
 use alloc::vec::Vec;
 use core::ops::{ControlFlow, Deref};
 
-use super::slab::Slab;
+use super::slab::{Fit, Slab};
 
 /// The slabs in index order, with their rooms.
 #[derive(Clone, Debug)]
@@ -46,10 +46,27 @@ impl Slabs {
         r
     }
 
+    /// Where `n` objects of `2^bits` bytes would go in slab `i`: what
+    /// [`Slab::fit`] answers, from the room alone under the kept rule.
+    #[inline]
+    pub fn fit(&self, i: usize, bits: u32, n: u64) -> Option<Fit> {
+        if self.lifted {
+            return self.slabs[i].fit(bits, n);
+        }
+        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let room = self.room[i];
+        let usable = room & !((1u64 << bits) - 1);
+        let leftover = usable.checked_sub(need)?;
+        Some(Fit {
+            first: self.slabs[i].size() - usable,
+            waste: room - usable,
+            leftover,
+        })
+    }
+
     /// Visits the `count` slabs from index `start` on, wrapping past the last,
     /// and calls `visit(index, leftover)` for each where `n` objects of
-    /// `2^bits` bytes fit ([`Fit::leftover`](super::slab::Fit::leftover)),
-    /// until `visit` breaks.
+    /// `2^bits` bytes fit ([`Fit::leftover`]), until `visit` breaks.
     #[inline]
     pub fn scan<B>(
         &self,
@@ -69,21 +86,33 @@ impl Slabs {
         } else {
             (start..len, 0..start + count - len)
         };
+        if self.lifted {
+            return self.scan_lifted(head.chain(tail), bits, n, visit);
+        }
+        let keep = !((1u64 << bits) - 1);
         for part in [head, tail] {
-            if self.lifted {
-                for i in part {
-                    if let Some(fit) = self.slabs[i].fit(bits, n) {
-                        visit(i, fit.leftover)?;
-                    }
+            let first = part.start;
+            for (k, &room) in self.room[part].iter().enumerate() {
+                if let Some(left) = (room & keep).checked_sub(need) {
+                    visit(first + k, left)?;
                 }
-            } else {
-                let keep = !((1u64 << bits) - 1);
-                let first = part.start;
-                for (k, &room) in self.room[part].iter().enumerate() {
-                    if let Some(left) = (room & keep).checked_sub(need) {
-                        visit(first + k, left)?;
-                    }
-                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// [`Slabs::scan`] with the watermark lifted, asking each slab.
+    #[inline(never)]
+    fn scan_lifted<B>(
+        &self,
+        order: impl Iterator<Item = usize>,
+        bits: u32,
+        n: u64,
+        mut visit: impl FnMut(usize, u64) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        for i in order {
+            if let Some(fit) = self.slabs[i].fit(bits, n) {
+                visit(i, fit.leftover)?;
             }
         }
         ControlFlow::Continue(())
@@ -119,7 +148,7 @@ mod tests {
                 let (bits, n) = (4 + rng.below(8) as u32, 1 + rng.below(4));
                 let i = rng.below(9) as usize;
                 if let Some(fit) = slabs[i].fit(bits, n) {
-                    slabs.update(i, |s| s.place(&fit, bits, n));
+                    slabs.update(i, |s| s.place(fit.first, fit.waste, bits, n));
                 }
                 let (start, count) = (rng.below(9) as usize, rng.below(10) as usize);
                 let mut seen = Vec::new();
@@ -132,6 +161,13 @@ mod tests {
                     .filter_map(|i| slabs[i].fit(bits, n).map(|f| (i, f.leftover)))
                     .collect();
                 assert_eq!(seen, want, "{rule:?} from {start}, {count} slabs");
+                for i in 0..9 {
+                    assert_eq!(
+                        slabs.fit(i, bits, n),
+                        slabs[i].fit(bits, n),
+                        "{rule:?} slab {i}"
+                    );
+                }
             }
         }
     }

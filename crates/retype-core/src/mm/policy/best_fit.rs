@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
 use super::{Choice, Policy};
-use crate::mm::slab::{Fit, Slab};
+use crate::mm::slab::Slab;
 use crate::mm::slabs::Slabs;
 
 /// The number of slabs from which best fit keeps an index.
@@ -53,7 +53,7 @@ impl BestFit {
             }
             ControlFlow::Continue(())
         });
-        Choice::at(slabs, best, bits, n)
+        Choice::at(best)
     }
 
     fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
@@ -61,17 +61,17 @@ impl BestFit {
             return Choice::none();
         };
         let slack = (1u64 << bits) - 1;
-        let mut best: Option<(u64, u32, Fit)> = None;
+        let mut best: Option<(u64, u32)> = None;
         let mut from = (need, 0);
         while let Some(&(avail, i)) = by_room.range(from..).next() {
-            if best.is_some_and(|(b, _, _)| avail.saturating_sub(need + slack) > b) {
+            if best.is_some_and(|(b, _)| avail.saturating_sub(need + slack) > b) {
                 break;
             }
             let fit = slabs[i as usize]
                 .fit(bits, n)
                 .expect("an indexed slab with room fits");
-            if best.is_none_or(|(b, bi, _)| (fit.leftover, i) < (b, bi)) {
-                best = Some((fit.leftover, i, fit));
+            if best.is_none_or(|b| (fit.leftover, i) < b) {
+                best = Some((fit.leftover, i));
             }
             // A slab that wasted nothing left the least any slab with the same
             // room can; the rest of that room have higher indices: skip them.
@@ -81,10 +81,7 @@ impl BestFit {
                 (avail, i + 1)
             };
         }
-        Choice {
-            slab: best.map(|(_, i, f)| (i as usize, f)),
-            failed_retypes: 0,
-        }
+        Choice::at(best.map(|(_, i)| i as usize))
     }
 }
 

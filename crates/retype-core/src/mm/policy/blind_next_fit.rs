@@ -44,7 +44,7 @@ impl Policy for BlindNextFit {
         self.scan = found.unwrap_or(self.cursor);
         Choice {
             failed_retypes: failed as u64,
-            ..Choice::at(slabs, found, bits, n)
+            ..Choice::at(found)
         }
     }
 

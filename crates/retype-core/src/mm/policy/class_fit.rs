@@ -36,15 +36,14 @@ impl ClassFit {
 
 /// Best fit counting the bytes skipped for alignment as lost.
 fn min_waste_and_leftover(slabs: &[Slab], bits: u32, n: u64) -> Choice {
-    let slab = slabs
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.fit(bits, n).map(|f| (i, f)))
-        .min_by_key(|(i, f)| (f.leftover + f.waste, *i));
-    Choice {
-        slab,
-        failed_retypes: 0,
-    }
+    Choice::at(
+        slabs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.fit(bits, n).map(|f| (f.leftover + f.waste, i)))
+            .min()
+            .map(|(_, i)| i),
+    )
 }
 
 impl Policy for ClassFit {
@@ -62,10 +61,10 @@ impl Policy for ClassFit {
             )
         });
         let choice = match same.slab {
-            Some((i, _)) if class[i] == Some(bits) || slabs[i].live_objects() == 0 => same,
+            Some(i) if class[i] == Some(bits) || slabs[i].live_objects() == 0 => same,
             _ => min_waste_and_leftover(slabs, bits, n),
         };
-        if let Some((i, _)) = choice.slab {
+        if let Some(i) = choice.slab {
             if slabs[i].live_objects() == 0 {
                 self.class[i] = Some(bits);
             }

@@ -12,11 +12,6 @@ impl Policy for FirstFit {
     }
 
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        Choice::at(
-            slabs,
-            first_fitting(slabs, 0, slabs.len(), bits, n),
-            bits,
-            n,
-        )
+        Choice::at(first_fitting(slabs, 0, slabs.len(), bits, n))
     }
 }

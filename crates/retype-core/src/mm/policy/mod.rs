@@ -12,7 +12,6 @@ mod first_fit;
 mod next_fit;
 mod worst_fit;
 
-use alloc::boxed::Box;
 use core::ops::ControlFlow;
 
 pub use best_fit::BestFit;
@@ -22,14 +21,14 @@ pub use first_fit::FirstFit;
 pub use next_fit::NextFit;
 pub use worst_fit::WorstFit;
 
-use super::slab::{Fit, Slab};
+use super::slab::Slab;
 use super::slabs::Slabs;
 
 /// A policy's answer for one object descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Choice {
-    /// The slab to retype from, with the placement it will get.
-    pub slab: Option<(usize, Fit)>,
+    /// The slab to retype from.
+    pub slab: Option<usize>,
     /// Retypes tried and refused before the answer (blind policies only).
     pub failed_retypes: u64,
 }
@@ -42,35 +41,17 @@ impl Choice {
         }
     }
 
-    /// Slab `found`, if any, with its placement computed in full; the
-    /// answer of a policy that tried no retype.
-    fn at(slabs: &[Slab], found: Option<usize>, bits: u32, n: u64) -> Choice {
+    /// Slab `found`, if any: the answer of a policy that tried no retype.
+    fn at(found: Option<usize>) -> Choice {
         Choice {
-            slab: found.map(|i| (i, slabs[i].fit(bits, n).expect("the scan found it fits"))),
+            slab: found,
             failed_retypes: 0,
         }
     }
 }
 
-/// Lets a manager holding a `Box<dyn Policy>` be cloned (what-if runs).
-pub trait PolicyClone {
-    fn boxed_clone(&self) -> Box<dyn Policy>;
-}
-
-impl<T: Policy + Clone + 'static> PolicyClone for T {
-    fn boxed_clone(&self) -> Box<dyn Policy> {
-        Box::new(self.clone())
-    }
-}
-
-impl Clone for Box<dyn Policy> {
-    fn clone(&self) -> Self {
-        self.boxed_clone()
-    }
-}
-
 /// One placement policy.
-pub trait Policy: PolicyClone {
+pub trait Policy {
     /// The name used on the command line and in reports.
     fn name(&self) -> &'static str;
 
@@ -98,17 +79,72 @@ pub const NAMES: [&str; 6] = [
     "class-fit",
 ];
 
-/// Makes the policy called `name` for `slabs`, or `None` for an unknown name.
-pub fn by_name(name: &str, slabs: &[Slab]) -> Option<Box<dyn Policy>> {
-    Some(match name {
-        "blind-next-fit" => Box::new(BlindNextFit::default()),
-        "next-fit" => Box::new(NextFit::default()),
-        "first-fit" => Box::new(FirstFit),
-        "best-fit" => Box::new(BestFit::new(slabs)),
-        "worst-fit" => Box::new(WorstFit),
-        "class-fit" => Box::new(ClassFit::new(slabs.len())),
-        _ => return None,
-    })
+/// One of the policies, called without a virtual call: the manager asks its
+/// policy several times a request, and a match lets the policy's code (and
+/// its empty hooks) inline into the manager's.
+#[derive(Clone, Debug)]
+pub enum AnyPolicy {
+    BlindNextFit(BlindNextFit),
+    NextFit(NextFit),
+    FirstFit(FirstFit),
+    BestFit(BestFit),
+    WorstFit(WorstFit),
+    ClassFit(ClassFit),
+}
+
+impl AnyPolicy {
+    /// The policy called `name` for `slabs`, or `None` for an unknown name.
+    pub fn by_name(name: &str, slabs: &[Slab]) -> Option<AnyPolicy> {
+        Some(match name {
+            "blind-next-fit" => AnyPolicy::BlindNextFit(BlindNextFit::default()),
+            "next-fit" => AnyPolicy::NextFit(NextFit::default()),
+            "first-fit" => AnyPolicy::FirstFit(FirstFit),
+            "best-fit" => AnyPolicy::BestFit(BestFit::new(slabs)),
+            "worst-fit" => AnyPolicy::WorstFit(WorstFit),
+            "class-fit" => AnyPolicy::ClassFit(ClassFit::new(slabs.len())),
+            _ => return None,
+        })
+    }
+}
+
+/// `$body` with `$p` bound to the policy inside `$any`.
+macro_rules! each {
+    ($any:expr, $p:ident => $body:expr) => {
+        match $any {
+            AnyPolicy::BlindNextFit($p) => $body,
+            AnyPolicy::NextFit($p) => $body,
+            AnyPolicy::FirstFit($p) => $body,
+            AnyPolicy::BestFit($p) => $body,
+            AnyPolicy::WorstFit($p) => $body,
+            AnyPolicy::ClassFit($p) => $body,
+        }
+    };
+}
+
+impl Policy for AnyPolicy {
+    fn name(&self) -> &'static str {
+        each!(self, p => p.name())
+    }
+
+    #[inline]
+    fn begin_request(&mut self) {
+        each!(self, p => p.begin_request())
+    }
+
+    #[inline]
+    fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
+        each!(self, p => p.choose(slabs, bits, n))
+    }
+
+    #[inline]
+    fn end_request(&mut self, served: bool) {
+        each!(self, p => p.end_request(served))
+    }
+
+    #[inline]
+    fn slab_changed(&mut self, index: usize, slab: &Slab) {
+        each!(self, p => p.slab_changed(index, slab))
+    }
 }
 
 /// The fitting slab that minimises `key(index, leftover)`, ties to the
@@ -122,11 +158,12 @@ fn min_by_key<K: Ord>(slabs: &Slabs, bits: u32, n: u64, key: impl Fn(usize, u64)
         }
         ControlFlow::Continue(())
     });
-    Choice::at(slabs, best.map(|(_, i)| i), bits, n)
+    Choice::at(best.map(|(_, i)| i))
 }
 
 /// The first slab from `start` on, wrapping, of the next `count`, where the
 /// objects fit.
+#[inline]
 fn first_fitting(slabs: &Slabs, start: usize, count: usize, bits: u32, n: u64) -> Option<usize> {
     slabs
         .scan(start, count, bits, n, |i, _| ControlFlow::Break(i))

@@ -19,6 +19,6 @@ impl Policy for NextFit {
         if let Some(i) = found {
             self.cursor = i;
         }
-        Choice::at(slabs, found, bits, n)
+        Choice::at(found)
     }
 }
