@@ -101,6 +101,51 @@ impl Slabs {
         ControlFlow::Continue(())
     }
 
+    /// The first slab where `n` objects of `2^bits` bytes fit leaving the
+    /// fewest bytes (seed 000's best fit), scanning from slab 0.
+    #[inline]
+    pub fn least_leftover(&self, bits: u32, n: u64) -> Option<usize> {
+        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        if self.lifted {
+            let mut best = None;
+            let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, left| {
+                if best.is_none_or(|(b, _)| left < b) {
+                    best = Some((left, i));
+                }
+                ControlFlow::Continue(())
+            });
+            return best.map(|(_, i)| i);
+        }
+        // Where the objects do not fit the subtraction wraps round, past any
+        // leftover (rooms are far below 2^63), so the loop needs no fit test.
+        // Two slabs a step, the better of the pair (ties to the first) against
+        // the best so far: fewer instructions a slab than one at a time.
+        let keep = !((1u64 << bits) - 1);
+        let left = |room: u64| (room & keep).wrapping_sub(need);
+        let (mut best, mut best_left) = (0, u64::MAX);
+        let pairs = self.room.chunks_exact(2);
+        let odd = pairs
+            .remainder()
+            .first()
+            .map(|&room| (self.room.len() - 1, left(room)));
+        for (k, pair) in pairs.enumerate() {
+            let (a, b) = (left(pair[0]), left(pair[1]));
+            if a.min(b) < best_left {
+                (best, best_left) = if a <= b { (2 * k, a) } else { (2 * k + 1, b) };
+                if best_left == 0 {
+                    break;
+                }
+            }
+        }
+        if let Some((i, _)) = odd.filter(|&(_, l)| l < best_left) {
+            best = i;
+        }
+        self.room
+            .get(best)
+            .is_some_and(|&room| room & keep >= need)
+            .then_some(best)
+    }
+
     /// [`Slabs::scan`] with the watermark lifted, asking each slab.
     #[inline(never)]
     fn scan_lifted<B>(

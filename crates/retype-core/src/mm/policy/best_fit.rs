@@ -10,7 +10,6 @@
 
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
-use core::ops::ControlFlow;
 
 use super::{Choice, Policy};
 use crate::mm::slab::Slab;
@@ -43,17 +42,7 @@ impl BestFit {
     /// The scan of CantripOS's best fit: the first slab with the least
     /// leftover, stopping at a perfect fit.
     fn choose_scan(slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        let (mut best, mut best_left) = (None, u64::MAX);
-        let _: ControlFlow<()> = slabs.scan(0, slabs.len(), bits, n, |i, left| {
-            if left < best_left {
-                (best, best_left) = (Some(i), left);
-                if left == 0 {
-                    return ControlFlow::Break(());
-                }
-            }
-            ControlFlow::Continue(())
-        });
-        Choice::at(best)
+        Choice::at(slabs.least_leftover(bits, n))
     }
 
     fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
