@@ -2,11 +2,10 @@
 //! and the capabilities naming them.
 //!
 //! Entries are filled and emptied in place and reused last-freed first, so a
-//! request moves no entry and, once an entry has held a large request, later
-//! ones reuse its capacity instead of allocating.
+//! request moves no entry, and an entry's vectors keep their capacity: once
+//! the table has grown, requests allocate nothing.
 
 use alloc::vec::Vec;
-use smallvec::SmallVec;
 
 use super::AllocId;
 use crate::kernel::CapId;
@@ -30,9 +29,9 @@ impl Placed {
 /// A served request; empty while its entry is free.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Allocation {
-    pub placed: SmallVec<[Placed; 2]>,
+    pub placed: Vec<Placed>,
     /// One per object, in the order of `placed`.
-    pub caps: SmallVec<[CapId; 10]>,
+    pub caps: Vec<CapId>,
 }
 
 /// The live allocations, indexed by [`AllocId`].

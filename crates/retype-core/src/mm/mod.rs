@@ -17,7 +17,6 @@ pub mod slabs;
 
 use alloc::vec::Vec;
 use core::fmt;
-use smallvec::SmallVec;
 
 use allocation::{Allocation, Allocations, Placed};
 
@@ -155,6 +154,9 @@ impl Stats {
 pub struct MemoryManager {
     books: Books,
     live: Allocations,
+    /// The object sizes (log2) of the request being served, kept between
+    /// requests for its capacity.
+    bits: Vec<u32>,
 }
 
 /// Everything a request changes but the allocation table, kept apart from it
@@ -209,6 +211,7 @@ impl MemoryManager {
         Some(MemoryManager {
             books,
             live: Allocations::default(),
+            bits: Vec::new(),
         })
     }
 
@@ -228,44 +231,13 @@ impl MemoryManager {
         self.books.rule
     }
 
-    /// Object size in bits of every descriptor, or the first bad one.
-    fn validate(&self, request: &[ObjDesc]) -> Result<SmallVec<[u32; 4]>, AllocError> {
-        if request.is_empty() {
-            return Err(AllocError::Empty);
-        }
-        let config = self.books.kernel.config();
-        let largest = self.books.largest;
-        let mut bits = SmallVec::new();
-        for (desc, d) in request.iter().enumerate() {
-            if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
-                return Err(AllocError::BadCount {
-                    desc,
-                    count: d.count,
-                });
-            }
-            let b = config
-                .object_bits(d.ty, d.size_bits)
-                .map_err(|error| AllocError::BadSize { desc, error })?;
-            let bytes = u64::from(d.count) << b;
-            if bytes > largest || b >= 64 {
-                return Err(AllocError::TooLarge {
-                    desc,
-                    bytes,
-                    largest,
-                });
-            }
-            bits.push(b);
-        }
-        Ok(bits)
-    }
-
     /// Serves a request, all or nothing. When a later descriptor cannot be
     /// placed the objects already made for the request are deleted again
     /// (CantripOS leaks them; we do not) and the request counts as one OOM.
     pub fn alloc(&mut self, request: &[ObjDesc]) -> Result<AllocId, AllocError> {
-        let bits = self.validate(request)?;
+        self.books.validate(request, &mut self.bits)?;
         let (id, entry) = self.live.vacant();
-        let served = self.books.place(request, &bits, entry);
+        let served = self.books.place(request, &self.bits, entry);
         if served.is_err() {
             self.live.vacate(id);
         }
@@ -343,6 +315,38 @@ impl MemoryManager {
 }
 
 impl Books {
+    /// Puts the object size (log2) of every descriptor in `bits`, or names
+    /// the first bad descriptor.
+    fn validate(&self, request: &[ObjDesc], bits: &mut Vec<u32>) -> Result<(), AllocError> {
+        if request.is_empty() {
+            return Err(AllocError::Empty);
+        }
+        let config = self.kernel.config();
+        let largest = self.largest;
+        bits.clear();
+        for (desc, d) in request.iter().enumerate() {
+            if d.count == 0 || u64::from(d.count) > FAN_OUT_LIMIT {
+                return Err(AllocError::BadCount {
+                    desc,
+                    count: d.count,
+                });
+            }
+            let b = config
+                .object_bits(d.ty, d.size_bits)
+                .map_err(|error| AllocError::BadSize { desc, error })?;
+            let bytes = u64::from(d.count) << b;
+            if bytes > largest || b >= 64 {
+                return Err(AllocError::TooLarge {
+                    desc,
+                    bytes,
+                    largest,
+                });
+            }
+            bits.push(b);
+        }
+        Ok(())
+    }
+
     /// Places the descriptors of `request` (objects of `2^bits[i]` bytes),
     /// recording them in the empty entry `a`; on failure deletes what it
     /// placed, leaving `a` to be vacated.
