@@ -102,48 +102,102 @@ impl Slabs {
     }
 
     /// The first slab where `n` objects of `2^bits` bytes fit leaving the
-    /// fewest bytes (seed 000's best fit), scanning from slab 0.
+    /// fewest bytes (seed 000's best fit).
     #[inline]
     pub fn least_leftover(&self, bits: u32, n: u64) -> Option<usize> {
         let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
         if self.lifted {
-            let mut best = None;
-            let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, left| {
-                if best.is_none_or(|(b, _)| left < b) {
-                    best = Some((left, i));
+            return self.first_least_lifted(bits, n, |left| left);
+        }
+        // Where the objects do not fit the subtraction wraps round, past any
+        // leftover (rooms are far below 2^63): no fit test in the loop.
+        let keep = !((1u64 << bits) - 1);
+        let (i, _) = self.first_least(|room| (room & keep).wrapping_sub(need));
+        self.room
+            .get(i)
+            .is_some_and(|&room| room & keep >= need)
+            .then_some(i)
+    }
+
+    /// The first slab where `n` objects of `2^bits` bytes fit leaving the
+    /// most bytes (worst fit).
+    #[inline]
+    pub fn most_leftover(&self, bits: u32, n: u64) -> Option<usize> {
+        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        if self.lifted {
+            return self.first_least_lifted(bits, n, |left| !left);
+        }
+        // The leftover plus one where the objects fit, else 0, turned round so
+        // that the most is the least.
+        let keep = !((1u64 << bits) - 1);
+        let (i, key) = self.first_least(|room| !(room & keep).saturating_sub(need - 1));
+        (key != u64::MAX).then_some(i)
+    }
+
+    /// The first slab where `n` objects of `2^bits` bytes fit leaving the
+    /// fewest bytes unused, above them or skipped below them for alignment.
+    #[inline]
+    pub fn least_unused(&self, bits: u32, n: u64) -> Option<usize> {
+        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        if self.lifted {
+            let mut best: Option<(u64, usize)> = None;
+            let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, _| {
+                let fit = self.slabs[i].fit(bits, n).expect("the scan found it fits");
+                if best.is_none_or(|(b, _)| fit.leftover + fit.waste < b) {
+                    best = Some((fit.leftover + fit.waste, i));
                 }
                 ControlFlow::Continue(())
             });
             return best.map(|(_, i)| i);
         }
-        // Where the objects do not fit the subtraction wraps round, past any
-        // leftover (rooms are far below 2^63), so the loop needs no fit test.
-        // Two slabs a step, the better of the pair (ties to the first) against
-        // the best so far: fewer instructions a slab than one at a time.
+        // Under the kept rule what a placement leaves unused is all of the
+        // room but the objects.
         let keep = !((1u64 << bits) - 1);
-        let left = |room: u64| (room & keep).wrapping_sub(need);
-        let (mut best, mut best_left) = (0, u64::MAX);
+        let unused = |room: u64| {
+            if room & keep >= need {
+                room - need
+            } else {
+                u64::MAX
+            }
+        };
+        let (i, key) = self.first_least(unused);
+        (key != u64::MAX).then_some(i)
+    }
+
+    /// The first slab with the least `key(room)`, and that key; two slabs a
+    /// step, the better of the pair (ties to the first) against the best so
+    /// far, which takes fewer instructions a slab than one at a time.
+    #[inline]
+    fn first_least(&self, key: impl Fn(u64) -> u64) -> (usize, u64) {
+        let (mut best, mut best_key) = (0, u64::MAX);
         let pairs = self.room.chunks_exact(2);
-        let odd = pairs
-            .remainder()
-            .first()
-            .map(|&room| (self.room.len() - 1, left(room)));
+        let odd = pairs.remainder().first().map(|&room| key(room));
         for (k, pair) in pairs.enumerate() {
-            let (a, b) = (left(pair[0]), left(pair[1]));
-            if a.min(b) < best_left {
-                (best, best_left) = if a <= b { (2 * k, a) } else { (2 * k + 1, b) };
-                if best_left == 0 {
-                    break;
+            let (a, b) = (key(pair[0]), key(pair[1]));
+            if a.min(b) < best_key {
+                (best, best_key) = if a <= b { (2 * k, a) } else { (2 * k + 1, b) };
+                if best_key == 0 {
+                    return (best, 0);
                 }
             }
         }
-        if let Some((i, _)) = odd.filter(|&(_, l)| l < best_left) {
-            best = i;
+        match odd {
+            Some(k) if k < best_key => (self.room.len() - 1, k),
+            _ => (best, best_key),
         }
-        self.room
-            .get(best)
-            .is_some_and(|&room| room & keep >= need)
-            .then_some(best)
+    }
+
+    /// [`Slabs::first_least`] of `key(leftover)` over the slabs where the
+    /// objects fit, with the watermark lifted.
+    fn first_least_lifted(&self, bits: u32, n: u64, key: impl Fn(u64) -> u64) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, left| {
+            if best.is_none_or(|(b, _)| key(left) < b) {
+                best = Some((key(left), i));
+            }
+            ControlFlow::Continue(())
+        });
+        best.map(|(_, i)| i)
     }
 
     /// [`Slabs::scan`] with the watermark lifted, asking each slab.

@@ -101,7 +101,7 @@ impl AnyPolicy {
             "first-fit" => AnyPolicy::FirstFit(FirstFit),
             "best-fit" => AnyPolicy::BestFit(BestFit::new(slabs)),
             "worst-fit" => AnyPolicy::WorstFit(WorstFit),
-            "class-fit" => AnyPolicy::ClassFit(ClassFit::new(slabs.len())),
+            "class-fit" => AnyPolicy::ClassFit(ClassFit::new(slabs)),
             _ => return None,
         })
     }
@@ -145,20 +145,6 @@ impl Policy for AnyPolicy {
     fn slab_changed(&mut self, index: usize, slab: &Slab) {
         each!(self, p => p.slab_changed(index, slab))
     }
-}
-
-/// The fitting slab that minimises `key(index, leftover)`, ties to the
-/// lowest index. Only the winner's placement is computed in full.
-fn min_by_key<K: Ord>(slabs: &Slabs, bits: u32, n: u64, key: impl Fn(usize, u64) -> K) -> Choice {
-    let mut best: Option<(K, usize)> = None;
-    let _: ControlFlow<()> = slabs.scan(0, slabs.len(), bits, n, |i, left| {
-        let k = key(i, left);
-        if best.as_ref().is_none_or(|(bk, _)| k < *bk) {
-            best = Some((k, i));
-        }
-        ControlFlow::Continue(())
-    });
-    Choice::at(best.map(|(_, i)| i))
 }
 
 /// The first slab from `start` on, wrapping, of the next `count`, where the

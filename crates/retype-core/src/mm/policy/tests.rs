@@ -92,8 +92,7 @@ fn best_fit_minimises_leftover_not_waste() {
     let mut s2 = slabs(&[10, 9, 9]);
     fill(&mut s2, 1, 6, 1);
     fill(&mut s2, 0, 9, 1);
-    let mut cf = ClassFit::new(3);
-    cf.slab_changed(0, &s2[0]);
+    let mut cf = ClassFit::new(&s2);
     let c = cf.choose(&s2, 8, 1).slab.unwrap();
     assert_eq!((c, s2.fit(c, 8, 1).unwrap().waste), (2, 0));
 }
@@ -124,7 +123,7 @@ fn indexed_best_fit_agrees_with_the_scan() {
     for _ in 0..3000 {
         let b = 4 + rng.below(10) as u32;
         let n = 1 + rng.below(3);
-        let scan = min_by_key(&s, b, n, |_, left| left);
+        let scan = Choice::at(s.least_leftover(b, n));
         let fast = indexed.choose(&s, b, n);
         assert_eq!(scan, fast);
         if let Some(i) = fast.slab {
@@ -139,6 +138,58 @@ fn indexed_best_fit_agrees_with_the_scan() {
                 s.update(i, |slab| slab.release(0, 1, size));
             }
             indexed.slab_changed(i, &s[i]);
+        }
+    }
+}
+
+/// Class fit's three steps restated over every slab, as a reference: a slab
+/// of the class, fewest bytes left; else the smallest empty slab; else the
+/// fewest bytes left or skipped.
+fn class_fit_reference(s: &Slabs, class: &[Option<u32>], bits: u32, n: u64) -> Option<usize> {
+    let fits = |i: &usize| s.fit(*i, bits, n).is_some();
+    let fit = |i: usize| s.fit(i, bits, n).unwrap();
+    let all = || (0..s.len()).filter(fits);
+    all()
+        .filter(|&i| class[i] == Some(bits))
+        .min_by_key(|&i| (fit(i).leftover, i))
+        .or_else(|| {
+            all()
+                .filter(|&i| s[i].live_objects() == 0)
+                .min_by_key(|&i| (fit(i).leftover, i))
+        })
+        .or_else(|| all().min_by_key(|&i| (fit(i).leftover + fit(i).waste, i)))
+}
+
+#[test]
+fn class_fit_agrees_with_its_reference() {
+    use crate::rng::SplitMix64;
+    let bits: Vec<u32> = (0..30).map(|i| 9 + (i * 5 % 7) as u32).collect();
+    let mut s = slabs(&bits);
+    let mut objects: Vec<Vec<u64>> = vec![Vec::new(); s.len()];
+    let mut class = vec![None; s.len()];
+    let mut cf = ClassFit::new(&s);
+    let mut rng = SplitMix64::new(11);
+    for _ in 0..5000 {
+        let b = 4 + rng.below(9) as u32;
+        let n = 1 + rng.below(4);
+        let want = class_fit_reference(&s, &class, b, n);
+        assert_eq!(cf.choose(&s, b, n), Choice::at(want));
+        if let Some(i) = want {
+            if s[i].live_objects() == 0 {
+                class[i] = Some(b);
+            }
+            let fit = s.fit(i, b, n).unwrap();
+            s.update(i, |slab| slab.place(fit.first, fit.waste, b, n));
+            objects[i].extend(core::iter::repeat_n(1u64 << b, n as usize));
+            cf.slab_changed(i, &s[i]);
+        }
+        if rng.below(4) == 0 {
+            let i = rng.below(s.len() as u64) as usize;
+            for size in objects[i].drain(..) {
+                s.update(i, |slab| slab.release(0, 1, size));
+            }
+            class[i] = None;
+            cf.slab_changed(i, &s[i]);
         }
     }
 }

@@ -1,9 +1,7 @@
 //! Worst fit: the slab with the most space left after the placement, so that
-//! what remains is as usable as possible.
+//! what remains is as usable as possible; ties to the lowest index.
 
-use core::cmp::Reverse;
-
-use super::{min_by_key, Choice, Policy};
+use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
@@ -15,6 +13,6 @@ impl Policy for WorstFit {
     }
 
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        min_by_key(slabs, bits, n, |_, left| Reverse(left))
+        Choice::at(slabs.most_leftover(bits, n))
     }
 }
