@@ -44,6 +44,7 @@ pub(super) struct Allocations {
 impl Allocations {
     /// An empty entry to fill, and its name; [`Allocations::vacate`] gives it
     /// back if the request fails.
+    #[inline]
     pub fn vacant(&mut self) -> (AllocId, &mut Allocation) {
         let i = match self.free.pop() {
             Some(i) => i as usize,

@@ -127,11 +127,14 @@ impl Slabs {
         if self.lifted {
             return self.first_least_lifted(bits, n, |left| !left);
         }
-        // The leftover plus one where the objects fit, else 0, turned round so
-        // that the most is the least.
+        // The wrapped leftover, read as signed, is negative where the objects
+        // do not fit; flipping all but the top bit makes the most the least.
         let keep = !((1u64 << bits) - 1);
-        let (i, key) = self.first_least(|room| !(room & keep).saturating_sub(need - 1));
-        (key != u64::MAX).then_some(i)
+        let (i, _) = self.first_least(|room| (room & keep).wrapping_sub(need) ^ i64::MAX as u64);
+        self.room
+            .get(i)
+            .is_some_and(|&room| room & keep >= need)
+            .then_some(i)
     }
 
     /// The first slab where `n` objects of `2^bits` bytes fit leaving the
