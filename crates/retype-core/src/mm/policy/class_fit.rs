@@ -17,8 +17,10 @@
 //! Each step looks only where it must: the slabs of each class are listed,
 //! so are the empty slabs of each size, and only step 3 scans every slab.
 
+use alloc::collections::BinaryHeap;
 use alloc::vec;
 use alloc::vec::Vec;
+use core::cmp::Reverse;
 
 use super::{Choice, Policy};
 use crate::mm::slab::Slab;
@@ -30,11 +32,13 @@ pub struct ClassFit {
     class: Vec<Option<u32>>,
     /// The slabs of each class.
     members: Vec<Vec<u32>>,
-    /// The empty slabs of each size (log2), in increasing order.
-    empty: Vec<Vec<u32>>,
-    /// Bit `k` set: some slab of `2^k` bytes is empty.
+    /// The empty slabs of each size (log2), lowest index on top. A slab
+    /// leaves its heap when step 2 takes it; one that filled otherwise stays
+    /// until it comes to the top and is found not empty.
+    empty: Vec<BinaryHeap<Reverse<u32>>>,
+    /// Bit `k` set: the heap of size `k` is not empty.
     empty_sizes: u64,
-    /// Whether each slab is in `empty`.
+    /// Whether each slab is empty, as last told.
     is_empty: Vec<bool>,
 }
 
@@ -43,7 +47,7 @@ impl ClassFit {
         let mut cf = ClassFit {
             class: vec![None; slabs.len()],
             members: vec![Vec::new(); 64],
-            empty: vec![Vec::new(); 64],
+            empty: vec![BinaryHeap::new(); 64],
             empty_sizes: 0,
             is_empty: vec![false; slabs.len()],
         };
@@ -53,21 +57,25 @@ impl ClassFit {
         cf
     }
 
-    /// Marks slab `index` of `2^bits` bytes empty or not.
-    fn set_empty(&mut self, index: u32, bits: u32, empty: bool) {
-        let list = &mut self.empty[bits as usize];
-        let at = list.binary_search(&index);
-        match (empty, at) {
-            (true, Err(k)) => list.insert(k, index),
-            (false, Ok(k)) => {
-                list.remove(k);
+    /// The lowest-numbered empty slab of the smallest size at least
+    /// `2^need_bits` bytes, taken off its heap.
+    fn take_empty(&mut self, need_bits: u32) -> Option<usize> {
+        loop {
+            let sizes = self.empty_sizes.checked_shr(need_bits).unwrap_or(0) << need_bits;
+            if sizes == 0 {
+                return None;
             }
-            _ => unreachable!("slab {index} is already (not) empty"),
-        }
-        if list.is_empty() {
-            self.empty_sizes &= !(1 << bits);
-        } else {
-            self.empty_sizes |= 1 << bits;
+            let k = sizes.trailing_zeros();
+            let heap = &mut self.empty[k as usize];
+            while let Some(Reverse(i)) = heap.pop() {
+                if self.is_empty[i as usize] {
+                    if heap.is_empty() {
+                        self.empty_sizes &= !(1 << k);
+                    }
+                    return Some(i as usize);
+                }
+            }
+            self.empty_sizes &= !(1 << k);
         }
     }
 }
@@ -95,10 +103,7 @@ impl Policy for ClassFit {
         // An empty slab holds the objects when it is at least `need` bytes
         // (its size is a multiple of theirs): the smallest such size, and the
         // lowest-numbered slab of it.
-        let need_bits = u64::BITS - (need - 1).leading_zeros();
-        let sizes = self.empty_sizes.checked_shr(need_bits).unwrap_or(0) << need_bits;
-        if sizes != 0 {
-            let i = self.empty[sizes.trailing_zeros() as usize][0] as usize;
+        if let Some(i) = self.take_empty(u64::BITS - (need - 1).leading_zeros()) {
             self.class[i] = Some(bits);
             self.members[bits as usize].push(i as u32);
             return Choice::at(Some(i));
@@ -112,10 +117,11 @@ impl Policy for ClassFit {
             return;
         }
         self.is_empty[index] = empty;
-        self.set_empty(index as u32, slab.bits(), empty);
         if !empty {
             return;
         }
+        self.empty[slab.bits() as usize].push(Reverse(index as u32));
+        self.empty_sizes |= 1 << slab.bits();
         if let Some(c) = self.class[index].take() {
             let m = &mut self.members[c as usize];
             let k = m
