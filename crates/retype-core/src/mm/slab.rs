@@ -30,6 +30,12 @@ pub struct Fit {
     pub leftover: u64,
 }
 
+/// The bytes of `n` objects of `2^bits` bytes, or `None` past `u64`.
+#[inline]
+pub fn bytes_of(bits: u32, n: u64) -> Option<u64> {
+    n.checked_shl(bits).filter(|&b| b >> bits == n)
+}
+
 /// How freed space below a slab's watermark is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WatermarkRule {
@@ -113,7 +119,7 @@ impl Slab {
     /// would answer NotEnoughMemory. Never changes the slab.
     #[inline]
     pub fn fit(&self, bits: u32, n: u64) -> Option<Fit> {
-        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let need = bytes_of(bits, n)?;
         match &self.extents {
             None => {
                 // The kernel's test `((size - start) >> bits) >= n` is the same

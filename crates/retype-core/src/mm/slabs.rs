@@ -1,4 +1,4 @@
-//! The manager's slabs, and the scan every sequential policy runs over them.
+//! The manager's slabs, and the searches the policies run over them.
 //!
 //! Besides the slabs themselves the table keeps each one's room (the bytes a
 //! retype could still use) in a dense array, so that asking "where do `n`
@@ -9,13 +9,13 @@
 use alloc::vec::Vec;
 use core::ops::{ControlFlow, Deref};
 
-use super::slab::{Fit, Slab};
+use super::slab::{bytes_of, Fit, Slab};
 
 /// The slabs in index order, with their rooms.
 #[derive(Clone, Debug)]
 pub struct Slabs {
     slabs: Vec<Slab>,
-    /// `slabs[i].available()`, kept rule only.
+    /// `slabs[i].available()`; read under the kept rule only.
     room: Vec<u64>,
     /// The slabs keep live extents (the watermark lifted): the room does not
     /// say where objects fit, so the scan asks each slab.
@@ -53,7 +53,7 @@ impl Slabs {
         if self.lifted {
             return self.slabs[i].fit(bits, n);
         }
-        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let need = bytes_of(bits, n)?;
         let room = self.room[i];
         let usable = room & !((1u64 << bits) - 1);
         let leftover = usable.checked_sub(need)?;
@@ -76,7 +76,7 @@ impl Slabs {
         n: u64,
         mut visit: impl FnMut(usize, u64) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
-        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+        let Some(need) = bytes_of(bits, n) else {
             return ControlFlow::Continue(());
         };
         let len = self.slabs.len();
@@ -105,7 +105,7 @@ impl Slabs {
     /// fewest bytes (seed 000's best fit).
     #[inline]
     pub fn least_leftover(&self, bits: u32, n: u64) -> Option<usize> {
-        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let need = bytes_of(bits, n)?;
         if self.lifted {
             return self.first_least_lifted(bits, n, |left| left);
         }
@@ -123,7 +123,7 @@ impl Slabs {
     /// most bytes (worst fit).
     #[inline]
     pub fn most_leftover(&self, bits: u32, n: u64) -> Option<usize> {
-        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let need = bytes_of(bits, n)?;
         if self.lifted {
             return self.first_least_lifted(bits, n, |left| !left);
         }
@@ -141,7 +141,7 @@ impl Slabs {
     /// fewest bytes unused, above them or skipped below them for alignment.
     #[inline]
     pub fn least_unused(&self, bits: u32, n: u64) -> Option<usize> {
-        let need = n.checked_shl(bits).filter(|&b| b >> bits == n)?;
+        let need = bytes_of(bits, n)?;
         if self.lifted {
             let mut best: Option<(u64, usize)> = None;
             let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, _| {
@@ -235,10 +235,24 @@ mod tests {
     use crate::mm::slab::WatermarkRule;
     use crate::rng::SplitMix64;
 
-    /// The scan's leftovers are what each slab's own placement says, in
-    /// order, from any start, under both rules.
+    /// The first slab with the least `key(fit)` over the slabs where the
+    /// objects fit, asking each slab: the reference for the fast searches.
+    fn first_least<K: Ord>(
+        slabs: &Slabs,
+        bits: u32,
+        n: u64,
+        key: impl Fn(Fit) -> K,
+    ) -> Option<usize> {
+        (0..slabs.len())
+            .filter_map(|i| slabs[i].fit(bits, n).map(|f| (key(f), i)))
+            .min()
+            .map(|(_, i)| i)
+    }
+
+    /// Every search agrees with what each slab's own placement says, from
+    /// any start, under both rules, as slabs fill and reset.
     #[test]
-    fn scan_agrees_with_each_slab() {
+    fn searches_agree_with_each_slab() {
         let mut rng = SplitMix64::new(3);
         for rule in [WatermarkRule::Kept, WatermarkRule::Lifted] {
             let mut slabs = Slabs::new(
@@ -246,11 +260,20 @@ mod tests {
                     .map(|i| Slab::new((i + 1) << 20, 8 + (i as u32 % 5), rule))
                     .collect(),
             );
-            for _ in 0..2000 {
+            let mut placed: Vec<Vec<(u64, u64, u64)>> = alloc::vec![Vec::new(); 9];
+            for _ in 0..3000 {
                 let (bits, n) = (4 + rng.below(8) as u32, 1 + rng.below(4));
                 let i = rng.below(9) as usize;
                 if let Some(fit) = slabs[i].fit(bits, n) {
                     slabs.update(i, |s| s.place(fit.first, fit.waste, bits, n));
+                    placed[i].push((fit.first, n, 1 << bits));
+                }
+                if rng.below(5) == 0 {
+                    let i = rng.below(9) as usize;
+                    for (first, count, size) in placed[i].drain(..) {
+                        slabs.update(i, |s| s.release(first, count, size));
+                    }
+                    assert_eq!(slabs[i].live_objects(), 0);
                 }
                 let (start, count) = (rng.below(9) as usize, rng.below(10) as usize);
                 let mut seen = Vec::new();
@@ -270,6 +293,12 @@ mod tests {
                         "{rule:?} slab {i}"
                     );
                 }
+                let least = first_least(&slabs, bits, n, |f| f.leftover);
+                assert_eq!(slabs.least_leftover(bits, n), least, "{rule:?} least");
+                let most = first_least(&slabs, bits, n, |f| core::cmp::Reverse(f.leftover));
+                assert_eq!(slabs.most_leftover(bits, n), most, "{rule:?} most");
+                let unused = first_least(&slabs, bits, n, |f| f.leftover + f.waste);
+                assert_eq!(slabs.least_unused(bits, n), unused, "{rule:?} unused");
             }
         }
     }

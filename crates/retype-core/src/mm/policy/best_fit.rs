@@ -12,7 +12,7 @@ use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use super::{Choice, Policy};
-use crate::mm::slab::Slab;
+use crate::mm::slab::{bytes_of, Slab};
 use crate::mm::slabs::Slabs;
 
 /// The number of slabs from which best fit keeps an index.
@@ -58,7 +58,7 @@ impl BestFit {
     }
 
     fn choose_indexed(by_room: &BTreeSet<(u64, u32)>, slabs: &[Slab], bits: u32, n: u64) -> Choice {
-        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n) else {
+        let Some(need) = bytes_of(bits, n) else {
             return Choice::none();
         };
         let slack = (1u64 << bits) - 1;

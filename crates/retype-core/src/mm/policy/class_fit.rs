@@ -23,7 +23,7 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 
 use super::{Choice, Policy};
-use crate::mm::slab::Slab;
+use crate::mm::slab::{bytes_of, Slab};
 use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug)]
@@ -86,7 +86,7 @@ impl Policy for ClassFit {
     }
 
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        let Some(need) = n.checked_shl(bits).filter(|&b| b >> bits == n && b > 0) else {
+        let Some(need) = bytes_of(bits, n).filter(|&b| b > 0) else {
             return Choice::none();
         };
         let mut same: Option<(u64, u32)> = None;
