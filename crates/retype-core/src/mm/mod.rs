@@ -416,20 +416,20 @@ impl Books {
             match self.rule {
                 WatermarkRule::Kept => {
                     // Objects whose final capability went, charged to the slab
-                    // found from one's address (the others lie next to it).
-                    let (mut gone, mut paddr) = (0, 0);
+                    // found from the first one's address (the others lie next to it).
+                    let (mut gone, mut first) = (0, u64::MAX);
                     for _ in 0..p.count {
                         let cap = *caps.next().expect("one capability per object");
                         let deleted = self.kernel.delete(cap).expect("live capability");
-                        if let Some(a) = deleted.final_paddr {
+                        if let Some(paddr) = deleted.final_paddr {
                             gone += 1;
-                            paddr = a;
+                            first = first.min(paddr);
                         }
                     }
                     if gone > 0 {
-                        let s = self.slab_of(paddr);
+                        let s = self.slab_of(first);
                         debug_assert_eq!(s, p.slab as usize);
-                        self.release_objects(s, paddr - self.slabs[s].base(), gone, size);
+                        self.release_objects(s, first - self.slabs[s].base(), gone, size);
                     }
                 }
                 WatermarkRule::Lifted => {
