@@ -91,6 +91,7 @@ impl Policy for BestFit {
         "best-fit"
     }
 
+    #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         match &self.by_room {
             Some(by_room) => Self::choose_indexed(by_room, slabs, bits, n),
