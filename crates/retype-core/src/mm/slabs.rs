@@ -105,66 +105,80 @@ impl Slabs {
     /// fewest bytes (seed 000's best fit).
     #[inline]
     pub fn least_leftover(&self, bits: u32, n: u64) -> Option<usize> {
-        let need = bytes_of(bits, n)?;
-        if self.lifted {
-            return self.first_least_lifted(bits, n, |left| left);
-        }
         // Where the objects do not fit the subtraction wraps round, past any
         // leftover (rooms are far below 2^63): no fit test in the loop.
-        let keep = !((1u64 << bits) - 1);
-        let (i, _) = self.first_least(|room| (room & keep).wrapping_sub(need));
-        self.room
-            .get(i)
-            .is_some_and(|&room| room & keep >= need)
-            .then_some(i)
+        self.least_fitting(
+            bits,
+            n,
+            |f| f.leftover,
+            |_, usable, need| usable.wrapping_sub(need),
+        )
     }
 
     /// The first slab where `n` objects of `2^bits` bytes fit leaving the
     /// most bytes (worst fit).
     #[inline]
     pub fn most_leftover(&self, bits: u32, n: u64) -> Option<usize> {
-        let need = bytes_of(bits, n)?;
-        if self.lifted {
-            return self.first_least_lifted(bits, n, |left| !left);
-        }
         // The wrapped leftover, read as signed, is negative where the objects
         // do not fit; flipping all but the top bit makes the most the least.
-        let keep = !((1u64 << bits) - 1);
-        let (i, _) = self.first_least(|room| (room & keep).wrapping_sub(need) ^ i64::MAX as u64);
-        self.room
-            .get(i)
-            .is_some_and(|&room| room & keep >= need)
-            .then_some(i)
+        self.least_fitting(
+            bits,
+            n,
+            |f| !f.leftover,
+            |_, usable, need| usable.wrapping_sub(need) ^ i64::MAX as u64,
+        )
     }
 
     /// The first slab where `n` objects of `2^bits` bytes fit leaving the
     /// fewest bytes unused, above them or skipped below them for alignment.
     #[inline]
     pub fn least_unused(&self, bits: u32, n: u64) -> Option<usize> {
+        // Under the kept rule that is all of the room but the objects.
+        self.least_fitting(
+            bits,
+            n,
+            |f| f.leftover + f.waste,
+            |room, usable, need| {
+                if usable >= need {
+                    room - need
+                } else {
+                    u64::MAX
+                }
+            },
+        )
+    }
+
+    /// The first slab where `n` objects of `2^bits` bytes fit with the least
+    /// key: `lifted(fit)` with the watermark lifted, else `kept(room, room
+    /// rounded down to the object size, bytes needed)`, which must leave no
+    /// slab where they do not fit below every slab where they do.
+    #[inline]
+    fn least_fitting(
+        &self,
+        bits: u32,
+        n: u64,
+        lifted: impl Fn(Fit) -> u64,
+        kept: impl Fn(u64, u64, u64) -> u64,
+    ) -> Option<usize> {
         let need = bytes_of(bits, n)?;
         if self.lifted {
-            let mut best: Option<(u64, usize)> = None;
-            let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, _| {
-                let fit = self.slabs[i].fit(bits, n).expect("the scan found it fits");
-                if best.is_none_or(|(b, _)| fit.leftover + fit.waste < b) {
-                    best = Some((fit.leftover + fit.waste, i));
-                }
-                ControlFlow::Continue(())
-            });
-            return best.map(|(_, i)| i);
+            return self.least_fitting_lifted(bits, n, lifted);
         }
-        // Under the kept rule what a placement leaves unused is all of the
-        // room but the objects.
         let keep = !((1u64 << bits) - 1);
-        let unused = |room: u64| {
-            if room & keep >= need {
-                room - need
-            } else {
-                u64::MAX
-            }
-        };
-        let (i, key) = self.first_least(unused);
-        (key != u64::MAX).then_some(i)
+        let (i, _) = self.first_least(|room| kept(room, room & keep, need));
+        self.room
+            .get(i)
+            .is_some_and(|&room| room & keep >= need)
+            .then_some(i)
+    }
+
+    /// [`Slabs::least_fitting`] with the watermark lifted, asking each slab.
+    #[inline(never)]
+    fn least_fitting_lifted(&self, bits: u32, n: u64, key: impl Fn(Fit) -> u64) -> Option<usize> {
+        (0..self.len())
+            .filter_map(|i| self.slabs[i].fit(bits, n).map(|f| (key(f), i)))
+            .min()
+            .map(|(_, i)| i)
     }
 
     /// The first slab with the least `key(room)`, and that key; two slabs a
@@ -188,19 +202,6 @@ impl Slabs {
             Some(k) if k < best_key => (self.room.len() - 1, k),
             _ => (best, best_key),
         }
-    }
-
-    /// [`Slabs::first_least`] of `key(leftover)` over the slabs where the
-    /// objects fit, with the watermark lifted.
-    fn first_least_lifted(&self, bits: u32, n: u64, key: impl Fn(u64) -> u64) -> Option<usize> {
-        let mut best: Option<(u64, usize)> = None;
-        let _: ControlFlow<()> = self.scan_lifted(0..self.len(), bits, n, |i, left| {
-            if best.is_none_or(|(b, _)| key(left) < b) {
-                best = Some((key(left), i));
-            }
-            ControlFlow::Continue(())
-        });
-        best.map(|(_, i)| i)
     }
 
     /// [`Slabs::scan`] with the watermark lifted, asking each slab.

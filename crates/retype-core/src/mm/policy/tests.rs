@@ -27,6 +27,29 @@ fn fill(s: &mut Slabs, i: usize, bits: u32, n: u64) {
     s.update(i, |slab| slab.place(fit.first, fit.waste, bits, n));
 }
 
+/// Places `n` objects of `2^bits` bytes in slab `i`, noting their sizes in
+/// `sizes[i]`, and tells `policy`.
+fn fill_noted(
+    s: &mut Slabs,
+    sizes: &mut [Vec<u64>],
+    policy: &mut impl Policy,
+    i: usize,
+    bits: u32,
+    n: u64,
+) {
+    fill(s, i, bits, n);
+    sizes[i].extend(core::iter::repeat_n(1u64 << bits, n as usize));
+    policy.slab_changed(i, &s[i]);
+}
+
+/// Frees every object of slab `i` noted in `sizes[i]`, and tells `policy`.
+fn empty_noted(s: &mut Slabs, sizes: &mut [Vec<u64>], policy: &mut impl Policy, i: usize) {
+    for size in sizes[i].drain(..) {
+        s.update(i, |slab| slab.release(0, 1, size));
+    }
+    policy.slab_changed(i, &s[i]);
+}
+
 #[test]
 fn v11_cantrip_next_fit_with_exact_accounting() {
     let layout = Layout::from_bits(vec![13, 12]).unwrap();
@@ -127,17 +150,11 @@ fn indexed_best_fit_agrees_with_the_scan() {
         let fast = indexed.choose(&s, b, n);
         assert_eq!(scan, fast);
         if let Some(i) = fast.slab {
-            let fit = s.fit(i, b, n).unwrap();
-            s.update(i, |slab| slab.place(fit.first, fit.waste, b, n));
-            sizes[i].extend(core::iter::repeat_n(1u64 << b, n as usize));
-            indexed.slab_changed(i, &s[i]);
+            fill_noted(&mut s, &mut sizes, &mut indexed, i, b, n);
         }
         if rng.below(3) == 0 {
             let i = rng.below(s.len() as u64) as usize;
-            for size in sizes[i].drain(..) {
-                s.update(i, |slab| slab.release(0, 1, size));
-            }
-            indexed.slab_changed(i, &s[i]);
+            empty_noted(&mut s, &mut sizes, &mut indexed, i);
         }
     }
 }
@@ -165,7 +182,7 @@ fn class_fit_agrees_with_its_reference() {
     use crate::rng::SplitMix64;
     let bits: Vec<u32> = (0..30).map(|i| 9 + (i * 5 % 7) as u32).collect();
     let mut s = slabs(&bits);
-    let mut objects: Vec<Vec<u64>> = vec![Vec::new(); s.len()];
+    let mut sizes: Vec<Vec<u64>> = vec![Vec::new(); s.len()];
     let mut class = vec![None; s.len()];
     let mut cf = ClassFit::new(&s);
     let mut rng = SplitMix64::new(11);
@@ -178,18 +195,12 @@ fn class_fit_agrees_with_its_reference() {
             if s[i].live_objects() == 0 {
                 class[i] = Some(b);
             }
-            let fit = s.fit(i, b, n).unwrap();
-            s.update(i, |slab| slab.place(fit.first, fit.waste, b, n));
-            objects[i].extend(core::iter::repeat_n(1u64 << b, n as usize));
-            cf.slab_changed(i, &s[i]);
+            fill_noted(&mut s, &mut sizes, &mut cf, i, b, n);
         }
         if rng.below(4) == 0 {
             let i = rng.below(s.len() as u64) as usize;
-            for size in objects[i].drain(..) {
-                s.update(i, |slab| slab.release(0, 1, size));
-            }
+            empty_noted(&mut s, &mut sizes, &mut cf, i);
             class[i] = None;
-            cf.slab_changed(i, &s[i]);
         }
     }
 }
