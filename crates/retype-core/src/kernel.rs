@@ -57,23 +57,6 @@ struct Object {
     caps: u32,
 }
 
-/// Where retype puts the new capabilities, in object order.
-pub trait CapSink {
-    fn push_cap(&mut self, cap: CapId);
-}
-
-impl CapSink for Vec<CapId> {
-    fn push_cap(&mut self, cap: CapId) {
-        self.push(cap);
-    }
-}
-
-impl<A: smallvec::Array<Item = CapId>> CapSink for smallvec::SmallVec<A> {
-    fn push_cap(&mut self, cap: CapId) {
-        self.push(cap);
-    }
-}
-
 /// What [`Kernel::delete`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deleted {
@@ -146,7 +129,7 @@ impl Kernel {
         ty: ObjectType,
         size_bits: u32,
         n: u64,
-        out: &mut impl CapSink,
+        out: &mut Vec<CapId>,
     ) -> Result<Placement, RetypeError> {
         let config = self.config;
         let region = self
@@ -179,7 +162,7 @@ impl Kernel {
         id: UtId,
         bits: u32,
         n: u64,
-        out: &mut impl CapSink,
+        out: &mut Vec<CapId>,
     ) -> Result<Placement, RetypeError> {
         let region = self
             .regions
@@ -192,7 +175,7 @@ impl Kernel {
     }
 
     #[inline]
-    fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut impl CapSink) {
+    fn make_objects(&mut self, id: UtId, placement: &Placement, out: &mut Vec<CapId>) {
         let base = self.regions[id.0 as usize].base;
         for i in 0..placement.count {
             let paddr = base + placement.first + (i << placement.bits);
@@ -201,7 +184,7 @@ impl Kernel {
                 untyped: id,
                 caps: 1,
             });
-            out.push_cap(self.new_cap(obj));
+            out.push(self.new_cap(obj));
         }
     }
 
