@@ -221,12 +221,15 @@ impl AaTree {
             // went through a rotation.
             let nt = fix(self, t);
             self.replace_child(parent, t, nt);
-            if t == stale {
-                stale = NIL;
-            }
             quiet = if self.changed { 0 } else { quiet + 1 };
             if quiet >= reach && stale == NIL && self.node(nt).span() == span {
                 return;
+            }
+            // The stale node's old span was not what its parent summed, so
+            // an unchanged span there proves nothing: stop no sooner than
+            // its parent.
+            if t == stale {
+                stale = NIL;
             }
             t = parent;
         }
