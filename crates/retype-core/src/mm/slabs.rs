@@ -7,7 +7,7 @@
 //! size that fits in it, so aligning the start up is aligning the room down.
 
 use alloc::vec::Vec;
-use core::ops::{ControlFlow, Deref};
+use core::ops::Deref;
 
 use super::slab::{bytes_of, Fit, Slab};
 
@@ -64,21 +64,12 @@ impl Slabs {
         })
     }
 
-    /// Visits the `count` slabs from index `start` on, wrapping past the last,
-    /// and calls `visit(index, leftover)` for each where `n` objects of
-    /// `2^bits` bytes fit ([`Fit::leftover`]), until `visit` breaks.
+    /// The first of the `count` slabs from index `start` on, wrapping past
+    /// the last, where `n` objects of `2^bits` bytes fit: what first fit,
+    /// next fit and CantripOS's blind next fit look for.
     #[inline]
-    pub fn scan<B>(
-        &self,
-        start: usize,
-        count: usize,
-        bits: u32,
-        n: u64,
-        mut visit: impl FnMut(usize, u64) -> ControlFlow<B>,
-    ) -> ControlFlow<B> {
-        let Some(need) = bytes_of(bits, n) else {
-            return ControlFlow::Continue(());
-        };
+    pub fn first_fitting(&self, start: usize, count: usize, bits: u32, n: u64) -> Option<usize> {
+        let need = bytes_of(bits, n)?;
         let len = self.slabs.len();
         debug_assert!(start < len.max(1) && count <= len);
         let (head, tail) = if start + count <= len {
@@ -87,18 +78,27 @@ impl Slabs {
             (start..len, 0..start + count - len)
         };
         if self.lifted {
-            return self.scan_lifted(head.chain(tail), bits, n, visit);
+            return self.first_fitting_lifted(head.chain(tail), bits, n);
         }
         let keep = !((1u64 << bits) - 1);
-        for part in [head, tail] {
+        [head, tail].into_iter().find_map(|part| {
             let first = part.start;
-            for (k, &room) in self.room[part].iter().enumerate() {
-                if let Some(left) = (room & keep).checked_sub(need) {
-                    visit(first + k, left)?;
-                }
-            }
-        }
-        ControlFlow::Continue(())
+            self.room[part]
+                .iter()
+                .position(|&room| room & keep >= need)
+                .map(|k| first + k)
+        })
+    }
+
+    /// [`Slabs::first_fitting`] with the watermark lifted, asking each slab.
+    #[inline(never)]
+    fn first_fitting_lifted(
+        &self,
+        mut order: impl Iterator<Item = usize>,
+        bits: u32,
+        n: u64,
+    ) -> Option<usize> {
+        order.find(|&i| self.slabs[i].fit(bits, n).is_some())
     }
 
     /// The first slab where `n` objects of `2^bits` bytes fit leaving the
@@ -203,23 +203,6 @@ impl Slabs {
             _ => (best, best_key),
         }
     }
-
-    /// [`Slabs::scan`] with the watermark lifted, asking each slab.
-    #[inline(never)]
-    fn scan_lifted<B>(
-        &self,
-        order: impl Iterator<Item = usize>,
-        bits: u32,
-        n: u64,
-        mut visit: impl FnMut(usize, u64) -> ControlFlow<B>,
-    ) -> ControlFlow<B> {
-        for i in order {
-            if let Some(fit) = self.slabs[i].fit(bits, n) {
-                visit(i, fit.leftover)?;
-            }
-        }
-        ControlFlow::Continue(())
-    }
 }
 
 impl Deref for Slabs {
@@ -277,16 +260,14 @@ mod tests {
                     assert_eq!(slabs[i].live_objects(), 0);
                 }
                 let (start, count) = (rng.below(9) as usize, rng.below(10) as usize);
-                let mut seen = Vec::new();
-                let _: ControlFlow<()> = slabs.scan(start, count, bits, n, |i, left| {
-                    seen.push((i, left));
-                    ControlFlow::Continue(())
-                });
-                let want: Vec<(usize, u64)> = (0..count)
+                let want = (0..count)
                     .map(|k| (start + k) % 9)
-                    .filter_map(|i| slabs[i].fit(bits, n).map(|f| (i, f.leftover)))
-                    .collect();
-                assert_eq!(seen, want, "{rule:?} from {start}, {count} slabs");
+                    .find(|&i| slabs[i].fit(bits, n).is_some());
+                assert_eq!(
+                    slabs.first_fitting(start, count, bits, n),
+                    want,
+                    "{rule:?} from {start}, {count} slabs"
+                );
                 for i in 0..9 {
                     assert_eq!(
                         slabs.fit(i, bits, n),

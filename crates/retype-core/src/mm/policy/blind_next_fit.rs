@@ -7,7 +7,7 @@
 //! earlier one skipped. The cursor moves to the slab that served the last
 //! descriptor, and only when the whole request succeeded.
 
-use super::{first_fitting, Choice, Policy};
+use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
@@ -27,6 +27,7 @@ impl Policy for BlindNextFit {
         self.scan = self.cursor;
     }
 
+    #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         // The slabs it would retype from, in turn, until it wraps back to
         // where the request began; the bookkeeping answers exactly what each
@@ -36,7 +37,7 @@ impl Policy for BlindNextFit {
             0 => len,
             d => d,
         };
-        let found = first_fitting(slabs, self.scan, untried, bits, n);
+        let found = slabs.first_fitting(self.scan, untried, bits, n);
         let failed = match found {
             Some(i) => (i + len - self.scan) % len,
             None => untried,

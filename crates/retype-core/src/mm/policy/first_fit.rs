@@ -1,6 +1,6 @@
 //! First fit: the lowest-numbered slab where the objects fit.
 
-use super::{first_fitting, Choice, Policy};
+use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
@@ -11,7 +11,8 @@ impl Policy for FirstFit {
         "first-fit"
     }
 
+    #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        Choice::at(first_fitting(slabs, 0, slabs.len(), bits, n))
+        Choice::at(slabs.first_fitting(0, slabs.len(), bits, n))
     }
 }

@@ -12,8 +12,6 @@ mod first_fit;
 mod next_fit;
 mod worst_fit;
 
-use core::ops::ControlFlow;
-
 pub use best_fit::BestFit;
 pub use blind_next_fit::BlindNextFit;
 pub use class_fit::ClassFit;
@@ -145,15 +143,6 @@ impl Policy for AnyPolicy {
     fn slab_changed(&mut self, index: usize, slab: &Slab) {
         each!(self, p => p.slab_changed(index, slab))
     }
-}
-
-/// The first slab from `start` on, wrapping, of the next `count`, where the
-/// objects fit.
-#[inline]
-fn first_fitting(slabs: &Slabs, start: usize, count: usize, bits: u32, n: u64) -> Option<usize> {
-    slabs
-        .scan(start, count, bits, n, |i, _| ControlFlow::Break(i))
-        .break_value()
 }
 
 #[cfg(test)]

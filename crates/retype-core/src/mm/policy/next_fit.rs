@@ -1,7 +1,7 @@
 //! Next fit with exact bookkeeping: CantripOS's roving cursor, but a slab that
 //! cannot take the objects is skipped without a failed retype.
 
-use super::{first_fitting, Choice, Policy};
+use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
 #[derive(Clone, Debug, Default)]
@@ -14,8 +14,9 @@ impl Policy for NextFit {
         "next-fit"
     }
 
+    #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
-        let found = first_fitting(slabs, self.cursor, slabs.len(), bits, n);
+        let found = slabs.first_fitting(self.cursor, slabs.len(), bits, n);
         if let Some(i) = found {
             self.cursor = i;
         }
