@@ -95,6 +95,12 @@ pub fn align_up(x: u64, bits: u32) -> u64 {
     (x + mask) & !mask
 }
 
+/// `alignDown(x, 2^bits)`.
+#[inline]
+pub fn align_down(x: u64, bits: u32) -> u64 {
+    x & !((1u64 << bits) - 1)
+}
+
 /// The state seL4 keeps for an untyped capability, plus the count of its live
 /// children (the capabilities derived from it, copies included), which the
 /// kernel learns from its derivation tree.

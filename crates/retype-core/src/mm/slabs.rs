@@ -10,6 +10,7 @@ use alloc::vec::Vec;
 use core::ops::Deref;
 
 use super::slab::{bytes_of, Fit, Slab};
+use crate::untyped::align_down;
 
 /// The slabs in index order, with their rooms.
 #[derive(Clone, Debug)]
@@ -55,7 +56,7 @@ impl Slabs {
         }
         let need = bytes_of(bits, n)?;
         let room = self.room[i];
-        let usable = room & !((1u64 << bits) - 1);
+        let usable = align_down(room, bits);
         let leftover = usable.checked_sub(need)?;
         Some(Fit {
             first: self.slabs[i].size() - usable,
@@ -80,12 +81,11 @@ impl Slabs {
         if self.lifted {
             return self.first_fitting_lifted(head.chain(tail), bits, n);
         }
-        let keep = !((1u64 << bits) - 1);
         [head, tail].into_iter().find_map(|part| {
             let first = part.start;
             self.room[part]
                 .iter()
-                .position(|&room| room & keep >= need)
+                .position(|&room| align_down(room, bits) >= need)
                 .map(|k| first + k)
         })
     }
@@ -164,11 +164,10 @@ impl Slabs {
         if self.lifted {
             return self.least_fitting_lifted(bits, n, lifted);
         }
-        let keep = !((1u64 << bits) - 1);
-        let (i, _) = self.first_least(|room| kept(room, room & keep, need));
+        let (i, _) = self.first_least(|room| kept(room, align_down(room, bits), need));
         self.room
             .get(i)
-            .is_some_and(|&room| room & keep >= need)
+            .is_some_and(|&room| align_down(room, bits) >= need)
             .then_some(i)
     }
 
