@@ -137,7 +137,7 @@ fn write_stray(e: &Event) {
 fn in_ns(e: &Event, scale: sys::TickScale) -> Event {
     Event {
         time_ns: scale.time_ns(e.time_ns),
-        latency_ns: scale.span_ns(e.latency_ns),
+        latency_ns: scale.latency_ns(e.latency_ns),
         ..*e
     }
 }

@@ -38,7 +38,8 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
     let t1 = sys::ticks();
     buffer::append(l, || Event {
         time_ns: t0,
-        latency_ns: t1.wrapping_sub(t0),
+        // A counter read on another core may lag: such a span counts as none.
+        latency_ns: t1.saturating_sub(t0),
         ..event(v)
     });
     v

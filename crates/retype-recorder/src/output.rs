@@ -126,6 +126,9 @@ fn write_meta(how: &[u8]) {
     meta(b"segment", how);
     meta(b"clock", b"monotonic");
     let mut num = StackStr::<32>::new();
+    num.push_num(sys::resolution_ns());
+    meta(b"clock_resolution_ns", num.as_bytes());
+    let mut num = StackStr::<32>::new();
     num.push_num(sys::now_ns());
     meta(b"start_ns", num.as_bytes());
     let mut cmd = [0u8; 4096];

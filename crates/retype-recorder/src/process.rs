@@ -60,8 +60,9 @@ extern "C" fn fini() {
 /// Opens the trace and starts recording.
 fn begin(forked: bool) {
     OWNER.store(sys::getpid(), Ordering::Release);
+    // Before the trace opens: its meta records give the clock's resolution.
+    sys::calibrate_clock();
     if output::start(forked) {
-        sys::calibrate_clock();
         FINISHED.store(false, Ordering::Release);
         RECORDING.store(true, Ordering::Release);
     }

@@ -10,6 +10,9 @@ use libc::{c_int, timespec};
 static MULT: AtomicU64 = AtomicU64::new(0);
 static BASE_TSC: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
+/// The clock's resolution in whole ns (at least 1): one tick of the
+/// time-stamp counter rounded up, or `clock_getres` of CLOCK_MONOTONIC.
+static RESOLUTION_NS: AtomicU64 = AtomicU64::new(1);
 
 /// How long calibration watches both clocks.
 const CALIBRATION_NS: u64 = 2_000_000;
@@ -38,6 +41,7 @@ pub struct TickScale {
     mult: u64,
     base_tsc: u64,
     base_ns: u64,
+    resolution_ns: u64,
 }
 
 impl TickScale {
@@ -46,6 +50,7 @@ impl TickScale {
             mult: MULT.load(Ordering::Relaxed),
             base_tsc: BASE_TSC.load(Ordering::Relaxed),
             base_ns: BASE_NS.load(Ordering::Relaxed),
+            resolution_ns: RESOLUTION_NS.load(Ordering::Relaxed),
         }
     }
 
@@ -58,21 +63,53 @@ impl TickScale {
         self.base_ns + self.span_ns(t.saturating_sub(self.base_tsc))
     }
 
-    /// The length in ns of a span of `d` [`ticks`].
+    /// The length in ns of a span of `d` [`ticks`], rounded down.
     #[inline(always)]
-    pub fn span_ns(self, d: u64) -> u64 {
+    fn span_ns(self, d: u64) -> u64 {
         if self.mult == 0 {
             return d;
         }
         ((u128::from(d) * u128::from(self.mult)) >> 32) as u64
     }
+
+    /// The latency in ns of a call measured as `d` [`ticks`]: rounded up, and
+    /// at least the clock's resolution, since the call took some time even
+    /// when both clock reads fell in one tick. So a measured latency is never
+    /// 0, which the trace format keeps for "not measured".
+    #[inline(always)]
+    pub fn latency_ns(self, d: u64) -> u64 {
+        let ns = if self.mult == 0 {
+            d
+        } else {
+            ((u128::from(d) * u128::from(self.mult) + u128::from(u32::MAX)) >> 32) as u64
+        };
+        ns.max(self.resolution_ns)
+    }
+}
+
+/// The clock's resolution in ns, as [`TickScale::latency_ns`] rounds to
+/// (written into the trace's `clock_resolution_ns` meta record).
+pub fn resolution_ns() -> u64 {
+    RESOLUTION_NS.load(Ordering::Relaxed)
 }
 
 /// Measures the time-stamp counter against CLOCK_MONOTONIC (once per program
 /// image, before recording starts, so that ticks never change meaning under
 /// buffered events; a fork child inherits the result).
 pub fn calibrate_clock() {
-    if MULT.load(Ordering::Relaxed) != 0 || !invariant_tsc() {
+    if MULT.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let mut res = timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `res` is a valid out-pointer; clock_getres does not allocate.
+    if unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC, &mut res) } == 0 {
+        let ns = res.tv_sec as u64 * 1_000_000_000 + res.tv_nsec as u64;
+        RESOLUTION_NS.store(ns.max(1), Ordering::Relaxed);
+    }
+    if !invariant_tsc() {
         return;
     }
     let (ns0, tsc0) = (clock_ns(libc::CLOCK_MONOTONIC), rdtsc());
@@ -86,6 +123,11 @@ pub fn calibrate_clock() {
     let mult = (u128::from(ns1 - ns0) << 32) / u128::from(tsc1 - tsc0);
     BASE_TSC.store(tsc1, Ordering::Relaxed);
     BASE_NS.store(ns1, Ordering::Relaxed);
+    // One tick in ns, rounded up (1 on any counter faster than 1 GHz).
+    RESOLUTION_NS.store(
+        ((mult + u128::from(u32::MAX)) >> 32).max(1) as u64,
+        Ordering::Relaxed,
+    );
     MULT.store(u64::try_from(mult).unwrap_or(0), Ordering::Release);
 }
 
@@ -260,4 +302,40 @@ pub fn parse_num(s: &[u8]) -> Option<u64> {
     s[..digits].iter().try_fold(0u64, |v, &d| {
         v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TickScale;
+
+    /// A counter of 2 GHz: 0.5 ns a tick.
+    const SCALE: TickScale = TickScale {
+        mult: 1 << 31,
+        base_tsc: 1000,
+        base_ns: 5_000,
+        resolution_ns: 1,
+    };
+
+    #[test]
+    fn a_call_within_one_tick_reads_as_the_resolution_not_zero() {
+        assert_eq!(SCALE.latency_ns(0), 1);
+        assert_eq!(SCALE.latency_ns(1), 1);
+        // 3 ticks are 1.5 ns: rounded up.
+        assert_eq!(SCALE.latency_ns(3), 2);
+        assert_eq!(SCALE.latency_ns(2_000), 1_000);
+        let coarse = TickScale {
+            mult: 0,
+            resolution_ns: 40,
+            ..SCALE
+        };
+        assert_eq!(coarse.latency_ns(0), 40);
+        assert_eq!(coarse.latency_ns(100), 100);
+    }
+
+    #[test]
+    fn times_stay_on_the_monotonic_line() {
+        assert_eq!(SCALE.time_ns(1000), 5_000);
+        assert_eq!(SCALE.time_ns(3_001), 6_000);
+        assert_eq!(TickScale { mult: 0, ..SCALE }.time_ns(77), 77);
+    }
 }

@@ -30,12 +30,17 @@ static void marker_allocations(int n) {
     }
 }
 
+/* Workers that have made their first allocation: main returns only once both
+ * are allocating, however slowly this machine schedules them. */
+static _Atomic int allocating;
+
 static void *allocate_forever(void *arg) {
     (void)arg;
-    for (;;) {
+    for (int first = 1;; first = 0) {
         char *volatile p = malloc(64);
         p[0] = 1;
         free(p);
+        if (first) allocating++;
     }
     return NULL;
 }
@@ -49,7 +54,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "busy")) {
         pthread_t t;
         for (int i = 0; i < 2; i++) pthread_create(&t, NULL, allocate_forever, NULL);
-        usleep(20000);
+        while (allocating < 2) usleep(1000);
         return 0;
     }
     if (!strcmp(mode, "_exit")) _exit(3);
