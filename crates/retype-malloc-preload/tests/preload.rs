@@ -4,7 +4,8 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 /// The preload library of this build: cargo uplifts it next to the `deps` directory that holds
 /// this test; if it is missing (a test run without the cdylib), build it.
@@ -51,8 +52,19 @@ fn tmp(name: &str) -> PathBuf {
     d
 }
 
-/// Compiles `tests/c/<name>.c` and returns the executable.
+/// Compiles `tests/c/<name>.c` once per test run and returns the executable. Tests run in
+/// parallel: compiling a program again while another test runs it would fail ("text file
+/// busy") or run a half-written file.
 fn compile(name: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(name.to_string())
+        .or_insert_with(|| compile_now(name))
+        .clone()
+}
+
+fn compile_now(name: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));

@@ -109,7 +109,7 @@ pub fn calibrate_clock() {
         let ns = res.tv_sec as u64 * 1_000_000_000 + res.tv_nsec as u64;
         RESOLUTION_NS.store(ns.max(1), Ordering::Relaxed);
     }
-    if !invariant_tsc() {
+    if !usable_tsc() {
         return;
     }
     let (ns0, tsc0) = (clock_ns(libc::CLOCK_MONOTONIC), rdtsc());
@@ -137,11 +137,27 @@ fn rdtsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// Whether the TSC ticks at one rate (invariant) and the kernel keeps time with it.
 #[cfg(target_arch = "x86_64")]
-fn invariant_tsc() -> bool {
+fn usable_tsc() -> bool {
     // Leaf 0x80000007 is valid when the maximum extended leaf reaches it.
     use core::arch::x86_64::__cpuid;
-    __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+    let invariant =
+        __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0;
+    invariant && kernel_uses_tsc()
+}
+
+/// Whether the kernel keeps time with the TSC: it stops doing so when it finds
+/// the counters of different cores out of step, and then so must we, or a
+/// thread moved to another core would see time run backwards.
+#[cfg(target_arch = "x86_64")]
+fn kernel_uses_tsc() -> bool {
+    let mut buf = [0u8; 32];
+    let n = read_file(
+        b"/sys/devices/system/clocksource/clocksource0/current_clocksource\0",
+        &mut buf,
+    );
+    buf[..n].trim_ascii_end() == b"tsc"
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -150,7 +166,7 @@ fn rdtsc() -> u64 {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn invariant_tsc() -> bool {
+fn usable_tsc() -> bool {
     false
 }
 
