@@ -6,6 +6,7 @@
 use core::ptr;
 use core::sync::atomic::Ordering;
 
+use crate::consts::HEADER_SIZE;
 use crate::lock::SpinLock;
 use crate::{config, os, registry, stats};
 
@@ -14,7 +15,7 @@ const CACHE_MAX_BYTES: usize = 256 << 20;
 
 /// The list node lives at the end of the retired mapping's header area, clear of the fields
 /// that hardened mode reads to diagnose a free of a pointer into a retired mapping.
-const NODE_OFFSET: usize = crate::segment::HEADER_SIZE - 64;
+const NODE_OFFSET: usize = HEADER_SIZE - 64;
 
 struct Node {
     next: *mut Node,
@@ -65,14 +66,15 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize) {
     {
         let mut list = CACHE.lock();
         if delay > 0 && list.bytes + len <= CACHE_MAX_BYTES {
-            let node = p.add(NODE_OFFSET).cast::<Node>();
-            // SAFETY: the caller gives us the whole mapping; its first bytes become the node.
-            unsafe {
+            // SAFETY: the caller gives us the whole mapping; bytes in its header become the node.
+            let node = unsafe {
+                let node = p.add(NODE_OFFSET).cast::<Node>();
                 node.write(Node {
                     next: list.head,
                     len,
                     freed_at: os::now_ms(),
-                })
+                });
+                node
             };
             list.head = node;
             list.bytes += len;

@@ -3,10 +3,12 @@
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
+use crate::consts::{EARLY_SLOTS, SEGMENT_SIZE};
+
 /// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
 pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
-/// 24 = 48 MiB, at most [`crate::segment::EARLY_SLOTS`]).
+/// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
 /// Detect double and invalid frees (`RETYPE_MALLOC_HARDENED`, default off).
 pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
@@ -23,8 +25,7 @@ pub(crate) fn hardened() -> bool {
 
 /// The value of environment variable `name` as bytes, if set.
 fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
-    // SAFETY: getenv returns a pointer into the environment block,
-    // which lives as long as the process unless the program edits it.
+    // SAFETY: getenv gives null or an environment C string, alive unless the program edits it.
     unsafe {
         let v = libc::getenv(name.as_ptr());
         if v.is_null() {
@@ -58,8 +59,8 @@ pub(crate) fn load() {
     HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
     HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
-        let segments = (mib as usize).div_ceil(crate::segment::SEGMENT_SIZE >> 20);
-        HUGE_MIN_SEGMENTS.store(segments.min(crate::segment::EARLY_SLOTS), Ordering::Relaxed);
+        let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
+        HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);
     }
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
@@ -76,10 +77,10 @@ const STATS_FD_MIN: i32 = 200;
 fn open_stats() -> i32 {
     // SAFETY: getenv returns null or a NUL-terminated string from the environment.
     let raw = unsafe { libc::getenv(c"RETYPE_MALLOC_STATS".as_ptr()) };
-    // SAFETY: as above; the string is only read.
     let fd = match env(c"RETYPE_MALLOC_STATS") {
         None | Some(b"") | Some(b"0") => return -1,
         Some(b"1") => 2,
+        // SAFETY: `raw` is the NUL-terminated path just read from the environment.
         Some(_) => unsafe {
             libc::open(
                 raw,

@@ -1,9 +1,12 @@
 //! Process-wide set-up, done once by the first malloc (or the preload library's
-//! constructor): settings, the thread-exit key, fork handlers and the exit report.
+//! constructor): settings, the thread-exit key, fork handlers and the exit report. Also each
+//! thread's start and end: the heap it gets on its first malloc and gives up at exit.
 
+use core::ptr;
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use crate::{cache, config, heap, registry, stats};
+use crate::heap::{self, Heap};
+use crate::{cache, config, os, pool, registry, stats};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -43,24 +46,57 @@ pub fn init() {
     }
 }
 
-/// Arranges for `heap` to be abandoned when the calling thread exits.
-pub(crate) fn register_thread(heap: *mut libc::c_void) {
-    // SAFETY: KEY was created by `init`; setting a key below 32 does not allocate in glibc.
-    unsafe { libc::pthread_setspecific(KEY, heap) };
+/// malloc's slow path. A thread's first malloc finds the empty heap (see `heap::current`) and
+/// is given its heap here, above `heap`, because that takes the pool and the exit key; then
+/// the heap's own slow path serves it.
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
+    if heap::is_empty(heap) {
+        heap = thread_init();
+        if heap.is_null() {
+            return ptr::null_mut();
+        }
+    }
+    // SAFETY: `heap` is the calling thread's own heap; `class` < CLASSES (the caller's).
+    unsafe { heap::alloc_slow(heap, class) }
 }
 
+/// Gives the calling thread its heap on its first malloc; null when out of memory.
+#[cold]
+fn thread_init() -> *mut Heap {
+    init();
+    let existing = heap::current();
+    if !heap::is_empty(existing) {
+        return existing; // the global initialisation allocated and made one already
+    }
+    let heap = pool::acquire();
+    if !heap.is_null() {
+        heap::set_current(heap);
+        // SAFETY: KEY was created by `init`; setting a key below 32 does not allocate in glibc.
+        unsafe { libc::pthread_setspecific(KEY, heap.cast()) };
+    }
+    heap
+}
+
+/// Thread-exit hook (pthread key destructor): abandons the thread's heap.
 extern "C" fn thread_exit(heap: *mut libc::c_void) {
-    // SAFETY: the value is the heap registered by this thread.
-    unsafe { heap::thread_done(heap.cast()) };
+    let heap = heap.cast::<Heap>();
+    if heap::current() == heap {
+        heap::set_current(ptr::null_mut());
+    }
+    // SAFETY: the value is the heap this exiting thread registered; it uses it no more.
+    unsafe { pool::abandon(heap) };
 }
 
 extern "C" fn report_at_exit() {
-    stats::report(config::STATS_FD.load(Ordering::Relaxed));
+    let fd = config::STATS_FD.load(Ordering::Relaxed);
+    stats::report(&mut |line| os::write_all(fd, line));
 }
 
 /// Takes every global lock so that no other thread holds one while the process forks.
 extern "C" fn fork_prepare() {
-    heap::POOL.acquire();
+    pool::POOL.acquire();
     cache::CACHE.acquire();
 }
 
@@ -68,5 +104,5 @@ extern "C" fn fork_prepare() {
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
     cache::CACHE.release();
-    heap::POOL.release();
+    pool::POOL.release();
 }

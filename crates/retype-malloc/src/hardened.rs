@@ -6,8 +6,9 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::page::{Page, FLAG_ALIGNED, FLAG_LARGE};
-use crate::segment::{self, Segment, KIND_LARGE, KIND_SMALL, SEGMENT_MASK};
+use crate::consts::SEGMENT_MASK;
+use crate::page::{self, Page, FLAG_ALIGNED, FLAG_LARGE};
+use crate::segment::{self, Segment, KIND_LARGE, KIND_SMALL};
 use crate::{large, os, registry};
 
 /// Writes `retype-malloc: <what> <p>` to standard error and aborts.
@@ -106,10 +107,19 @@ pub(crate) unsafe fn forget_block(seg: *mut Segment, page: *mut Page, block: *mu
     }
 }
 
+/// Marks the large block with header `seg` free; aborts if it already was.
+pub(crate) unsafe fn forget_large(seg: *mut Segment) {
+    // SAFETY: `validate` found `seg` to be the header of a large mapping of ours.
+    unsafe {
+        if (*seg).large_live.swap(0, Ordering::AcqRel) == 0 {
+            die("double free", (*seg).large_ptr);
+        }
+    }
+}
+
 /// Aborts unless `p` is a live allocation (used before realloc and malloc_usable_size).
 pub(crate) unsafe fn check_live(p: *mut u8) {
-    // SAFETY: `validate` established that `seg` is ours and, for small blocks, that `p` is in
-    // a page in use.
+    // SAFETY: `validate` found `seg` to be ours and, for a small block, `p` in a page in use.
     unsafe {
         let seg = validate(p);
         if (*seg).kind == KIND_LARGE {
@@ -120,7 +130,7 @@ pub(crate) unsafe fn check_live(p: *mut u8) {
         }
         let page = segment::page_of(seg, p);
         let block = if (*page).flags.load(Ordering::Relaxed) & FLAG_ALIGNED != 0 {
-            crate::page::block_start(page, p)
+            page::block_start(page, p)
         } else {
             p
         };

@@ -6,71 +6,67 @@
 //! is a compare-and-swap onto the page's `thread_free` list; if the page was in the full list,
 //! that thread also puts the page on the heap's `notified` stack so the owner moves it back.
 //!
-//! When a thread exits its heap is *abandoned*: its empty pages are given back and the heap,
-//! with the pages still in use, waits in a pool until a new thread adopts it whole.
+//! Until its first malloc a thread sees a read-only empty heap. Giving it a real one (from
+//! `pool`, registering the thread-exit hook) is done above this module, by
+//! `global::alloc_slow`, so that nothing here calls upwards.
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::lock::SpinLock;
-use crate::page::{self, Block, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
-use crate::segment;
+use crate::list::{self, Queue};
+use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
+use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
-use crate::{config, global, hardened, os, stats, tls};
-
-#[derive(Clone, Copy)]
-struct Queue {
-    first: *mut Page,
-    last: *mut Page,
-}
-
-const EMPTY_QUEUE: Queue = Queue {
-    first: ptr::null_mut(),
-    last: ptr::null_mut(),
-};
+use crate::{config, hardened, large, os, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
-    /// Per class, the page the fast path pops from ([`EMPTY_PAGE`] when there is none or in
+    /// Per class, the page the fast path pops from ([`EMPTY`] when there is none or in
     /// hardened mode, which sends every malloc to the slow path).
-    pub direct: [*mut Page; CLASSES],
-    queues: [Queue; CLASSES],
-    full: Queue,
+    direct: [*mut Page; CLASSES],
+    queues: [Queue<Page>; CLASSES],
+    full: Queue<Page>,
     full_count: usize,
     claims_since_sweep: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
     notified: AtomicPtr<Page>,
     /// Segments of this heap with free slices.
-    pub segments: *mut segment::Segment,
-    next_in_pool: *mut Heap,
+    segments: Queue<Segment>,
+    /// Link in the pool's stack of abandoned heaps.
+    pub next_in_pool: *mut Heap,
 }
 
 struct SyncPage(Page);
-// SAFETY: the empty page is never written: its free list is null, so every path that would
-// write to it takes the slow path first.
+// SAFETY: the empty page is never written: it has no free block, so writers take the slow path.
 unsafe impl Sync for SyncPage {}
 static EMPTY_PAGE: SyncPage = SyncPage(Page::empty());
 const EMPTY: *mut Page = ptr::addr_of!(EMPTY_PAGE.0) as *mut Page;
 
 struct SyncHeap(Heap);
-// SAFETY: the empty heap is never written (see `current` and `alloc_slow`).
+// SAFETY: the empty heap is never written (see `current` and `global::alloc_slow`).
 unsafe impl Sync for SyncHeap {}
 static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     direct: [EMPTY; CLASSES],
-    queues: [EMPTY_QUEUE; CLASSES],
-    full: EMPTY_QUEUE,
+    queues: [const { Queue::EMPTY }; CLASSES],
+    full: Queue::EMPTY,
     full_count: 0,
     claims_since_sweep: 0,
     notified: AtomicPtr::new(ptr::null_mut()),
-    segments: ptr::null_mut(),
+    segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
+/// `heap` as the pages and segments it owns record it.
+#[inline(always)]
+fn id(heap: *mut Heap) -> *mut HeapId {
+    heap.cast()
+}
+
 /// The calling thread's heap: the read-only empty heap until its first malloc.
 #[inline(always)]
 pub(crate) fn current() -> *mut Heap {
-    let h = tls::get();
+    let h = tls::get().cast::<Heap>();
     if h.is_null() {
         EMPTY_HEAP_PTR
     } else {
@@ -78,39 +74,37 @@ pub(crate) fn current() -> *mut Heap {
     }
 }
 
-/// Pops a block from `page` (which has one).
-#[inline(always)]
-unsafe fn pop(page: *mut Page) -> *mut u8 {
-    // SAFETY: the caller checked that the owner's free list is not empty.
-    unsafe {
-        let b = (*page).free;
-        (*page).free = (*b).next;
-        (*page).used += 1;
-        b.cast()
-    }
+/// Makes `heap` the calling thread's heap (null: none, the thread is exiting).
+pub(crate) fn set_current(heap: *mut Heap) {
+    tls::set(heap.cast());
 }
 
-/// Allocates a block of `class` from the calling thread's heap.
+/// Whether `heap` is the read-only empty heap of a thread that has not allocated yet.
+#[inline]
+pub(crate) fn is_empty(heap: *mut Heap) -> bool {
+    heap == EMPTY_HEAP_PTR
+}
+
+/// Makes a new heap with nothing in it at `at`, unused memory of the pool.
+pub(crate) unsafe fn make(at: *mut Heap) {
+    // SAFETY: `at` is writable and unused; the empty heap is a valid starting state.
+    unsafe { ptr::copy_nonoverlapping(EMPTY_HEAP_PTR, at, 1) };
+}
+
+/// The page the fast path of `class` pops from: a live page of `heap`, or the empty page.
 #[inline(always)]
-pub(crate) unsafe fn alloc(class: usize) -> *mut u8 {
-    let heap = current();
-    // SAFETY: `class` < CLASSES; direct pages are live pages of this heap or the empty page.
-    unsafe {
-        let page = *(*heap).direct.get_unchecked(class);
-        if !(*page).free.is_null() {
-            return pop(page);
-        }
-        alloc_slow(heap, class)
-    }
+pub(crate) unsafe fn direct(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: `class` < CLASSES (the caller's contract); `heap` is live.
+    unsafe { *(*heap).direct.get_unchecked(class) }
 }
 
 /// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
 #[inline(always)]
-pub(crate) unsafe fn free(seg: *mut segment::Segment, page: *mut Page, p: *mut u8) {
+pub(crate) unsafe fn free(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     let heap = current();
     // SAFETY: `p` is a live block of `page`; owner-only fields are touched only by the owner.
     unsafe {
-        if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == heap {
+        if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == id(heap) {
             let b = p.cast::<Block>();
             (*b).next = (*page).free;
             (*page).free = b;
@@ -125,12 +119,15 @@ pub(crate) unsafe fn free(seg: *mut segment::Segment, page: *mut Page, p: *mut u
 }
 
 #[cold]
-unsafe fn free_slow(seg: *mut segment::Segment, page: *mut Page, p: *mut u8) {
+unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free`; the flags say which special case applies.
     unsafe {
         let flags = (*page).flags.load(Ordering::Relaxed);
         if flags & page::FLAG_LARGE != 0 {
-            return crate::large::free(seg);
+            if config::hardened() {
+                hardened::forget_large(seg);
+            }
+            return large::free(seg);
         }
         let block = if flags & page::FLAG_ALIGNED != 0 {
             page::block_start(page, p)
@@ -141,7 +138,7 @@ unsafe fn free_slow(seg: *mut segment::Segment, page: *mut Page, p: *mut u8) {
             hardened::forget_block(seg, page, block);
         }
         let heap = current();
-        if (*page).heap == heap {
+        if (*page).heap == id(heap) {
             let b = block.cast::<Block>();
             (*b).next = (*page).free;
             (*page).free = b;
@@ -160,8 +157,7 @@ unsafe fn free_slow(seg: *mut segment::Segment, page: *mut Page, p: *mut u8) {
 
 /// A free by a thread that does not own the page.
 unsafe fn remote_free(page: *mut Page, block: *mut Block) {
-    // SAFETY: the page stays in use while `block` is not yet on its lists (the owner counts it
-    // as used), so the page and its heap outlive this function's accesses.
+    // SAFETY: until `block` is pushed its owner counts it used, so the page and heap stay alive.
     unsafe {
         if (*page).full_state.load(Ordering::SeqCst) == FULL
             && (*page)
@@ -169,73 +165,10 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
                 .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
                 .is_ok()
         {
-            let heap = (*page).heap;
-            let mut head = (*heap).notified.load(Ordering::Relaxed);
-            loop {
-                (*page).notified_next = head;
-                match (*heap).notified.compare_exchange_weak(
-                    head,
-                    page,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(h) => head = h,
-                }
-            }
+            let heap = (*page).heap.cast::<Heap>();
+            list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
         }
         page::push_remote(page, block);
-    }
-}
-
-fn queue(heap: *mut Heap, class: usize) -> *mut Queue {
-    // SAFETY: address computation only.
-    unsafe { ptr::addr_of_mut!((*heap).queues[class]) }
-}
-
-unsafe fn push_front(q: *mut Queue, page: *mut Page) {
-    // SAFETY: owner-only lists; `page` is in no list.
-    unsafe {
-        (*page).prev = ptr::null_mut();
-        (*page).next = (*q).first;
-        if (*q).first.is_null() {
-            (*q).last = page;
-        } else {
-            (*(*q).first).prev = page;
-        }
-        (*q).first = page;
-    }
-}
-
-unsafe fn push_back(q: *mut Queue, page: *mut Page) {
-    // SAFETY: owner-only lists; `page` is in no list.
-    unsafe {
-        (*page).next = ptr::null_mut();
-        (*page).prev = (*q).last;
-        if (*q).last.is_null() {
-            (*q).first = page;
-        } else {
-            (*(*q).last).next = page;
-        }
-        (*q).last = page;
-    }
-}
-
-unsafe fn remove(q: *mut Queue, page: *mut Page) {
-    // SAFETY: `page` is linked in `q`.
-    unsafe {
-        if (*page).prev.is_null() {
-            (*q).first = (*page).next;
-        } else {
-            (*(*page).prev).next = (*page).next;
-        }
-        if (*page).next.is_null() {
-            (*q).last = (*page).prev;
-        } else {
-            (*(*page).next).prev = (*page).prev;
-        }
-        (*page).next = ptr::null_mut();
-        (*page).prev = ptr::null_mut();
     }
 }
 
@@ -243,7 +176,7 @@ unsafe fn remove(q: *mut Queue, page: *mut Page) {
 unsafe fn set_direct(heap: *mut Heap, class: usize) {
     // SAFETY: the heap is the caller's own.
     unsafe {
-        let first = (*queue(heap, class)).first;
+        let first = (*heap).queues[class].first;
         (*heap).direct[class] = if first.is_null() || config::hardened() {
             EMPTY
         } else {
@@ -258,8 +191,8 @@ unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
     // SAFETY: owner-only lists; the state handshake is with `remote_free`.
     unsafe {
         let class = (*page).class as usize;
-        remove(queue(heap, class), page);
-        push_front(ptr::addr_of_mut!((*heap).full), page);
+        (*heap).queues[class].remove(page);
+        (*heap).full.push_front(page);
         (*heap).full_count += 1;
         (*page).flags.fetch_or(FLAG_FULL, Ordering::Relaxed);
         let _ =
@@ -282,7 +215,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; `page` is in the full list.
     unsafe {
         let class = (*page).class as usize;
-        remove(ptr::addr_of_mut!((*heap).full), page);
+        (*heap).full.remove(page);
         (*heap).full_count -= 1;
         (*page).flags.fetch_and(!FLAG_FULL, Ordering::Relaxed);
         // A NOTIFIED page stays NOTIFIED until the owner drains the notified stack.
@@ -290,7 +223,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
             (*page)
                 .full_state
                 .compare_exchange(FULL, QUEUED, Ordering::SeqCst, Ordering::Relaxed);
-        push_back(queue(heap, class), page);
+        (*heap).queues[class].push_back(page);
         set_direct(heap, class);
     }
 }
@@ -299,7 +232,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
 unsafe fn take_notified(heap: *mut Heap) {
     // SAFETY: the owner takes the whole stack; pages on it stay in use (see `retire`).
     unsafe {
-        let mut page = (*heap).notified.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut page = list::take_all(&(*heap).notified);
         while !page.is_null() {
             let next = (*page).notified_next;
             (*page).full_state.store(QUEUED, Ordering::SeqCst);
@@ -319,13 +252,15 @@ unsafe fn sweep_full(heap: *mut Heap) {
     unsafe {
         let mut page = (*heap).full.first;
         while !page.is_null() {
-            let next = (*page).next;
+            let next = (*page).links.next;
             if !(*page).thread_free.load(Ordering::Acquire).is_null() {
                 unfull(heap, page);
             }
             page = next;
         }
         (*heap).claims_since_sweep = 0;
+        // As costly as the sweep itself.
+        os::debug_verify(|| check_full(heap, false, |_| {}));
     }
 }
 
@@ -335,7 +270,7 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: owner-only lists and pages.
     unsafe {
         loop {
-            let page = (*queue(heap, class)).first;
+            let page = (*heap).queues[class].first;
             if page.is_null() {
                 return page;
             }
@@ -351,18 +286,15 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
     }
 }
 
-#[cold]
-#[inline(never)]
-pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
-    let class = class.max(1); // malloc(0) arrives as class 0, whose direct page stays empty
-                              // SAFETY: the heap belongs to the calling thread.
+/// Allocates a block of `class` from `heap` (the calling thread's, not the empty heap) when
+/// its direct page has none: takes back pages with remote frees, then the first page of the
+/// class with a free block, else a fresh page from a segment.
+#[inline]
+pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
+    // malloc(0) arrives as class 0, whose direct page stays empty.
+    let class = class.max(1);
+    // SAFETY: the heap belongs to the calling thread.
     unsafe {
-        if heap == EMPTY_HEAP_PTR {
-            heap = thread_init();
-            if heap.is_null() {
-                return ptr::null_mut();
-            }
-        }
         take_notified(heap);
         let mut page = find_page(heap, class);
         if page.is_null()
@@ -373,16 +305,19 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
             page = find_page(heap, class);
         }
         if page.is_null() {
-            page = segment::claim_page(heap, class, size_class::span_of(class));
+            let span = size_class::span_of(class);
+            page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
                 return ptr::null_mut();
             }
             (*heap).claims_since_sweep += 1;
-            push_front(queue(heap, class), page);
+            (*heap).queues[class].push_front(page);
             page::extend(page);
         }
         set_direct(heap, class);
-        let p = pop(page);
+        os::debug_verify(|| check_class(heap, class, false, |_| {}));
+        os::debug_verify(|| page::check(page, id(heap)));
+        let p = page::pop(page);
         if config::hardened() {
             hardened::remember_block(page, p);
         }
@@ -398,31 +333,30 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
         let class = (*page).class as usize;
-        let q = queue(heap, class);
-        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED || (*q).first == page {
+        let q = &mut (*heap).queues[class];
+        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED || q.first == page {
             return;
         }
-        remove(q, page);
+        q.remove(page);
         set_direct(heap, class);
-        segment::release_page(heap, page);
+        segment::release_page(&mut (*heap).segments, page);
     }
 }
 
 /// Gives back every empty page of `heap` (used when its thread exits).
-unsafe fn release_empty_pages(heap: *mut Heap) {
+pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
     // SAFETY: the heap belongs to the exiting thread.
     unsafe {
         take_notified(heap);
         sweep_full(heap);
         for class in 1..CLASSES {
-            let q = queue(heap, class);
-            let mut page = (*q).first;
+            let mut page = (*heap).queues[class].first;
             while !page.is_null() {
-                let next = (*page).next;
+                let next = (*page).links.next;
                 page::collect(page);
                 if (*page).used == 0 && (*page).full_state.load(Ordering::SeqCst) != NOTIFIED {
-                    remove(q, page);
-                    segment::release_page(heap, page);
+                    (*heap).queues[class].remove(page);
+                    segment::release_page(&mut (*heap).segments, page);
                 }
                 page = next;
             }
@@ -431,83 +365,193 @@ unsafe fn release_empty_pages(heap: *mut Heap) {
     }
 }
 
-/// Heaps of exited threads waiting for adoption, and the bump area new heaps come from.
-pub(crate) struct Pool {
-    abandoned: *mut Heap,
-    bump: *mut u8,
-    end: *mut u8,
+/// Segments seen by [`check`], without allocating; past `SEEN_MAX` the rest go uncounted.
+struct Seen {
+    segments: [*mut Segment; SEEN_MAX],
+    len: usize,
+    overflow: bool,
 }
-// SAFETY: pool contents are only touched under its lock.
-unsafe impl Send for Pool {}
 
-pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
-    abandoned: ptr::null_mut(),
-    bump: ptr::null_mut(),
-    end: ptr::null_mut(),
-});
+const SEEN_MAX: usize = 128;
 
-const HEAP_CHUNK: usize = 256 * 1024;
-
-/// Adopts an abandoned heap or makes a new one.
-unsafe fn acquire() -> *mut Heap {
-    let mut pool = POOL.lock();
-    if !pool.abandoned.is_null() {
-        let heap = pool.abandoned;
-        // SAFETY: heaps in the pool are owned by the pool.
-        pool.abandoned = unsafe { (*heap).next_in_pool };
-        stats::add(&stats::HEAPS_ADOPTED, 1);
-        return heap;
-    }
-    let size = (core::mem::size_of::<Heap>() + 63) & !63;
-    if pool.bump.is_null() || (pool.end as usize - pool.bump as usize) < size {
-        // SAFETY: a fresh mapping owned by the pool.
-        let chunk = unsafe { os::map(HEAP_CHUNK) };
-        if chunk.is_null() {
-            return ptr::null_mut();
+impl Seen {
+    fn add(&mut self, seg: *mut Segment) {
+        if self.segments[..self.len].contains(&seg) {
+            return;
         }
-        pool.bump = chunk;
-        // SAFETY: end of the chunk just mapped.
-        pool.end = unsafe { chunk.add(HEAP_CHUNK) };
-    }
-    let heap = pool.bump.cast::<Heap>();
-    // SAFETY: `size` bytes at `bump` are unused pool memory; the empty heap is a valid start.
-    unsafe {
-        pool.bump = pool.bump.add(size);
-        ptr::copy_nonoverlapping(EMPTY_HEAP_PTR, heap, 1);
-    }
-    stats::add(&stats::HEAPS_CREATED, 1);
-    heap
-}
-
-/// Gives the calling thread its heap on its first malloc.
-#[cold]
-unsafe fn thread_init() -> *mut Heap {
-    global::init();
-    let existing = current();
-    if existing != EMPTY_HEAP_PTR {
-        return existing; // the global initialisation allocated and made one already
-    }
-    // SAFETY: the new heap is owned by this thread from here on.
-    unsafe {
-        let heap = acquire();
-        if !heap.is_null() {
-            tls::set(heap);
-            global::register_thread(heap.cast());
+        if self.len == SEEN_MAX {
+            self.overflow = true;
+            return;
         }
-        heap
+        self.segments[self.len] = seg;
+        self.len += 1;
     }
 }
 
-/// Thread-exit hook (pthread key destructor): abandons the thread's heap.
-pub(crate) unsafe fn thread_done(heap: *mut Heap) {
-    if tls::get() == heap {
-        tls::set(ptr::null_mut());
-    }
-    // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
+/// Checks the queue of `class`: its links (`list::Queue::check`); every page a page in use of
+/// this heap (`page::check_fields`, or with `deep` `page::check`, free list included) of this
+/// class and not marked full; and the direct page its first (or the empty page). Calls `each`
+/// on every page; returns how many there are.
+unsafe fn check_class(
+    heap: *mut Heap,
+    class: usize,
+    deep: bool,
+    mut each: impl FnMut(*mut Page),
+) -> Result<usize, &'static str> {
+    // SAFETY: the calling thread owns `heap`, its queues and pages.
     unsafe {
-        release_empty_pages(heap);
-        let mut pool = POOL.lock();
-        (*heap).next_in_pool = pool.abandoned;
-        pool.abandoned = heap;
+        let q = &(*heap).queues[class];
+        let n = q.check(|p| {
+            if deep {
+                page::check(p, id(heap))?;
+            } else {
+                page::check_fields(p, id(heap))?;
+            }
+            if (*p).class as usize != class {
+                return Err("heap: a page in the queue of another class");
+            }
+            if (*p).flags.load(Ordering::Relaxed) & FLAG_FULL != 0
+                || (*p).full_state.load(Ordering::SeqCst) == FULL
+            {
+                return Err("heap: a page marked full in a class queue");
+            }
+            each(p);
+            Ok(())
+        })?;
+        if class == 0 && n != 0 {
+            return Err("heap: a page in the queue of class 0");
+        }
+        let first = if q.first.is_null() || config::hardened() {
+            EMPTY
+        } else {
+            q.first
+        };
+        if (*heap).direct[class] != first {
+            return Err("heap: the direct page is not the first of its queue");
+        }
+        Ok(n)
+    }
+}
+
+/// Checks the full list as [`check_class`] a class queue: every page marked full (its state
+/// FULL, or NOTIFIED by a remote free), and `full_count` its length.
+unsafe fn check_full(
+    heap: *mut Heap,
+    deep: bool,
+    mut each: impl FnMut(*mut Page),
+) -> Result<usize, &'static str> {
+    // SAFETY: the calling thread owns `heap`, its full list and pages.
+    unsafe {
+        let n = (*heap).full.check(|p| {
+            if deep {
+                page::check(p, id(heap))?;
+            } else {
+                page::check_fields(p, id(heap))?;
+            }
+            if (*p).flags.load(Ordering::Relaxed) & FLAG_FULL == 0
+                || (*p).full_state.load(Ordering::SeqCst) == QUEUED
+            {
+                return Err("heap: a page in the full list not marked full");
+            }
+            each(p);
+            Ok(())
+        })?;
+        if n != (*heap).full_count {
+            return Err("heap: full_count is not the length of the full list");
+        }
+        Ok(n)
+    }
+}
+
+/// Checks all of `heap`: every class queue and the full list with the pages' free lists
+/// ([`check_class`], [`check_full`]), the list of segments with free slices, every segment
+/// holding its pages (`segment::check`), and that the pages in use in those segments are
+/// exactly the pages in its queues (so no page is lost or queued twice). The `notified` stack
+/// and the pages' `thread_free` lists are not walked: other threads push onto them meanwhile.
+pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
+    let mut seen = Seen {
+        segments: [ptr::null_mut(); SEEN_MAX],
+        len: 0,
+        overflow: false,
+    };
+    let mut queued = 0;
+    // SAFETY: the calling thread owns `heap` and everything reachable from its lists.
+    unsafe {
+        for class in 0..CLASSES {
+            queued += check_class(heap, class, true, |p| seen.add(segment::of(p.cast())))?;
+        }
+        queued += check_full(heap, true, |p| seen.add(segment::of(p.cast())))?;
+        (*heap).segments.check(|s| {
+            if !(*s).listed {
+                return Err("heap: a segment in its list is not marked listed");
+            }
+            seen.add(s);
+            Ok(())
+        })?;
+        let mut in_use = 0;
+        for &s in &seen.segments[..seen.len] {
+            in_use += segment::check(s, id(heap))?;
+            if (*s).listed && !(*heap).segments.contains(s) {
+                return Err("heap: a segment marked listed is not in its list");
+            }
+        }
+        if !seen.overflow && in_use != queued {
+            return Err("heap: the pages in use in its segments are not the pages in its queues");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The heap check can fail: each corruption of a live heap is reported, then undone (this
+    /// test's heap is its thread's own; nothing allocates from it while it is corrupt).
+    #[test]
+    fn corrupt_heaps_are_reported() {
+        // SAFETY: the blocks are this thread's; every field changed below is restored before
+        // the next malloc or free.
+        unsafe {
+            let blocks: [*mut u8; 3] = core::array::from_fn(|_| crate::malloc(48));
+            let heap = current();
+            assert_eq!(check(heap), Ok(()));
+            let seg = segment::of(blocks[0]);
+            let page = segment::page_of(seg, blocks[0]);
+            let class = (*page).class as usize;
+
+            (*page).used += 1;
+            assert!(check(heap).unwrap_err().contains("used"));
+            (*page).used -= 1;
+
+            let head = (*page).free;
+            (*page).free = blocks[0].cast(); // a block in use on the free list: one too many
+            (*blocks[0].cast::<Block>()).next = head;
+            assert!(check(heap).unwrap_err().contains("capacity"));
+            (*page).free = head;
+
+            let index = segment::locate(page).1;
+            (*seg).slice_head[index + (*page).span as usize - 1] ^= 1;
+            assert!(check(heap).unwrap_err().contains("segment"));
+            (*seg).slice_head[index + (*page).span as usize - 1] ^= 1;
+
+            (*heap).full_count += 1;
+            assert!(check(heap).unwrap_err().contains("full_count"));
+            (*heap).full_count -= 1;
+
+            let direct = (*heap).direct[class];
+            (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY
+            assert!(check(heap).unwrap_err().contains("direct"));
+            (*heap).direct[class] = direct;
+
+            let prev = (*page).links.prev;
+            (*page).links.prev = page; // a back link to itself
+            assert!(check(heap).unwrap_err().contains("back link"));
+            (*page).links.prev = prev;
+
+            assert_eq!(check(heap), Ok(()));
+            blocks.iter().for_each(|&b| crate::free(b));
+            crate::check_consistency();
+        }
     }
 }

@@ -9,11 +9,10 @@
 
 use core::sync::atomic::Ordering;
 
+use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
-use crate::segment::{Segment, HEADER_SIZE, KIND_LARGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
-use crate::{cache, config, os, registry, stats};
-
-const OS_PAGE: usize = 4096;
+use crate::segment::{self, Segment, KIND_LARGE};
+use crate::{cache, os, registry, stats};
 
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
@@ -23,8 +22,10 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     } else {
         align
     };
+    // At least one byte, even for size 0, so the block lies inside its mapping (a block at
+    // the mapping's end would be outside, and unknown to hardened mode's registry).
     let Some(need) = offset
-        .checked_add(size)
+        .checked_add(size.max(1))
         .and_then(|n| n.checked_add(OS_PAGE - 1))
     else {
         return core::ptr::null_mut();
@@ -52,7 +53,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                 (b, need, true)
             }
         };
-        if len >= SEGMENT_SIZE && crate::segment::big_heap() {
+        if len >= SEGMENT_SIZE && segment::big_heap() {
             os::advise_huge(base, len & !SEGMENT_MASK);
         }
         let seg = base.cast::<Segment>();
@@ -86,13 +87,11 @@ pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
     unsafe { (*seg).map_len - (p as usize - seg as usize) }
 }
 
-/// Frees the large block whose header is `seg`.
+/// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
+/// has checked it first).
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
-        if config::hardened() && (*seg).large_live.swap(0, Ordering::AcqRel) == 0 {
-            crate::hardened::die("double free", (*seg).large_ptr);
-        }
         let len = (*seg).map_len;
         stats::lower(&stats::LARGE_BYTES, len);
         cache::put(seg.cast(), len);

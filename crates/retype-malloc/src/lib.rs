@@ -1,17 +1,29 @@
 //! retype-malloc: a fast, thread-scalable, huge-page-aware general-purpose allocator.
 //!
-//! Design, one concern per module (in the spirit of mimalloc):
-//! - [`size_class`]: 16-byte classes to 1 KiB, then eight per doubling to 128 KiB;
+//! Design, one concern per module (in the spirit of mimalloc), in layers: each module imports
+//! only modules listed before it.
+//! - `consts` (segment geometry, alignment), `lock` (a spin lock), `tls` (the thread's heap
+//!   pointer, initial-exec on x86-64): they import nothing from the crate;
+//! - on `consts` only: [`size_class`] (16-byte classes to 1 KiB, then eight per doubling to
+//!   128 KiB), `stats` (counters and the report), `config` (settings);
+//! - `os`: mappings, huge-page advice, the clock, diagnostics;
+//! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
+//!   frees) with their invariants and consistency checks;
+//! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, returned
+//!   to the OS after a delay;
+//! - `page`: per-page free lists, a lock-free list for frees from other threads;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
-//! - `page`: per-page free lists, a lock-free list for frees from other threads;
-//! - `heap`: one heap per thread, no lock on malloc or free; heaps of exited threads are
-//!   adopted by new threads; `tls` holds the thread's heap pointer (initial-exec on x86-64);
 //! - `large`: objects over 128 KiB are mapped on their own;
-//! - `cache`: empty segments and freed large blocks go back to the OS after a delay;
-//! - `hardened`, `registry`: optional detection of double and invalid frees;
-//! - `global`, `config`, `stats`: start-up, fork handlers, settings and the exit report.
+//! - `hardened`: optional detection of double and invalid frees;
+//! - `heap`: one heap per thread, no lock on malloc or free;
+//! - `pool`: heaps of exited threads, adopted whole by new threads;
+//! - `global`: start-up, each thread's first malloc and exit, fork handlers;
+//! - this file: the malloc family and its fast paths.
+//!
+//! Debug builds check the lists and segments as they change (aborting with a message on an
+//! inconsistency); [`check_consistency`] runs the full check of the calling thread's heap.
 //!
 //! # Environment variables
 //! | variable | default | meaning |
@@ -26,31 +38,62 @@
 //! the `retype-malloc-preload` cdylib (`LD_PRELOAD=libretype_malloc_preload.so`).
 
 #![warn(missing_docs)]
+#![deny(
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks,
+    clippy::missing_safety_doc
+)]
 
-mod cache;
-mod config;
-mod global;
-mod hardened;
-mod heap;
-mod large;
+// The layers, bottom up: each group imports only from the groups above it.
+mod consts;
 mod lock;
-mod os;
-mod page;
-mod registry;
-mod segment;
+mod tls;
+
+mod config;
 pub mod size_class;
 mod stats;
-mod tls;
+
+mod os;
+
+mod list;
+mod registry;
+
+mod cache;
+mod page;
+
+mod segment;
+
+mod large;
+
+mod hardened;
+
+mod heap;
+
+mod pool;
+
+mod global;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::init;
-pub use segment::{HEADER_SIZE, SEGMENT_SIZE};
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
-/// Smallest alignment of every block.
-pub const MIN_ALIGN: usize = 16;
+/// Allocates a block of `class` from the calling thread's heap: the fast path pops from the
+/// class's direct page; anything else (including a thread's first malloc) takes the slow path.
+#[inline(always)]
+unsafe fn alloc(class: usize) -> *mut u8 {
+    let heap = heap::current();
+    // SAFETY: `class` < CLASSES; the direct page is a live page of this heap or the empty page.
+    unsafe {
+        let page = heap::direct(heap, class);
+        if !(*page).free.is_null() {
+            return page::pop(page);
+        }
+        global::alloc_slow(heap, class)
+    }
+}
 
 /// Allocates `size` bytes aligned to 16; null when out of memory.
 ///
@@ -61,10 +104,10 @@ pub unsafe fn malloc(size: usize) -> *mut u8 {
     // SAFETY: the classes passed are in range.
     unsafe {
         if size <= SMALL_FAST_MAX {
-            return heap::alloc((size + 15) >> 4);
+            return alloc((size + 15) >> 4);
         }
         if size <= MEDIUM_MAX {
-            return heap::alloc(size_class::class_of(size));
+            return alloc(size_class::class_of(size));
         }
         large::alloc(size, MIN_ALIGN, false)
     }
@@ -97,11 +140,12 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
         // SAFETY: plain allocation.
         return unsafe { malloc(size) };
     }
-    // Small alignments come from a block big enough to hold an aligned run of `size` bytes.
-    if align <= segment::SLICE_SIZE / 4 && size <= MEDIUM_MAX - align {
+    // Small alignments come from a block big enough to hold an aligned run of `size` bytes,
+    // at least one: an empty run at the very end of the block would be the next block.
+    if align <= consts::SLICE_SIZE / 4 && size <= MEDIUM_MAX - align {
         // SAFETY: the block was just allocated by this thread, which owns its page.
         unsafe {
-            let raw = malloc(size + align - MIN_ALIGN);
+            let raw = malloc(size.max(1) + align - MIN_ALIGN);
             if raw.is_null() {
                 return raw;
             }
@@ -128,12 +172,11 @@ pub unsafe fn free(p: *mut u8) {
     if p.is_null() {
         return;
     }
-    // SAFETY: `p` is a live block; its segment header is found by masking (or, for a block at
-    // a segment boundary, through its back pointer).
+    // SAFETY: `p` is live; its header is at the masked address (or behind its back pointer).
     unsafe {
         let seg = if config::hardened() {
             hardened::validate(p)
-        } else if p as usize & segment::SEGMENT_MASK == 0 {
+        } else if p as usize & consts::SEGMENT_MASK == 0 {
             large::header_of_aligned(p)
         } else {
             segment::of(p)
@@ -152,7 +195,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
         if config::hardened() {
             hardened::check_live(p);
         }
-        let seg = if p as usize & segment::SEGMENT_MASK == 0 {
+        let seg = if p as usize & consts::SEGMENT_MASK == 0 {
             large::header_of_aligned(p)
         } else {
             segment::of(p)
@@ -200,7 +243,18 @@ pub fn trim() {
 
 /// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
-    stats::report(fd);
+    stats::report(&mut |line| os::write_all(fd, line));
+}
+
+/// Checks the calling thread's heap and panics, naming the first inconsistency, if its page
+/// queues, full list, segment list, segments or free lists disagree (see `heap::check`). Only
+/// reads the heap; its cost grows with the heap, so it is for tests. Unlike the checks that
+/// debug builds run as the heap changes, it checks in release builds too.
+pub fn check_consistency() {
+    // SAFETY: the calling thread's heap (or the read-only empty heap) is its own to read.
+    if let Err(what) = unsafe { heap::check(heap::current()) } {
+        panic!("retype-malloc: inconsistent heap: {what}");
+    }
 }
 
 /// retype-malloc as a Rust global allocator:

@@ -95,3 +95,26 @@ pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
         bytes = &bytes[n as usize..];
     }
 }
+
+/// Writes `retype-malloc: internal inconsistency: <what>` to standard error and aborts. Not a
+/// panic: unwinding out of malloc is undefined behaviour, and the panic message would allocate
+/// from the very heap found broken.
+#[cold]
+pub(crate) fn fatal(what: &str) -> ! {
+    write_all(2, b"retype-malloc: internal inconsistency: ");
+    write_all(2, what.as_bytes());
+    write_all(2, b"; aborting\n");
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+/// Debug builds: runs the consistency check `check` and aborts (see [`fatal`]) if it fails.
+/// Release builds: nothing; `check` is never called.
+#[inline(always)]
+pub(crate) fn debug_verify<T>(check: impl FnOnce() -> Result<T, &'static str>) {
+    if cfg!(debug_assertions) {
+        if let Err(what) = check() {
+            fatal(what);
+        }
+    }
+}

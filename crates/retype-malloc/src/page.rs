@@ -11,7 +11,14 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
-use crate::heap::Heap;
+use crate::config;
+use crate::list::{self, Linked, Links};
+use crate::size_class::{self, CLASSES};
+
+/// The thread heap owning a page or segment, as this layer and `segment` see it: an identity
+/// to store and compare, never dereferenced. Only `heap`, which defines the heap (with its
+/// queues of pages), converts; so pages and segments sit below heaps in the module layers.
+pub(crate) enum HeapId {}
 
 /// A free block: its first word links to the next free block.
 #[repr(C)]
@@ -52,11 +59,21 @@ pub(crate) struct Page {
     pub span: u8,
     pub full_state: AtomicU8,
     pub area: *mut u8,
-    pub heap: *mut Heap,
+    pub heap: *mut HeapId,
     pub thread_free: AtomicPtr<Block>,
-    pub next: *mut Page,
-    pub prev: *mut Page,
+    /// Links in the heap's queue of this page's class, or in its full list.
+    pub links: Links<Page>,
+    /// Link in the heap's `notified` stack.
     pub notified_next: *mut Page,
+}
+
+// SAFETY: `links` returns the page's own `links` field, written only by `list::Queue`.
+unsafe impl Linked for Page {
+    #[inline(always)]
+    fn links(this: *mut Self) -> *mut Links<Self> {
+        this.wrapping_byte_add(core::mem::offset_of!(Page, links))
+            .cast()
+    }
 }
 
 impl Page {
@@ -76,8 +93,7 @@ impl Page {
             area: ptr::null_mut(),
             heap: ptr::null_mut(),
             thread_free: AtomicPtr::new(ptr::null_mut()),
-            next: ptr::null_mut(),
-            prev: ptr::null_mut(),
+            links: Links::NONE,
             notified_next: ptr::null_mut(),
         }
     }
@@ -86,18 +102,14 @@ impl Page {
 /// Makes `page` an empty page of `class` owned by `heap`, over `[area, area+len)`.
 pub(crate) unsafe fn init(
     page: *mut Page,
-    heap: *mut Heap,
+    heap: *mut HeapId,
     class: usize,
     span: usize,
     area: *mut u8,
     len: usize,
 ) {
-    let block_size = crate::size_class::block_size(class);
-    let flags = if crate::config::hardened() {
-        FLAG_CHECKED
-    } else {
-        0
-    };
+    let block_size = size_class::block_size(class);
+    let flags = if config::hardened() { FLAG_CHECKED } else { 0 };
     // SAFETY: the caller owns the (unused) page descriptor.
     unsafe {
         page.write(Page {
@@ -112,6 +124,18 @@ pub(crate) unsafe fn init(
             ..Page::empty()
         })
     };
+}
+
+/// Pops a block from `page`'s free list, which is not empty.
+#[inline(always)]
+pub(crate) unsafe fn pop(page: *mut Page) -> *mut u8 {
+    // SAFETY: the caller owns the page and checked that its free list is not empty.
+    unsafe {
+        let b = (*page).free;
+        (*page).free = (*b).next;
+        (*page).used += 1;
+        b.cast()
+    }
 }
 
 /// Carves the next blocks of the area onto the free list.
@@ -140,7 +164,7 @@ pub(crate) unsafe fn extend(page: *mut Page) {
 pub(crate) unsafe fn collect(page: *mut Page) {
     // SAFETY: the owner takes the whole remote list at once; nobody else reads it afterwards.
     unsafe {
-        let list = (*page).thread_free.swap(ptr::null_mut(), Ordering::Acquire);
+        let list = list::take_all(&(*page).thread_free);
         if list.is_null() {
             return;
         }
@@ -158,22 +182,8 @@ pub(crate) unsafe fn collect(page: *mut Page) {
 
 /// Pushes a block freed by a thread that does not own the page.
 pub(crate) unsafe fn push_remote(page: *mut Page, block: *mut Block) {
-    // SAFETY: `block` is a free block of `page`; the list is a lock-free stack.
-    unsafe {
-        let mut head = (*page).thread_free.load(Ordering::Relaxed);
-        loop {
-            (*block).next = head;
-            match (*page).thread_free.compare_exchange_weak(
-                head,
-                block,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(h) => head = h,
-            }
-        }
-    }
+    // SAFETY: `block` is a free block of `page`, which stays in use until its owner collects it.
+    unsafe { list::push(&(*page).thread_free, block, &raw mut (*block).next) }
 }
 
 /// The start of the block holding `p` (which may point inside it after an aligned malloc).
@@ -184,4 +194,58 @@ pub(crate) unsafe fn block_start(page: *const Page, p: *mut u8) -> *mut u8 {
         let bs = (*page).block_size as usize;
         (*page).area.add(off - off % bs)
     }
+}
+
+/// Checks the owner-only fields of a page in use by `heap`, without walking its free list.
+pub(crate) unsafe fn check_fields(
+    page: *const Page,
+    heap: *mut HeapId,
+) -> Result<(), &'static str> {
+    // SAFETY: the caller owns the page; only owner-only fields and atomics are read.
+    let p = unsafe { &*page };
+    let class = p.class as usize;
+    if p.in_use != 1 || p.heap != heap {
+        return Err("page: not in use by this heap");
+    }
+    if !(1..CLASSES).contains(&class) || p.block_size as usize != size_class::block_size(class) {
+        return Err("page: class and block size disagree");
+    }
+    if p.used > p.capacity || p.capacity > p.reserved {
+        return Err("page: not used <= capacity <= reserved");
+    }
+    let flags = p.flags.load(Ordering::Relaxed);
+    if flags & FLAG_LARGE != 0 || (flags & FLAG_CHECKED != 0) != config::hardened() {
+        return Err("page: flags do not fit a small page");
+    }
+    Ok(())
+}
+
+/// [`check_fields`], and the free list: every block in the carved part of the area, on a block
+/// boundary, and as many as the page's capacity less the blocks in use (blocks freed by other
+/// threads still count as used until collected).
+pub(crate) unsafe fn check(page: *const Page, heap: *mut HeapId) -> Result<(), &'static str> {
+    // SAFETY: the caller owns the page.
+    unsafe { check_fields(page, heap)? };
+    // SAFETY: the caller owns the page; only owner-only fields are read through this reference.
+    let p = unsafe { &*page };
+    let (start, bs) = (p.area as usize, p.block_size as usize);
+    let end = start + p.capacity as usize * bs;
+    let mut free = 0;
+    let mut b = p.free;
+    while !b.is_null() {
+        let a = b as usize;
+        if a < start || a >= end || !(a - start).is_multiple_of(bs) {
+            return Err("page: a free block outside the carved area or off a block boundary");
+        }
+        free += 1;
+        if free > p.capacity {
+            return Err("page: free list longer than the capacity (a cycle?)");
+        }
+        // SAFETY: `b` is a block of the page (checked above).
+        b = unsafe { (*b).next };
+    }
+    if free + p.used != p.capacity {
+        return Err("page: free blocks + used blocks != capacity");
+    }
+    Ok(())
 }

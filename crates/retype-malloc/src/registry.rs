@@ -5,8 +5,8 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
+use crate::consts::{SEGMENT_SHIFT, SEGMENT_SIZE};
 use crate::os;
-use crate::segment::{SEGMENT_SHIFT, SEGMENT_SIZE};
 
 /// The chunk starts a mapping of ours (a segment or a large block) and holds its header.
 pub(crate) const HEAD: u8 = 1;

@@ -10,17 +10,13 @@
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use crate::heap::Heap;
-use crate::page::{self, Page};
+use crate::consts::{
+    EARLY_SLOTS, HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES, SLICE_SHIFT, SLICE_SIZE,
+};
+use crate::list::{Linked, Links, Queue};
+use crate::page::{self, HeapId, Page};
 use crate::{cache, config, os, registry, stats};
 
-pub(crate) const SEGMENT_SHIFT: usize = 21;
-/// Size and alignment of a segment: one transparent huge page.
-pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
-pub(crate) const SEGMENT_MASK: usize = SEGMENT_SIZE - 1;
-pub(crate) const SLICE_SHIFT: usize = 16;
-pub(crate) const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
-pub(crate) const SLICES: usize = SEGMENT_SIZE / SLICE_SIZE;
 /// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block.
 const BITMAP_WORDS: usize = SLICE_SIZE / 16 / 64;
 
@@ -38,9 +34,8 @@ pub(crate) struct Segment {
     pub used: u32,
     /// The segment is linked in its heap's list of segments with free slices.
     pub listed: bool,
-    pub heap: *mut Heap,
-    pub next: *mut Segment,
-    pub prev: *mut Segment,
+    pub heap: *mut HeapId,
+    pub links: Links<Segment>,
     /// Length of the whole mapping.
     pub map_len: usize,
     /// For large blocks: the pointer handed out.
@@ -50,21 +45,30 @@ pub(crate) struct Segment {
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
 }
 
-/// Bytes at the start of a segment reserved for its header.
-pub const HEADER_SIZE: usize = (core::mem::size_of::<Segment>() + 4095) & !4095;
+// SAFETY: `links` returns the segment's own `links` field, written only by `list::Queue`.
+unsafe impl Linked for Segment {
+    fn links(this: *mut Self) -> *mut Links<Self> {
+        this.wrapping_byte_add(core::mem::offset_of!(Segment, links))
+            .cast()
+    }
+}
+
+// The header is the descriptor rounded up to OS pages (`HEADER_SIZE` is in `consts`, below
+// the modules that need it but cannot see `Segment`).
+const _: () = assert!(
+    HEADER_SIZE == (core::mem::size_of::<Segment>() + OS_PAGE - 1) & !(OS_PAGE - 1),
+    "HEADER_SIZE must be size_of::<Segment>() rounded up to OS pages"
+);
 
 const ALL_SLICES: u32 = u32::MAX;
 
+/// Whether the heap has grown past the huge-page threshold.
+///
 /// Huge pages are for big heaps: until the process has `config::HUGE_MIN_SEGMENTS` segments
 /// in use (48 MiB by default), segments get no `MADV_HUGEPAGE`, so a small program's resident
 /// set holds only the 4 KiB pages it touched. When the heap grows past it, huge pages are
 /// switched on for good, and the early segments are advised and collapsed into huge pages
-/// too (see [`huge_pages_for`]).
-///
-/// At most this many early segments are remembered, which caps the threshold at 128 MiB.
-pub(crate) const EARLY_SLOTS: usize = 64;
-
-/// Whether the heap has grown past the huge-page threshold.
+/// too (see [`huge_pages_for`]); at most [`EARLY_SLOTS`] early segments are remembered.
 static BIG_HEAP: AtomicBool = AtomicBool::new(false);
 /// Segments created before the heap was big, to be collapsed into huge pages when it becomes
 /// big. An entry may be stale (the segment given back since): advice on a range that is no
@@ -122,11 +126,15 @@ pub(crate) fn of(p: *const u8) -> *mut Segment {
     (p as usize & !SEGMENT_MASK) as *mut Segment
 }
 
-/// The page descriptor covering `p` inside segment `seg`.
+/// The page descriptor covering `p` inside segment `seg`: the descriptor of `p`'s slice, or
+/// for a large block at a segment boundary (further from its header than a segment) the
+/// first descriptor, the one large blocks use.
 #[inline]
 pub(crate) unsafe fn page_of(seg: *mut Segment, p: *const u8) -> *mut Page {
-    let slice = (p as usize - seg as usize) >> SLICE_SHIFT;
-    // SAFETY: `p` lies in the first 2 MiB of `seg`, so `slice` < SLICES.
+    // The offset in `p`'s own segment, not `p - seg`: that would index past the descriptors
+    // for a block at a segment boundary.
+    let slice = (p as usize & SEGMENT_MASK) >> SLICE_SHIFT;
+    // SAFETY: the offset is below SEGMENT_SIZE, so `slice` < SLICES.
     unsafe {
         let head = *(*seg).slice_head.get_unchecked(slice) as usize;
         ptr::addr_of_mut!((*seg).pages).cast::<Page>().add(head)
@@ -157,7 +165,7 @@ fn find_free(used: u32, span: usize) -> Option<usize> {
 }
 
 /// Maps (or reuses) a segment for `heap`.
-unsafe fn create(heap: *mut Heap) -> *mut Segment {
+unsafe fn create(heap: *mut HeapId) -> *mut Segment {
     // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
     unsafe {
         let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4) {
@@ -178,49 +186,43 @@ unsafe fn create(heap: *mut Heap) -> *mut Segment {
         (*seg).listed = false;
         (*seg).heap = heap;
         (*seg).map_len = len;
-        (*seg).next = ptr::null_mut();
-        (*seg).prev = ptr::null_mut();
+        (*seg).links = Links::NONE;
         stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
         seg
     }
 }
 
-unsafe fn link(heap: *mut Heap, seg: *mut Segment) {
-    // SAFETY: owner-only list of the heap.
+/// Links `seg` in `list`, the segments of its heap with free slices.
+unsafe fn link(list: &mut Queue<Segment>, seg: *mut Segment) {
+    // SAFETY: the caller owns the list and the segment, which is in no list.
     unsafe {
-        (*seg).prev = ptr::null_mut();
-        (*seg).next = (*heap).segments;
-        if !(*heap).segments.is_null() {
-            (*(*heap).segments).prev = seg;
-        }
-        (*heap).segments = seg;
+        list.push_front(seg);
         (*seg).listed = true;
     }
 }
 
-unsafe fn unlink(heap: *mut Heap, seg: *mut Segment) {
-    // SAFETY: `seg` is linked in the heap's list.
+unsafe fn unlink(list: &mut Queue<Segment>, seg: *mut Segment) {
+    // SAFETY: `seg` is linked in the caller's `list`.
     unsafe {
-        if (*seg).prev.is_null() {
-            (*heap).segments = (*seg).next;
-        } else {
-            (*(*seg).prev).next = (*seg).next;
-        }
-        if !(*seg).next.is_null() {
-            (*(*seg).next).prev = (*seg).prev;
-        }
+        list.remove(seg);
         (*seg).listed = false;
     }
 }
 
 /// Claims a fresh page of `class` (spanning `span` slices) for `heap`, from the fullest of
-/// its segments that has room, or from a new segment. Null when out of memory.
-pub(crate) unsafe fn claim_page(heap: *mut Heap, class: usize, span: usize) -> *mut Page {
+/// its segments with room (`segments`, the heap's list), or from a new segment. Null when out
+/// of memory.
+pub(crate) unsafe fn claim_page(
+    segments: &mut Queue<Segment>,
+    heap: *mut HeapId,
+    class: usize,
+    span: usize,
+) -> *mut Page {
     // SAFETY: the heap's segments are owned by the calling thread.
     unsafe {
         let mut best: *mut Segment = ptr::null_mut();
         let mut best_index = 0;
-        let mut seg = (*heap).segments;
+        let mut seg = segments.first;
         while !seg.is_null() {
             if let Some(i) = find_free((*seg).used, span) {
                 if best.is_null() || (*seg).used.count_ones() > (*best).used.count_ones() {
@@ -228,14 +230,14 @@ pub(crate) unsafe fn claim_page(heap: *mut Heap, class: usize, span: usize) -> *
                     best_index = i;
                 }
             }
-            seg = (*seg).next;
+            seg = (*seg).links.next;
         }
         if best.is_null() {
             best = create(heap);
             if best.is_null() {
                 return ptr::null_mut();
             }
-            link(heap, best);
+            link(segments, best);
             best_index = 0;
         }
         let seg = best;
@@ -245,19 +247,21 @@ pub(crate) unsafe fn claim_page(heap: *mut Heap, class: usize, span: usize) -> *
             (*seg).slice_head[s] = index as u8;
         }
         if (*seg).used == ALL_SLICES {
-            unlink(heap, seg);
+            unlink(segments, seg);
         }
         let header = if index == 0 { HEADER_SIZE } else { 0 };
         let area = seg.cast::<u8>().add(index * SLICE_SIZE + header);
         let page = ptr::addr_of_mut!((*seg).pages[index]);
         page::init(page, heap, class, span, area, span * SLICE_SIZE - header);
         stats::add(&stats::PAGES_CLAIMED, 1);
+        os::debug_verify(|| check(seg, heap));
         page
     }
 }
 
-/// Gives an empty page back to its segment; an empty segment goes to the cache.
-pub(crate) unsafe fn release_page(heap: *mut Heap, page: *mut Page) {
+/// Gives an empty page back to its segment (whose heap's list is `segments`); an empty
+/// segment goes to the cache.
+pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page) {
     // SAFETY: the page is empty and unlinked from every heap list; its segment is the heap's.
     unsafe {
         let (seg, index) = locate(page);
@@ -266,12 +270,64 @@ pub(crate) unsafe fn release_page(heap: *mut Heap, page: *mut Page) {
         (*seg).used &= !((((1u64 << span) - 1) as u32) << index);
         if (*seg).used == 0 {
             if (*seg).listed {
-                unlink(heap, seg);
+                unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
             cache::put(seg.cast(), (*seg).map_len);
-        } else if !(*seg).listed {
-            link(heap, seg);
+            return;
         }
+        if !(*seg).listed {
+            link(segments, seg);
+        }
+        os::debug_verify(|| check(seg, (*seg).heap));
     }
+}
+
+/// Checks a segment of `heap` that has pages in use (as mimalloc's `mi_segment_is_valid`):
+/// the claimed-slice bitmap is exactly the union of the spans of its pages in use, each page
+/// starts on a multiple of its span and covers its slices in `slice_head`, each page's area
+/// and capacity fit its slices, no other page descriptor is in use, and the segment is listed
+/// exactly when it has free slices. Returns how many pages are in use.
+pub(crate) unsafe fn check(seg: *mut Segment, heap: *mut HeapId) -> Result<usize, &'static str> {
+    // SAFETY: the caller's heap owns the segment; only owner-written fields are read.
+    let s = unsafe { &*seg };
+    if s.kind != KIND_SMALL || s.heap != heap {
+        return Err("segment: not a small-object segment of this heap");
+    }
+    if s.used == 0 || s.listed != (s.used != ALL_SLICES) {
+        return Err("segment: listed does not match having free slices (or nothing in use)");
+    }
+    let mut in_use = 0;
+    let mut i = 0;
+    while i < SLICES {
+        let page = &s.pages[i];
+        if s.used & (1 << i) == 0 {
+            if page.in_use != 0 {
+                return Err("segment: a page in use on a free slice");
+            }
+            i += 1;
+            continue;
+        }
+        let span = page.span as usize;
+        if page.in_use != 1 || !span.is_power_of_two() || span > 8 || i % span != 0 {
+            return Err("segment: a claimed slice starts no page, or a page is misaligned");
+        }
+        let mask = (((1u64 << span) - 1) as u32) << i;
+        if s.used & mask != mask || s.slice_head[i..i + span].iter().any(|&h| h as usize != i) {
+            return Err("segment: a page's slices are not all claimed and headed by it");
+        }
+        if s.pages[i + 1..i + span].iter().any(|p| p.in_use != 0) {
+            return Err("segment: a page descriptor in use inside another page");
+        }
+        let header = if i == 0 { HEADER_SIZE } else { 0 };
+        let area = seg as usize + i * SLICE_SIZE + header;
+        let len = span * SLICE_SIZE - header;
+        let fits = page.block_size != 0 && page.reserved as usize == len / page.block_size as usize;
+        if page.area as usize != area || !fits {
+            return Err("segment: a page's area or capacity does not match its slices");
+        }
+        in_use += 1;
+        i += span;
+    }
+    Ok(in_use)
 }

@@ -2,6 +2,8 @@
 //! [`MEDIUM_MAX`], so internal waste stays below 12.5 % above 1 KiB. Larger requests are
 //! "large" objects mapped straight from the OS.
 
+use crate::consts::SLICE_SIZE;
+
 /// Largest size served by the `(size + 15) / 16` fast lookup.
 pub const SMALL_FAST_MAX: usize = 1024;
 /// Largest object served from segment pages; beyond this objects are mapped on their own.
@@ -37,11 +39,10 @@ pub fn block_size(class: usize) -> usize {
 /// does not pin a large page.
 #[inline]
 pub fn span_of(class: usize) -> usize {
-    (4 * block_size(class)).div_ceil(SLICE).next_power_of_two()
+    (4 * block_size(class))
+        .div_ceil(SLICE_SIZE)
+        .next_power_of_two()
 }
-
-/// Bytes in a slice, the unit pages are made of.
-const SLICE: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -69,7 +70,7 @@ mod tests {
         for c in 1..CLASSES {
             let span = span_of(c);
             assert!(span.is_power_of_two() && span <= 8, "class {c} span {span}");
-            assert!(span * SLICE >= 4 * block_size(c));
+            assert!(span * SLICE_SIZE >= 4 * block_size(c));
         }
     }
 

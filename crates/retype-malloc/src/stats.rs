@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::os;
+use crate::consts::SEGMENT_SIZE;
 
 pub(crate) static MMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static MUNMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -74,9 +74,10 @@ fn get(c: &AtomicUsize) -> usize {
     c.load(Ordering::Relaxed)
 }
 
-/// Writes the report to `fd`.
-pub(crate) fn report(fd: i32) {
-    let seg_mib = crate::segment::SEGMENT_SIZE >> 20;
+/// Writes the report through `out`, a line at a time (the caller chooses the descriptor, so
+/// this leaf needs no I/O module).
+pub(crate) fn report(out: &mut dyn FnMut(&[u8])) {
+    let seg_mib = SEGMENT_SIZE >> 20;
     let rows: [(&[u8], usize); 11] = [
         (b"segments in use", get(&SEGMENTS)),
         (b"segments peak", get(&SEGMENTS_PEAK)),
@@ -97,17 +98,17 @@ pub(crate) fn report(fd: i32) {
     head.text(b"retype-malloc statistics (segment = ")
         .num(seg_mib)
         .text(b" MiB)\n");
-    os::write_all(fd, head.bytes());
+    out(head.bytes());
     for (name, value) in rows {
         let mut l = Line::new();
         l.text(b"  ").text(name).text(b": ").num(value).text(b"\n");
-        os::write_all(fd, l.bytes());
+        out(l.bytes());
     }
-    copy_kernel_view(fd);
+    copy_kernel_view(out);
 }
 
 /// Copies the `Rss:` and `AnonHugePages:` lines of /proc/self/smaps_rollup.
-fn copy_kernel_view(fd: i32) {
+fn copy_kernel_view(out: &mut dyn FnMut(&[u8])) {
     let mut buf = [0u8; 2048];
     // SAFETY: NUL-terminated path; `buf` is a valid out-buffer of its length.
     let n = unsafe {
@@ -129,7 +130,7 @@ fn copy_kernel_view(fd: i32) {
         if line.starts_with(b"Rss:") || line.starts_with(b"AnonHugePages:") {
             let mut l = Line::new();
             l.text(b"  kernel ").text(line).text(b"\n");
-            os::write_all(fd, l.bytes());
+            out(l.bytes());
         }
     }
 }

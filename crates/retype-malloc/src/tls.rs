@@ -4,12 +4,15 @@
 //! (`mov` relative to `%fs`), which stable Rust cannot request for a cdylib: its
 //! `thread_local!` would call `__tls_get_addr` on every malloc and free. Elsewhere it falls
 //! back to `thread_local!`. The initial value is null.
+//!
+//! The slot is untyped: `heap` stores its heap here and casts it back, so this module needs
+//! no other (and `heap` may sit above it).
 
-use crate::heap::Heap;
+use core::ffi::c_void;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
-    use super::Heap;
+    use super::c_void;
     use core::arch::{asm, global_asm};
 
     global_asm!(
@@ -25,8 +28,8 @@ mod imp {
     );
 
     #[inline(always)]
-    pub(crate) fn get() -> *mut Heap {
-        let v: *mut Heap;
+    pub(crate) fn get() -> *mut c_void {
+        let v: *mut c_void;
         // SAFETY: reads this thread's 8-byte slot at its static-TLS offset from %fs.
         unsafe {
             asm!(
@@ -40,7 +43,7 @@ mod imp {
         v
     }
 
-    pub(crate) fn set(h: *mut Heap) {
+    pub(crate) fn set(h: *mut c_void) {
         // SAFETY: writes this thread's own slot.
         unsafe {
             asm!(
@@ -56,19 +59,19 @@ mod imp {
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 mod imp {
-    use super::Heap;
+    use super::c_void;
     use core::cell::Cell;
 
     thread_local! {
-        static CURRENT: Cell<*mut Heap> = const { Cell::new(core::ptr::null_mut()) };
+        static CURRENT: Cell<*mut c_void> = const { Cell::new(core::ptr::null_mut()) };
     }
 
     #[inline(always)]
-    pub(crate) fn get() -> *mut Heap {
+    pub(crate) fn get() -> *mut c_void {
         CURRENT.with(|c| c.get())
     }
 
-    pub(crate) fn set(h: *mut Heap) {
+    pub(crate) fn set(h: *mut c_void) {
         CURRENT.with(|c| c.set(h))
     }
 }

@@ -31,6 +31,7 @@ fn collections_grow_shrink_and_keep_contents() {
     assert!(m
         .iter()
         .all(|(k, v)| v.len() == k[4..].parse::<usize>().unwrap() % 100));
+    retype_malloc::check_consistency();
 }
 
 #[test]
@@ -59,6 +60,7 @@ fn eight_threads_exchange_strings() {
                     )
                     .unwrap();
                 }
+                retype_malloc::check_consistency();
             })
         })
         .collect();
@@ -73,4 +75,5 @@ fn eight_threads_exchange_strings() {
     }
     producers.into_iter().for_each(|p| p.join().unwrap());
     assert_eq!(total, 8 * 200 * 100);
+    retype_malloc::check_consistency();
 }

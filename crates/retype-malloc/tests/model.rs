@@ -1,6 +1,9 @@
 //! Property tests of the allocator against a model: random sequences of aligned mallocs,
 //! reallocs and frees; every live block must be aligned, at least as large as asked, disjoint
-//! from every other live block, and keep its contents (also across realloc).
+//! from every other live block, and keep its contents (also across realloc). After every
+//! operation the thread's heap must pass `check_consistency` (queues, segments, free lists).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::collections::BTreeMap;
 
@@ -67,6 +70,10 @@ impl Model {
         // SAFETY: `p` is live.
         let usable = unsafe { rm::usable_size(p as *mut u8) };
         assert!(usable >= size, "usable {usable} < {size}");
+        assert!(
+            usable > 0,
+            "block {p:#x} of {size} bytes has no byte of its own"
+        );
         if let Some((&q, b)) = self.live.range(..=p).next_back() {
             assert!(q + b.size <= p, "block {p:#x} overlaps {q:#x}+{}", b.size);
         }
@@ -94,6 +101,7 @@ fn run(ops: Vec<Op>) {
         next_fill: 0,
     };
     for op in ops {
+        rm::check_consistency();
         match op {
             Op::Alloc { size, align_log } => {
                 let align = 1usize << align_log;
@@ -123,11 +131,13 @@ fn run(ops: Vec<Op>) {
             }
         }
     }
+    rm::check_consistency();
     for (&p, &b) in &m.live {
         m.check_contents(p, b);
         // SAFETY: every remaining block is live.
         unsafe { rm::free(p as *mut u8) };
     }
+    rm::check_consistency();
 }
 
 proptest! {
@@ -153,6 +163,7 @@ fn cross_thread_frees_keep_blocks_intact() {
                 // SAFETY: plain allocation, filled over its size.
                 let p = unsafe { rm::malloc(size) };
                 assert!(!p.is_null());
+                // SAFETY: the block has `size` bytes.
                 unsafe { std::ptr::write_bytes(p, (size % 251) as u8, size) };
                 (p as usize, size)
             })
@@ -163,6 +174,7 @@ fn cross_thread_frees_keep_blocks_intact() {
             // SAFETY: blocks from the other thread, live until freed here.
             let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, size) };
             assert!(bytes.iter().all(|&x| x == (size % 251) as u8));
+            // SAFETY: the block is live and freed once.
             unsafe { rm::free(p as *mut u8) };
         }
     };
@@ -170,11 +182,39 @@ fn cross_thread_frees_keep_blocks_intact() {
         for round in 0..50 {
             to_a.send(make(round * 13)).unwrap();
             check_free(from_a.recv().unwrap());
+            rm::check_consistency();
         }
     });
     for round in 0..50 {
         to_b.send(make(round * 17)).unwrap();
         check_free(from_b.recv().unwrap());
+        rm::check_consistency();
     }
     b.join().unwrap();
+}
+
+/// `malloc_aligned(0, align)` must return a pointer inside its own block. From a small block,
+/// an aligned run of zero bytes at the very end of the block would be the start of the next
+/// block, whose bytes `insert` then overwrites (found as a corrupt free list by the consistency
+/// check, or as an overlap); from a large mapping, it would be the mapping's end.
+#[test]
+fn aligned_empty_blocks_stay_inside_their_blocks() {
+    let mut m = Model {
+        live: BTreeMap::new(),
+        next_fill: 0,
+    };
+    for align_log in (5..=9).chain(14..=15).chain(21..=22) {
+        for _ in 0..64 {
+            let align = 1usize << align_log;
+            // SAFETY: `align` is a power of two.
+            let p = unsafe { rm::malloc_aligned(0, align) } as usize;
+            m.insert(p, 0, align);
+            rm::check_consistency();
+        }
+    }
+    for &p in m.live.keys() {
+        // SAFETY: every block is live.
+        unsafe { rm::free(p as *mut u8) };
+    }
+    rm::check_consistency();
 }

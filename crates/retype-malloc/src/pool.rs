@@ -1,0 +1,70 @@
+//! The heap pool: heaps of exited threads wait here, whole (with their pages still in use),
+//! until a new thread adopts one; new heaps are cut from 256 KiB mappings. Its spin lock is
+//! taken only when a thread gets or gives up its heap, and around fork.
+
+use core::ptr;
+
+use crate::heap::{self, Heap};
+use crate::lock::SpinLock;
+use crate::{os, stats};
+
+/// Heaps of exited threads waiting for adoption, and the bump area new heaps come from.
+pub(crate) struct Pool {
+    /// A stack linked through `Heap::next_in_pool`.
+    abandoned: *mut Heap,
+    bump: *mut u8,
+    end: *mut u8,
+}
+// SAFETY: pool contents are only touched under its lock.
+unsafe impl Send for Pool {}
+
+pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
+    abandoned: ptr::null_mut(),
+    bump: ptr::null_mut(),
+    end: ptr::null_mut(),
+});
+
+const HEAP_CHUNK: usize = 256 * 1024;
+
+/// Adopts an abandoned heap or makes a new one; null when out of memory.
+pub(crate) fn acquire() -> *mut Heap {
+    let mut pool = POOL.lock();
+    if !pool.abandoned.is_null() {
+        let heap = pool.abandoned;
+        // SAFETY: heaps in the pool are owned by the pool.
+        pool.abandoned = unsafe { (*heap).next_in_pool };
+        stats::add(&stats::HEAPS_ADOPTED, 1);
+        return heap;
+    }
+    let size = (core::mem::size_of::<Heap>() + 63) & !63;
+    if pool.bump.is_null() || (pool.end as usize - pool.bump as usize) < size {
+        // SAFETY: a fresh mapping owned by the pool.
+        let chunk = unsafe { os::map(HEAP_CHUNK) };
+        if chunk.is_null() {
+            return ptr::null_mut();
+        }
+        pool.bump = chunk;
+        // SAFETY: end of the chunk just mapped.
+        pool.end = unsafe { chunk.add(HEAP_CHUNK) };
+    }
+    let heap = pool.bump.cast::<Heap>();
+    // SAFETY: `size` bytes at `bump` are unused pool memory.
+    unsafe {
+        pool.bump = pool.bump.add(size);
+        heap::make(heap);
+    }
+    stats::add(&stats::HEAPS_CREATED, 1);
+    heap
+}
+
+/// Abandons `heap`, the heap of an exiting thread: its empty pages go back to their segments
+/// and the rest waits in the pool.
+pub(crate) unsafe fn abandon(heap: *mut Heap) {
+    // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
+    unsafe {
+        heap::release_empty_pages(heap);
+        let mut pool = POOL.lock();
+        (*heap).next_in_pool = pool.abandoned;
+        pool.abandoned = heap;
+    }
+}
