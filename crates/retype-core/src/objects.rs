@@ -5,10 +5,21 @@
 //! configuration option the option is a field of [`Config`], so a study can pin
 //! the exact kernel it models. CantripOS (seed 000) runs RISC-V 32 with MCS.
 
-use core::fmt;
-
-/// The instruction set architectures whose object sizes we know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The instruction set architectures whose object sizes we know, spelled
+/// as on the command line (`riscv32`, `x86_64`, …) by `FromStr` and `Display`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Arch {
     Riscv32,
     Riscv64,
@@ -17,78 +28,57 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub const ALL: [Arch; 4] = [Arch::Riscv32, Arch::Riscv64, Arch::X86_64, Arch::Aarch64];
+    pub const ALL: &'static [Arch] = <Arch as strum::VariantArray>::VARIANTS;
 
     pub fn name(self) -> &'static str {
-        match self {
-            Arch::Riscv32 => "riscv32",
-            Arch::Riscv64 => "riscv64",
-            Arch::X86_64 => "x86_64",
-            Arch::Aarch64 => "aarch64",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Arch> {
-        Arch::ALL.into_iter().find(|a| a.name() == s)
+        self.into()
     }
 }
 
 /// The object types that `Untyped_Retype` can create.
 ///
 /// Frames and page tables use architecture-neutral names: `SmallPage` is
-/// `seL4_RISCV_4K_Page` on RISC-V and `seL4_X86_4K` on x86_64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// `seL4_RISCV_4K_Page` on RISC-V and `seL4_X86_4K` on x86_64. `FromStr` and
+/// `Display` spell them as request scripts and the command line do.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum ObjectType {
     Untyped,
     Tcb,
     Endpoint,
     Notification,
+    #[strum(serialize = "cnode")]
     CapTable,
     SchedContext,
     Reply,
+    #[strum(serialize = "page")]
     SmallPage,
     LargePage,
     HugePage,
     PageTable,
+    #[strum(serialize = "vspace")]
     VSpace,
 }
 
 impl ObjectType {
-    pub const ALL: [ObjectType; 12] = [
-        ObjectType::Untyped,
-        ObjectType::Tcb,
-        ObjectType::Endpoint,
-        ObjectType::Notification,
-        ObjectType::CapTable,
-        ObjectType::SchedContext,
-        ObjectType::Reply,
-        ObjectType::SmallPage,
-        ObjectType::LargePage,
-        ObjectType::HugePage,
-        ObjectType::PageTable,
-        ObjectType::VSpace,
-    ];
+    pub const ALL: &'static [ObjectType] = <ObjectType as strum::VariantArray>::VARIANTS;
 
-    /// The name used on the command line and in trace files.
+    /// The name used on the command line and in request scripts.
     pub fn name(self) -> &'static str {
-        match self {
-            ObjectType::Untyped => "untyped",
-            ObjectType::Tcb => "tcb",
-            ObjectType::Endpoint => "endpoint",
-            ObjectType::Notification => "notification",
-            ObjectType::CapTable => "cnode",
-            ObjectType::SchedContext => "sched_context",
-            ObjectType::Reply => "reply",
-            ObjectType::SmallPage => "page",
-            ObjectType::LargePage => "large_page",
-            ObjectType::HugePage => "huge_page",
-            ObjectType::PageTable => "page_table",
-            ObjectType::VSpace => "vspace",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<ObjectType> {
-        ObjectType::ALL.into_iter().find(|t| t.name() == s)
+        self.into()
     }
 
     /// Whether the caller chooses the size (`size_bits` is meaningful).
@@ -105,12 +95,6 @@ impl ObjectType {
             self,
             ObjectType::SmallPage | ObjectType::LargePage | ObjectType::HugePage
         )
-    }
-}
-
-impl fmt::Display for ObjectType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -315,12 +299,33 @@ mod tests {
     }
 
     #[test]
-    fn names_round_trip() {
-        for t in ObjectType::ALL {
-            assert_eq!(ObjectType::from_name(t.name()), Some(t));
+    fn names_are_the_scripts_and_round_trip() {
+        let names: alloc::vec::Vec<&str> = ObjectType::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "untyped",
+                "tcb",
+                "endpoint",
+                "notification",
+                "cnode",
+                "sched_context",
+                "reply",
+                "page",
+                "large_page",
+                "huge_page",
+                "page_table",
+                "vspace"
+            ]
+        );
+        let archs: alloc::vec::Vec<&str> = Arch::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(archs, ["riscv32", "riscv64", "x86_64", "aarch64"]);
+        for &t in ObjectType::ALL {
+            assert_eq!(t.name().parse(), Ok(t));
         }
-        for a in Arch::ALL {
-            assert_eq!(Arch::from_name(a.name()), Some(a));
+        for &a in Arch::ALL {
+            assert_eq!(alloc::format!("{a}").parse(), Ok(a));
         }
+        assert!("sparc".parse::<Arch>().is_err());
     }
 }

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::ptr::NonNull;
 
 use proptest::prelude::*;
-use retype_core::heap::{by_name, Arena, Heap, NAMES};
+use retype_core::heap::{Arena, Heap, HeapKind};
 
-fn heap(name: &str) -> Box<dyn Heap> {
-    by_name(name, Arena::new(256 << 20).expect("arena")).expect("known heap")
+fn heap(kind: HeapKind) -> Box<dyn Heap> {
+    kind.build(Arena::new(256 << 20).expect("arena"))
+        .expect("an arena gives every heap its first word")
 }
 
 /// One request of a random sequence; indexes pick a live block modulo their count.
@@ -72,7 +73,7 @@ impl Model {
             a % align.max(8),
             0,
             "{}: {:#x} not aligned to {}",
-            h.name(),
+            h.kind(),
             a,
             align
         );
@@ -80,14 +81,14 @@ impl Model {
         prop_assert!(
             unsafe { h.usable_size(ptr) } >= size,
             "{}: usable size below request",
-            h.name()
+            h.kind()
         );
         let end = a + size.max(1);
         if let Some((&s, &e)) = self.by_addr.range(..end).next_back() {
             prop_assert!(
                 e <= a || s >= end,
                 "{}: [{:#x},{:#x}) overlaps [{:#x},{:#x})",
-                h.name(),
+                h.kind(),
                 a,
                 end,
                 s,
@@ -121,7 +122,7 @@ impl Model {
                 got,
                 byte(b.seed, j),
                 "{}: byte {} of a live block changed",
-                h.name(),
+                h.kind(),
                 j
             );
         }
@@ -129,7 +130,7 @@ impl Model {
     }
 }
 
-fn run(name: &str, ops: &[Op]) -> Result<(), TestCaseError> {
+fn run(name: HeapKind, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut h = heap(name);
     let mut m = Model::default();
     for op in ops {
@@ -177,7 +178,7 @@ fn run(name: &str, ops: &[Op]) -> Result<(), TestCaseError> {
         .map_err(|e| TestCaseError::fail(format!("{name}: at the end: {e}")))?;
     prop_assert_eq!(st.live_blocks, 0);
     prop_assert_eq!(
-        st.free_bytes + 8 * (name != "buddy") as usize,
+        st.free_bytes + 8 * (name != HeapKind::Buddy) as usize,
         st.heap_size,
         "{}: free space leaked",
         name
@@ -190,24 +191,25 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 100, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn every_heap_matches_the_model(ops in prop::collection::vec(op(), 1000)) {
-        for name in NAMES {
+        for &name in HeapKind::ALL {
             run(name, &ops)?;
         }
     }
 }
 
 #[test]
-fn every_name_builds_a_heap_of_that_name() {
-    for name in NAMES {
-        assert_eq!(heap(name).name(), *name);
+fn every_kind_builds_a_heap_of_that_kind_and_names_round_trip() {
+    for &kind in HeapKind::ALL {
+        assert_eq!(heap(kind).kind(), kind);
+        assert_eq!(kind.name().parse::<HeapKind>(), Ok(kind));
     }
-    assert!(by_name("no-such-fit", Arena::new(4096).unwrap()).is_none());
+    assert!("no-such-fit".parse::<HeapKind>().is_err());
 }
 
 #[test]
 fn requests_that_cannot_be_met_fail_cleanly() {
-    for name in NAMES {
-        let mut h = by_name(name, Arena::new(1 << 16).unwrap()).unwrap();
+    for &name in HeapKind::ALL {
+        let mut h = name.build(Arena::new(1 << 16).unwrap()).unwrap();
         assert!(
             h.allocate(1 << 20, 8).is_none(),
             "{name}: beyond the source"
@@ -228,7 +230,7 @@ fn requests_that_cannot_be_met_fail_cleanly() {
 
 #[test]
 fn coalescing_gives_back_one_block() {
-    for name in NAMES.iter().filter(|n| **n != "buddy") {
+    for &name in HeapKind::ALL.iter().filter(|&&k| k != HeapKind::Buddy) {
         let mut h = heap(name);
         let ps: Vec<_> = (0..100)
             .map(|i| h.allocate(16 + i * 8, 8).unwrap())
@@ -248,7 +250,7 @@ fn coalescing_gives_back_one_block() {
 
 #[test]
 fn realloc_grows_in_place_at_the_end_of_the_heap() {
-    for name in NAMES {
+    for &name in HeapKind::ALL {
         let mut h = heap(name);
         let mut p = h.allocate(100, 8).unwrap();
         for size in (200..20_000).step_by(100) {
@@ -266,7 +268,7 @@ fn holes_of_freed_large_blocks_coalesce_past_small_ones() {
     // malloc-lab's binary pattern: small and large blocks alternate, the large
     // ones are freed, then slightly larger ones are requested. Cutting small
     // blocks from the other end of free blocks keeps the holes contiguous.
-    for name in NAMES.iter().filter(|n| **n != "buddy") {
+    for &name in HeapKind::ALL.iter().filter(|&&k| k != HeapKind::Buddy) {
         let mut h = heap(name);
         let pairs: Vec<_> = (0..400)
             .map(|_| (h.allocate(64, 8).unwrap(), h.allocate(448, 8).unwrap()))
@@ -306,7 +308,7 @@ fn heaps_can_move_to_another_thread() {
 
 #[test]
 fn the_walker_finds_a_corrupt_header() {
-    for name in NAMES {
+    for &name in HeapKind::ALL {
         let mut h = heap(name);
         let a = h.allocate(40, 8).unwrap();
         let b = h.allocate(40, 8).unwrap();

@@ -9,8 +9,8 @@
 //! independent model of the watermark rule.
 
 use proptest::prelude::*;
-use retype_core::mm::policy::NAMES;
 use retype_core::mm::slab::WatermarkRule;
+use retype_core::mm::PolicyKind;
 use retype_core::mm::{AllocError, AllocId, Layout, MemoryManager, ObjDesc, Stats};
 use retype_core::objects::{Config, ObjectType};
 
@@ -112,9 +112,9 @@ fn check(mm: &MemoryManager, resets: u64) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run(policy: &str, rule: WatermarkRule, reqs: &[Req]) -> Result<(), TestCaseError> {
+fn run(policy: PolicyKind, rule: WatermarkRule, reqs: &[Req]) -> Result<(), TestCaseError> {
     let config = Config::CANTRIP;
-    let mut mm = MemoryManager::new(config, &layout(), rule, policy).unwrap();
+    let mut mm = MemoryManager::new(config, &layout(), rule, policy);
     let mut live: Vec<AllocId> = Vec::new();
     let mut models = vec![Model::default(); mm.slabs().len()];
     let mut resets = 0;
@@ -202,17 +202,21 @@ proptest! {
 
     #[test]
     fn bookkeeping_is_exact_under_every_policy(reqs in prop::collection::vec(req(), 1..400)) {
-        for name in NAMES {
-            run(name, WatermarkRule::Kept, &reqs)?;
-            run(name, WatermarkRule::Lifted, &reqs)?;
+        for &policy in PolicyKind::ALL {
+            run(policy, WatermarkRule::Kept, &reqs)?;
+            run(policy, WatermarkRule::Lifted, &reqs)?;
         }
     }
 }
 
 #[test]
 fn resets_are_counted_when_the_last_object_goes() {
-    let mut mm =
-        MemoryManager::new(Config::CANTRIP, &layout(), WatermarkRule::Kept, "best-fit").unwrap();
+    let mut mm = MemoryManager::new(
+        Config::CANTRIP,
+        &layout(),
+        WatermarkRule::Kept,
+        PolicyKind::BestFit,
+    );
     let a = mm
         .alloc(&[ObjDesc::new(ObjectType::Endpoint, 0, 2)])
         .unwrap();
@@ -229,7 +233,7 @@ fn resets_are_counted_when_the_last_object_goes() {
 fn lifting_the_watermark_reuses_freed_space() {
     let one = Layout::from_bits(vec![12]).unwrap();
     for (rule, expect_ok) in [(WatermarkRule::Kept, false), (WatermarkRule::Lifted, true)] {
-        let mut mm = MemoryManager::new(Config::CANTRIP, &one, rule, "first-fit").unwrap();
+        let mut mm = MemoryManager::new(Config::CANTRIP, &one, rule, PolicyKind::FirstFit);
         let a = mm
             .alloc(&[ObjDesc::new(ObjectType::Untyped, 11, 1)])
             .unwrap();
@@ -248,8 +252,12 @@ fn lifting_the_watermark_reuses_freed_space() {
 
 #[test]
 fn impossible_requests_are_refused_and_change_nothing() {
-    let mut mm =
-        MemoryManager::new(Config::CANTRIP, &layout(), WatermarkRule::Kept, "best-fit").unwrap();
+    let mut mm = MemoryManager::new(
+        Config::CANTRIP,
+        &layout(),
+        WatermarkRule::Kept,
+        PolicyKind::BestFit,
+    );
     let before = *mm.stats();
     let too_large = mm
         .alloc(&[ObjDesc::new(ObjectType::Untyped, 17, 1)])
@@ -268,13 +276,6 @@ fn impossible_requests_are_refused_and_change_nothing() {
     ));
     assert!(matches!(mm.alloc(&[]), Err(AllocError::Empty)));
     assert_eq!(*mm.stats(), before);
-    assert!(MemoryManager::new(
-        Config::CANTRIP,
-        &layout(),
-        WatermarkRule::Kept,
-        "fastest-fit"
-    )
-    .is_none());
 }
 
 #[test]
@@ -284,9 +285,8 @@ fn a_failed_request_leaves_nothing_behind() {
         Config::CANTRIP,
         &Layout::from_bits(vec![12, 11]).unwrap(),
         WatermarkRule::Kept,
-        "best-fit",
-    )
-    .unwrap();
+        PolicyKind::BestFit,
+    );
     let r = mm.alloc(&[
         ObjDesc::new(ObjectType::SmallPage, 0, 1),
         ObjDesc::new(ObjectType::SmallPage, 0, 1),

@@ -33,42 +33,8 @@ pub(crate) fn lower(gauge: &AtomicUsize, n: usize) {
     gauge.fetch_sub(n, Ordering::Relaxed);
 }
 
-/// A fixed buffer that formats text without allocating.
-struct Line {
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl Line {
-    fn new() -> Self {
-        Line {
-            buf: [0; 256],
-            len: 0,
-        }
-    }
-    fn text(&mut self, s: &[u8]) -> &mut Self {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-        self
-    }
-    fn num(&mut self, mut v: usize) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.text(&digits[i..])
-    }
-    fn bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
+/// A line of the report, formatted without allocating.
+type Line = retype_stackstr::StackStr<256>;
 
 fn get(c: &AtomicUsize) -> usize {
     c.load(Ordering::Relaxed)
@@ -95,14 +61,18 @@ pub(crate) fn report(out: &mut dyn FnMut(&[u8])) {
         (b"munmap calls", get(&MUNMAP_CALLS)),
     ];
     let mut head = Line::new();
-    head.text(b"retype-malloc statistics (segment = ")
-        .num(seg_mib)
-        .text(b" MiB)\n");
-    out(head.bytes());
+    head.push(b"retype-malloc statistics (segment = ")
+        .push_num(seg_mib as u64)
+        .push(b" MiB)\n");
+    out(head.as_bytes());
     for (name, value) in rows {
         let mut l = Line::new();
-        l.text(b"  ").text(name).text(b": ").num(value).text(b"\n");
-        out(l.bytes());
+        l.push(b"  ")
+            .push(name)
+            .push(b": ")
+            .push_num(value as u64)
+            .push(b"\n");
+        out(l.as_bytes());
     }
     copy_kernel_view(out);
 }
@@ -129,8 +99,8 @@ fn copy_kernel_view(out: &mut dyn FnMut(&[u8])) {
     for line in buf[..n as usize].split(|&c| c == b'\n') {
         if line.starts_with(b"Rss:") || line.starts_with(b"AnonHugePages:") {
             let mut l = Line::new();
-            l.text(b"  kernel ").text(line).text(b"\n");
-            out(l.bytes());
+            l.push(b"  kernel ").push(line).push(b"\n");
+            out(l.as_bytes());
         }
     }
 }

@@ -103,7 +103,7 @@ fn create(name: &[u8]) -> Option<c_int> {
         }
         let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_APPEND;
         // SAFETY: the path is NUL-terminated.
-        let fd = unsafe { libc::open(path.c_str(), flags, 0o644) };
+        let fd = unsafe { libc::open(sys::c_str(&mut path), flags, 0o644) };
         if fd >= 0 {
             return Some(fd);
         }

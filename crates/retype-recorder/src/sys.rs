@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc::{c_int, timespec};
+pub use retype_stackstr::StackStr;
 
 /// Tick-to-ns conversion of the time-stamp counter: `ns = BASE_NS +
 /// ((tsc - BASE_TSC) * MULT) >> 32`. MULT is 0 until calibrated, or when the
@@ -256,57 +257,9 @@ pub fn getpid() -> u32 {
     unsafe { libc::getpid() as u32 }
 }
 
-/// A fixed-capacity byte string on the stack, for paths and numbers.
-pub struct StackStr<const N: usize> {
-    pub buf: [u8; N],
-    pub len: usize,
-}
-
-impl<const N: usize> StackStr<N> {
-    pub fn new() -> Self {
-        StackStr {
-            buf: [0; N],
-            len: 0,
-        }
-    }
-
-    /// Appends `s`, truncating at capacity (one byte is kept for a NUL).
-    pub fn push(&mut self, s: &[u8]) -> &mut Self {
-        let n = s.len().min(N - 1 - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s[..n]);
-        self.len += n;
-        self
-    }
-
-    pub fn push_num(&mut self, mut v: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..])
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-
-    /// The bytes with their NUL terminator.
-    pub fn as_bytes_nul(&mut self) -> &[u8] {
-        self.buf[self.len] = 0;
-        &self.buf[..=self.len]
-    }
-
-    /// The string with a NUL terminator, for system calls.
-    pub fn c_str(&mut self) -> *const libc::c_char {
-        self.buf[self.len] = 0;
-        self.buf.as_ptr().cast()
-    }
+/// `s` with a NUL terminator, for system calls.
+pub fn c_str<const N: usize>(s: &mut StackStr<N>) -> *const libc::c_char {
+    s.as_bytes_nul().as_ptr().cast()
 }
 
 /// Parses the decimal number at the start of `s`.

@@ -1,7 +1,9 @@
 //! What a trace holds: allocation events, per-thread summaries and metadata.
 
 /// A malloc-family operation. The numeric codes are the on-disk op codes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, strum::VariantArray,
+)]
 #[repr(u8)]
 pub enum Op {
     #[default]
@@ -18,17 +20,7 @@ pub enum Op {
 
 impl Op {
     /// Every op, in code order.
-    pub const ALL: [Op; 9] = [
-        Op::Malloc,
-        Op::Calloc,
-        Op::Realloc,
-        Op::Free,
-        Op::PosixMemalign,
-        Op::AlignedAlloc,
-        Op::Memalign,
-        Op::Valloc,
-        Op::Pvalloc,
-    ];
+    pub const ALL: &'static [Op] = <Op as strum::VariantArray>::VARIANTS;
 
     /// The op with on-disk code `code`, if any.
     pub fn from_code(code: u8) -> Option<Op> {
@@ -52,7 +44,7 @@ impl Op {
 
     /// The op whose [`Op::name`] is `name`.
     pub fn from_name(name: &str) -> Option<Op> {
-        Op::ALL.into_iter().find(|op| op.name() == name)
+        Op::ALL.iter().copied().find(|op| op.name() == name)
     }
 
     /// Whether the op carries an explicit alignment argument.

@@ -18,14 +18,14 @@ use std::process::Command;
 use std::ptr::NonNull;
 use std::time::Instant;
 
-use retype_core::heap::{self, Arena, Heap};
+use retype_core::heap::{Arena, Heap, HeapKind};
 
 const WORDS: &str = "/usr/share/dict/words";
 const LOADS: [(&str, usize); 3] = [("low", 7_000), ("medium", 20_000), ("high", 50_000)];
 const TYPES: [&str; 3] = ["int", "double", "string"];
 
 /// Runs one configuration and prints `total_ms alloc_free_ms heap_bytes peak_rss_kb`.
-fn child(load: usize, ty: &str, name: &str) {
+fn child(load: usize, ty: &str, heap: HeapKind) {
     let words: Vec<String> = if ty == "string" {
         std::fs::read_to_string(WORDS)
             .unwrap_or_else(|e| {
@@ -38,7 +38,7 @@ fn child(load: usize, ty: &str, name: &str) {
         Vec::new()
     };
     let mut arena = Arena::new(1 << 30).expect("arena");
-    let mut h = heap::by_name(name, &mut arena).expect("heap name");
+    let mut h = heap.build(&mut arena).expect("a 1 GiB arena");
     let start = Instant::now();
     let mut guards = Vec::with_capacity(load);
     let mut holes = Vec::with_capacity(load);
@@ -116,13 +116,16 @@ fn main() {
         child(
             args[i + 1].parse().expect("load"),
             &args[i + 2],
-            &args[i + 3],
+            args[i + 3].parse().expect("a heap's name"),
         );
         return;
     }
     let repeats: usize = option(&args, "--repeats").map_or(3, |r| r.parse().expect("--repeats N"));
-    let heaps: Vec<&str> =
-        option(&args, "--heaps").map_or(heap::NAMES.to_vec(), |h| h.split(',').collect());
+    let heaps: Vec<HeapKind> = option(&args, "--heaps").map_or(HeapKind::ALL.to_vec(), |h| {
+        h.split(',')
+            .map(|n| n.parse().unwrap_or_else(|_| panic!("unknown heap {n:?}")))
+            .collect()
+    });
     let loads: Vec<(&str, usize)> = option(&args, "--loads").map_or(LOADS.to_vec(), |l| {
         l.split(',')
             .map(|n| {
@@ -144,7 +147,7 @@ fn main() {
             for _ in 0..repeats {
                 for (name, sum) in heaps.iter().zip(&mut sums) {
                     let out = Command::new(&exe)
-                        .args(["--child", &load.to_string(), ty, name])
+                        .args(["--child", &load.to_string(), ty, name.name()])
                         .output()
                         .expect("run child");
                     assert!(

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod cmd;
+mod names;
 mod progress;
+mod replay;
 mod report;
 mod study;
 

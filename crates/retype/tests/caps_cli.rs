@@ -1,14 +1,9 @@
 //! `retype caps bench` as a user runs it: one JSON line per implementation
 //! and size with the documented keys, and a clear error for bad input.
 
-use std::process::Command;
+mod common;
 
-fn retype(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_retype"))
-        .args(args)
-        .output()
-        .expect("the retype binary runs")
-}
+use common::retype;
 
 #[test]
 fn bench_json_has_the_documented_keys() {

@@ -3,6 +3,8 @@
 //! (`valgrind --trace-malloc=yes` on the same deterministic run) and for
 //! consistency: every free and realloc names a block the trace allocated.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Once;
@@ -10,9 +12,7 @@ use std::sync::Once;
 use retype_trace::summary::Summary;
 use retype_trace::{valgrind, Op, Trace};
 
-fn retype() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_retype"))
-}
+use common::{retype_cmd, scratch};
 
 /// Brings libretype_recorder.so beside the retype binary up to date: a test
 /// run of this package alone does not build another package's cdylib.
@@ -30,14 +30,6 @@ fn recorder_built() {
             "cannot build retype-recorder"
         );
     });
-}
-
-/// A fresh scratch directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("retype-record-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Compiles one of our C test programs into `dir`.
@@ -59,7 +51,7 @@ fn compile(source: &str, dir: &Path) -> PathBuf {
 fn record(dir: &Path, name: &str, extra: &[&str], cmd: &[&str]) -> (Trace, Output) {
     recorder_built();
     let out = dir.join(name);
-    let o = retype()
+    let o = retype_cmd()
         .arg("record")
         .args(extra)
         .arg("-o")
@@ -453,13 +445,13 @@ fn jemalloc_runs_under_the_recorder() {
 #[test]
 fn clear_errors_for_missing_allocators_and_commands() {
     recorder_built();
-    let o = retype()
+    let o = retype_cmd()
         .args(["record", "--allocator", "nosuch", "--", "true"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown allocator"));
-    let o = retype()
+    let o = retype_cmd()
         .args(["record", "--allocator", "/nonexistent/lib.so", "--", "true"])
         .output()
         .unwrap();
@@ -473,7 +465,7 @@ fn a_recorded_trace_replays_on_our_heaps() {
     let exe = compile("mt_alloc.c", &dir);
     let (t, _) = record(&dir, "mt.rtr", &[], &[exe.to_str().unwrap(), "2", "1500"]);
     let path = dir.join("mt.rtr");
-    let o = retype()
+    let o = retype_cmd()
         .args([
             "replay",
             "--heap",
@@ -517,7 +509,7 @@ fn a_recorded_trace_replays_on_our_heaps() {
         assert_eq!(histogram, row["holes_at_peak"].as_u64().unwrap());
     }
     // The text report adds the placement table for recorded traces.
-    let o = retype()
+    let o = retype_cmd()
         .args([
             "replay",
             "--heap",

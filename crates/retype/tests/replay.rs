@@ -1,19 +1,12 @@
 //! `retype replay` as a user runs it: the built binary on real traces, on the
 //! traces shipped in `traces/malloclab`, and on malformed input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn retype(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_retype"))
-        .args(args)
-        .output()
-        .expect("run retype")
-}
+use std::path::Path;
+use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::{json_lines, repo, retype};
 
 fn rep_files(dir: &Path) -> Vec<String> {
     let mut files: Vec<String> = std::fs::read_dir(dir)
@@ -40,18 +33,8 @@ fn replay_all(traces: &[String], extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     args.extend(traces.iter().map(String::as_str));
-    let out = retype(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
-    let heaps = 10;
+    let rows = json_lines(&retype(&args));
+    let heaps = retype_core::heap::HeapKind::ALL.len();
     let totals = if traces.len() > 1 { heaps } else { 0 };
     assert_eq!(rows.len(), traces.len() * heaps + totals);
     for row in rows.iter().filter(|r| r["trace"] != "TOTAL") {
@@ -76,15 +59,12 @@ fn replay_all(traces: &[String], extra: &[&str]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_data),
+    ignore = "../shared/data was absent when this test was built (cargo clean -p retype to look again)"
+)]
 fn every_shared_malloclab_trace_replays_on_every_heap() {
     let dir = repo().join("../shared/data/malloclab");
-    if !dir.is_dir() {
-        println!(
-            "note: {} is absent; skipping the shared traces",
-            dir.display()
-        );
-        return;
-    }
     let traces = rep_files(&dir);
     assert!(
         traces.len() >= 11,
@@ -187,7 +167,7 @@ fn bad_arguments_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
-        err.contains("unknown heap `fastest-fit`") && err.contains("indexed-first-fit"),
+        err.contains("unknown heap \"fastest-fit\"") && err.contains("indexed-first-fit"),
         "{err}"
     );
     let out = retype(&["replay", "--heap", "tlsf", "no/such/file.rep"]);
@@ -249,4 +229,76 @@ fn a_reader_that_stops_early_is_not_an_error() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The placement table of a recording goes to the output the replay was
+/// given: `retype report`, which keeps the tables to itself, prints nothing,
+/// even to a standard output whose reader has gone away.
+#[test]
+fn a_report_of_a_recording_prints_no_table() {
+    let dir = common::scratch("report-of-recording");
+    let rtr = dir.join("short.rtr");
+    let convert = retype(&[
+        "trace",
+        "convert",
+        repo()
+            .join("traces/malloclab/short1-bal.rep")
+            .to_str()
+            .unwrap(),
+        rtr.to_str().unwrap(),
+    ]);
+    assert!(convert.status.success(), "{}", common::stderr(&convert));
+    let report = |stdout: std::process::Stdio| {
+        common::retype_cmd()
+            .arg("report")
+            .arg("--traces")
+            .arg(&rtr)
+            .arg("-o")
+            .arg(dir.join("r.html"))
+            .stdout(stdout)
+            .output()
+            .unwrap()
+    };
+    let out = report(std::process::Stdio::piped());
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_eq!(common::stdout(&out), "");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = report(writer.into());
+    assert!(out.status.success(), "{}", common::stderr(&out));
+}
+
+/// A trace whose live bytes never rise above 0 has a utilization of 0 and no
+/// fragmentation ratio (not a division by zero).
+#[test]
+fn a_trace_with_nothing_live_has_no_fragmentation_ratio() {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nothing-live.rep");
+    let args = [
+        "replay",
+        "--heap",
+        "best-fit",
+        "--runs",
+        "1",
+        "--min-time-ms",
+        "0",
+    ];
+    let table = retype(&[&args[..], &[trace.to_str().unwrap()]].concat());
+    assert!(table.status.success(), "{}", common::stderr(&table));
+    let row: Vec<String> = common::stdout(&table)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        (row[3].as_str(), row[4].as_str()),
+        ("0.000", "-"),
+        "{row:?}"
+    );
+    let rows = json_lines(&retype(
+        &[&args[..], &["--json", trace.to_str().unwrap()]].concat(),
+    ));
+    assert_eq!(rows[0]["util"], 0.0);
+    assert!(rows[0]["frag4"].is_null(), "{}", rows[0]);
 }

@@ -1,27 +1,8 @@
 //! The `retype study` command as a user runs it.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn retype(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_retype"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
-        .output()
-        .expect("run retype")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn json_lines(o: &Output) -> Vec<serde_json::Value> {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    stdout(o)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
+use common::{json_lines, retype, stdout};
 
 const LOGS: &str = "traces/cantrip/logs";
 

@@ -1,21 +1,10 @@
 //! `retype trace info` and `retype trace convert`, as a user runs them.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn retype(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_retype"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("retype-trace-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{retype, scratch};
 
 const REP: &str = "1000\n3\n6\n1\na 0 100\na 1 50\nr 0 300\nf 1\na 2 40\nf 0\n";
 

@@ -10,7 +10,7 @@ use super::mdb::{CapId, Mdb, Relation};
 use super::types::CapType;
 
 /// One low-level operation of table 4.1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::VariantArray)]
 pub enum Op {
     Insert,
     Remove,
@@ -24,17 +24,7 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 9] = [
-        Op::Insert,
-        Op::Remove,
-        Op::Successor,
-        Op::Iterate10,
-        Op::Iterate100,
-        Op::Copies,
-        Op::Descendants,
-        Op::Ancestors,
-        Op::RangeQuery,
-    ];
+    pub const ALL: &'static [Op] = <Op as strum::VariantArray>::VARIANTS;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -195,7 +185,7 @@ mod tests {
         let (mut t, mut l) = (AaTree::new(), List::new());
         fill(&mut t, &keys);
         fill(&mut l, &keys);
-        for op in Op::ALL {
+        for &op in Op::ALL {
             for id in [0u32, 17, 499] {
                 let k = keys[id as usize];
                 prepare(&mut t, op, id);

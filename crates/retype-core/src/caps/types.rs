@@ -10,7 +10,7 @@
 use crate::objects::{Config, ObjectType};
 
 /// The capability types of the model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, strum::VariantArray)]
 #[repr(u8)]
 pub enum CapType {
     /// The root of the physical address space; not RAM-backed.
@@ -64,35 +64,7 @@ pub const PAGE: u64 = 4096;
 pub const PT_ENTRIES: u64 = 512;
 
 impl CapType {
-    pub const ALL: [CapType; 27] = [
-        PhysAddr,
-        Ram,
-        DevFrame,
-        Frame,
-        L1CNode,
-        L2CNode,
-        Tcb,
-        Endpoint,
-        Notification,
-        SchedContext,
-        Reply,
-        X86Pml4,
-        X86Pdpt,
-        X86Pdir,
-        X86Ptable,
-        Aarch64L0,
-        Aarch64L1,
-        Aarch64L2,
-        Aarch64L3,
-        FrameMapping,
-        DevFrameMapping,
-        X86PdptMapping,
-        X86PdirMapping,
-        X86PtableMapping,
-        Aarch64L1Mapping,
-        Aarch64L2Mapping,
-        Aarch64L3Mapping,
-    ];
+    pub const ALL: &'static [CapType] = <CapType as strum::VariantArray>::VARIANTS;
 
     /// The index of this type's tree in the forest of retype relations.
     pub fn root(self) -> u8 {

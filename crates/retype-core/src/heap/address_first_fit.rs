@@ -5,6 +5,7 @@
 use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
 use super::free_list::{self, FreeList};
+use super::HeapKind;
 use super::{ensure, CheckError};
 
 /// First fit, address-ordered list.
@@ -16,7 +17,7 @@ pub struct AddressOrdered {
 }
 
 impl FreeIndex for AddressOrdered {
-    const NAME: &'static str = "address-first-fit";
+    const KIND: HeapKind = HeapKind::AddressFirstFit;
     const LINKS: usize = free_list::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

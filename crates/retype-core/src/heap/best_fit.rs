@@ -4,6 +4,7 @@
 use super::block::Block;
 use super::fit::FitHeap;
 use super::free_list::{FreeList, Lifo, ListSearch};
+use super::HeapKind;
 
 /// Best fit, sequential search.
 pub type BestFit<S> = FitHeap<Lifo<Smallest>, S>;
@@ -12,7 +13,7 @@ pub type BestFit<S> = FitHeap<Lifo<Smallest>, S>;
 pub struct Smallest;
 
 impl ListSearch for Smallest {
-    const NAME: &'static str = "best-fit";
+    const KIND: HeapKind = HeapKind::BestFit;
 
     unsafe fn search(list: &FreeList, size: usize) -> Option<Block> {
         let mut best: Option<(usize, Block)> = None;

@@ -216,8 +216,8 @@ fn piece_order(o: usize, start: usize) -> u32 {
 }
 
 impl<S: Source> Heap for Buddy<S> {
-    fn name(&self) -> &'static str {
-        "buddy"
+    fn kind(&self) -> super::HeapKind {
+        super::HeapKind::Buddy
     }
 
     fn allocate(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {

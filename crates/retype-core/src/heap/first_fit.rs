@@ -4,6 +4,7 @@
 use super::block::Block;
 use super::fit::FitHeap;
 use super::free_list::{FreeList, Lifo, ListSearch};
+use super::HeapKind;
 
 /// First fit, LIFO list.
 pub type FirstFit<S> = FitHeap<Lifo<First>, S>;
@@ -12,7 +13,7 @@ pub type FirstFit<S> = FitHeap<Lifo<First>, S>;
 pub struct First;
 
 impl ListSearch for First {
-    const NAME: &'static str = "first-fit";
+    const KIND: HeapKind = HeapKind::FirstFit;
 
     unsafe fn search(list: &FreeList, size: usize) -> Option<Block> {
         // SAFETY: the list holds free blocks.

@@ -22,8 +22,8 @@ use super::{ensure, CheckError, Heap, Source, Stats, MIN_ALIGN};
 
 /// The set of free blocks of a [`FitHeap`], organised by a placement policy.
 pub trait FreeIndex: Default {
-    /// The policy's name (one of [`super::NAMES`]).
-    const NAME: &'static str;
+    /// Which heap this index makes.
+    const KIND: super::HeapKind;
     /// Link words the index keeps in each free block after its header.
     const LINKS: usize;
 
@@ -347,8 +347,8 @@ impl<I: FreeIndex, S: Source> FitHeap<I, S> {
 }
 
 impl<I: FreeIndex, S: Source> Heap for FitHeap<I, S> {
-    fn name(&self) -> &'static str {
-        I::NAME
+    fn kind(&self) -> super::HeapKind {
+        I::KIND
     }
 
     fn allocate(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {

@@ -114,8 +114,8 @@ impl FreeList {
 
 /// How a policy over a LIFO free list picks its block; [`Lifo`] does the rest.
 pub trait ListSearch: Default {
-    /// The heap's name.
-    const NAME: &'static str;
+    /// Which heap this search makes.
+    const KIND: super::HeapKind;
 
     /// The block of at least `size` bytes that the policy takes, if any.
     ///
@@ -132,7 +132,7 @@ pub struct Lifo<P: ListSearch> {
 }
 
 impl<P: ListSearch> super::fit::FreeIndex for Lifo<P> {
-    const NAME: &'static str = P::NAME;
+    const KIND: super::HeapKind = P::KIND;
     const LINKS: usize = LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

@@ -6,6 +6,7 @@ use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
 use super::treap::{Order, Treap};
 use super::CheckError;
+use super::HeapKind;
 
 /// Best fit, tree-indexed.
 pub type IndexedBestFit<S> = FitHeap<SizeTree, S>;
@@ -28,7 +29,7 @@ pub struct SizeTree {
 }
 
 impl FreeIndex for SizeTree {
-    const NAME: &'static str = "indexed-best-fit";
+    const KIND: HeapKind = HeapKind::IndexedBestFit;
     const LINKS: usize = BySize::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

@@ -8,6 +8,7 @@ use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
 use super::treap::{Order, Treap};
 use super::CheckError;
+use super::HeapKind;
 
 /// Address-ordered first fit, tree-indexed.
 pub type IndexedFirstFit<S> = FitHeap<AddressTree, S>;
@@ -29,7 +30,7 @@ pub struct AddressTree {
 }
 
 impl FreeIndex for AddressTree {
-    const NAME: &'static str = "indexed-first-fit";
+    const KIND: HeapKind = HeapKind::IndexedFirstFit;
     const LINKS: usize = ByAddress::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

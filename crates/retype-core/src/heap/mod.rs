@@ -46,8 +46,8 @@ pub use source::{Arena, Source};
 /// exhausted, or the size or alignment is out of range) returns `None` and
 /// leaves the heap unchanged.
 pub trait Heap {
-    /// The policy's name as the CLI spells it (see [`NAMES`]).
-    fn name(&self) -> &'static str;
+    /// Which heap this is.
+    fn kind(&self) -> HeapKind;
 
     /// Allocates `size` bytes aligned to `align`.
     fn allocate(&mut self, size: usize, align: usize) -> Option<NonNull<u8>>;
@@ -122,37 +122,70 @@ macro_rules! ensure {
 }
 pub(crate) use ensure;
 
-/// The names of all heaps, in the order reports list them.
-pub const NAMES: &[&str] = &[
-    "first-fit",
-    "address-first-fit",
-    "next-fit",
-    "best-fit",
-    "worst-fit",
-    "indexed-best-fit",
-    "indexed-first-fit",
-    "segregated",
-    "tlsf",
-    "buddy",
-];
+/// The heaps, in the order reports list them; each is spelled on the command
+/// line and in reports as its name in kebab case (`first-fit`, `tlsf`, …),
+/// which `FromStr` and `Display` share.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum HeapKind {
+    /// LIFO free list, first fit.
+    FirstFit,
+    /// Address-ordered free list, first fit.
+    AddressFirstFit,
+    NextFit,
+    BestFit,
+    WorstFit,
+    /// Best fit over a balanced tree of free blocks, O(log n).
+    IndexedBestFit,
+    /// First fit over a balanced tree of free blocks, O(log n).
+    IndexedFirstFit,
+    /// Segregated fits: a free list per size class.
+    Segregated,
+    /// Two-level segregated fit.
+    Tlsf,
+    /// The binary buddy system.
+    Buddy,
+}
 
-/// Builds the heap named `name` (one of [`NAMES`]) over `source`; `None` for
-/// an unknown name or a source that cannot give the heap its first word.
-pub fn by_name<'a, S: Source + 'a>(name: &str, source: S) -> Option<Box<dyn Heap + 'a>> {
-    fn boxed<'a, H: Heap + 'a>(h: Option<H>) -> Option<Box<dyn Heap + 'a>> {
-        h.map(|h| Box::new(h) as Box<dyn Heap + 'a>)
+impl HeapKind {
+    /// Every heap, in the order reports list them.
+    pub const ALL: &'static [HeapKind] = <HeapKind as strum::VariantArray>::VARIANTS;
+
+    /// The heap's name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        self.into()
     }
-    match name {
-        "first-fit" => boxed(first_fit::FirstFit::new(source)),
-        "address-first-fit" => boxed(address_first_fit::AddressFirstFit::new(source)),
-        "next-fit" => boxed(next_fit::NextFit::new(source)),
-        "best-fit" => boxed(best_fit::BestFit::new(source)),
-        "worst-fit" => boxed(worst_fit::WorstFit::new(source)),
-        "indexed-best-fit" => boxed(indexed_best_fit::IndexedBestFit::new(source)),
-        "indexed-first-fit" => boxed(indexed_first_fit::IndexedFirstFit::new(source)),
-        "segregated" => boxed(segregated::Segregated::new(source)),
-        "tlsf" => boxed(tlsf::Tlsf::new(source)),
-        "buddy" => boxed(buddy::Buddy::new(source)),
-        _ => None,
+
+    /// Builds this heap over `source`; `None` when the source cannot give the
+    /// heap its first word.
+    pub fn build<'a, S: Source + 'a>(self, source: S) -> Option<Box<dyn Heap + 'a>> {
+        fn boxed<'a, H: Heap + 'a>(h: Option<H>) -> Option<Box<dyn Heap + 'a>> {
+            h.map(|h| Box::new(h) as Box<dyn Heap + 'a>)
+        }
+        match self {
+            HeapKind::FirstFit => boxed(first_fit::FirstFit::new(source)),
+            HeapKind::AddressFirstFit => boxed(address_first_fit::AddressFirstFit::new(source)),
+            HeapKind::NextFit => boxed(next_fit::NextFit::new(source)),
+            HeapKind::BestFit => boxed(best_fit::BestFit::new(source)),
+            HeapKind::WorstFit => boxed(worst_fit::WorstFit::new(source)),
+            HeapKind::IndexedBestFit => boxed(indexed_best_fit::IndexedBestFit::new(source)),
+            HeapKind::IndexedFirstFit => boxed(indexed_first_fit::IndexedFirstFit::new(source)),
+            HeapKind::Segregated => boxed(segregated::Segregated::new(source)),
+            HeapKind::Tlsf => boxed(tlsf::Tlsf::new(source)),
+            HeapKind::Buddy => boxed(buddy::Buddy::new(source)),
+        }
     }
 }

@@ -5,6 +5,7 @@ use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
 use super::free_list::{self, FreeList};
 use super::CheckError;
+use super::HeapKind;
 
 /// Next fit, LIFO list with a rover.
 pub type NextFit<S> = FitHeap<Roving, S>;
@@ -17,7 +18,7 @@ pub struct Roving {
 }
 
 impl FreeIndex for Roving {
-    const NAME: &'static str = "next-fit";
+    const KIND: HeapKind = HeapKind::NextFit;
     const LINKS: usize = free_list::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

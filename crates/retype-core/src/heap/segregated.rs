@@ -6,6 +6,7 @@
 use super::block::Block;
 use super::fit::{FitHeap, FreeIndex};
 use super::free_list::{self, FreeList};
+use super::HeapKind;
 use super::{ensure, CheckError};
 
 /// Segregated fits with power-of-two classes.
@@ -34,7 +35,7 @@ fn class(size: usize) -> usize {
 }
 
 impl FreeIndex for SizeClasses {
-    const NAME: &'static str = "segregated";
+    const KIND: HeapKind = HeapKind::Segregated;
     const LINKS: usize = free_list::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

@@ -8,6 +8,7 @@
 use super::block::{Block, GRANULE};
 use super::fit::{FitHeap, FreeIndex};
 use super::free_list::{self, FreeList};
+use super::HeapKind;
 use super::{ensure, CheckError};
 
 /// TLSF.
@@ -76,7 +77,7 @@ impl TwoLevel {
 }
 
 impl FreeIndex for TwoLevel {
-    const NAME: &'static str = "tlsf";
+    const KIND: HeapKind = HeapKind::Tlsf;
     const LINKS: usize = free_list::LINKS;
 
     unsafe fn insert(&mut self, b: Block) {

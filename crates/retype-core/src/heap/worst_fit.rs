@@ -4,6 +4,7 @@
 use super::block::Block;
 use super::fit::FitHeap;
 use super::free_list::{FreeList, Lifo, ListSearch};
+use super::HeapKind;
 
 /// Worst fit, sequential search.
 pub type WorstFit<S> = FitHeap<Lifo<Largest>, S>;
@@ -12,7 +13,7 @@ pub type WorstFit<S> = FitHeap<Lifo<Largest>, S>;
 pub struct Largest;
 
 impl ListSearch for Largest {
-    const NAME: &'static str = "worst-fit";
+    const KIND: HeapKind = HeapKind::WorstFit;
 
     unsafe fn search(list: &FreeList, size: usize) -> Option<Block> {
         // SAFETY: the list holds free blocks.

@@ -24,6 +24,7 @@ use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
 pub use layout::Layout;
+pub use policy::PolicyKind;
 use policy::{AnyPolicy, Policy};
 use slab::{Slab, WatermarkRule};
 use slabs::Slabs;
@@ -178,14 +179,13 @@ struct Books {
 }
 
 impl MemoryManager {
-    /// A manager over `layout` placing with the policy called `policy` (see
-    /// [`policy::NAMES`]) under `rule`; `None` for an unknown policy.
+    /// A manager over `layout` placing with `policy` under `rule`.
     pub fn new(
         config: Config,
         layout: &Layout,
         rule: WatermarkRule,
-        policy: &str,
-    ) -> Option<MemoryManager> {
+        policy: PolicyKind,
+    ) -> MemoryManager {
         let mut kernel = Kernel::new(config);
         let mut slabs = Vec::new();
         let mut untypeds = Vec::new();
@@ -198,7 +198,7 @@ impl MemoryManager {
         let bases = by_base.iter().map(|&i| slabs[i as usize].base()).collect();
         let largest = slabs.iter().map(Slab::size).max().unwrap_or(0);
         let books = Books {
-            policy: AnyPolicy::by_name(policy, &slabs)?,
+            policy: AnyPolicy::new(policy, &slabs),
             kernel,
             slabs: Slabs::new(slabs),
             untypeds,
@@ -208,11 +208,11 @@ impl MemoryManager {
             stats: Stats::default(),
             largest,
         };
-        Some(MemoryManager {
+        MemoryManager {
             books,
             live: Allocations::default(),
             bits: Vec::new(),
-        })
+        }
     }
 
     pub fn stats(&self) -> &Stats {
@@ -223,8 +223,8 @@ impl MemoryManager {
         &self.books.slabs
     }
 
-    pub fn policy_name(&self) -> &'static str {
-        self.books.policy.name()
+    pub fn policy(&self) -> PolicyKind {
+        self.books.policy.kind()
     }
 
     pub fn rule(&self) -> WatermarkRule {

@@ -169,7 +169,9 @@ fn parse_desc(word: &str) -> Result<ObjDesc, String> {
         ),
         None => (head, 0),
     };
-    let ty = ObjectType::from_name(name).ok_or_else(|| format!("unknown object type {name:?}"))?;
+    let ty: ObjectType = name
+        .parse()
+        .map_err(|_| format!("unknown object type {name:?}"))?;
     Ok(ObjDesc::new(ty, size_bits, count))
 }
 

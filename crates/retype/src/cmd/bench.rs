@@ -20,7 +20,7 @@ use crate::progress::Progress;
 use crate::report::chart::{self, Axes, Group};
 use crate::report::{self, Figure, Section};
 use crate::study::data;
-use crate::study::spec::{self, PolicySpec};
+use crate::study::spec::{Policies, PolicySpec};
 
 #[derive(Subcommand, Debug)]
 pub enum Bench {
@@ -32,7 +32,7 @@ pub enum Bench {
 pub struct MmArgs {
     /// Policies, comma-separated, or `all`.
     #[arg(long, default_value = "all")]
-    policy: String,
+    policy: Policies,
     /// Numbers of slabs, comma-separated; seed 000's 22 slab sizes repeated.
     #[arg(long, default_value = "22,100000")]
     slabs: String,
@@ -77,7 +77,7 @@ fn requests(seed: u64, ops: u32) -> Vec<Request> {
 }
 
 fn mm(args: MmArgs) -> anyhow::Result<()> {
-    let policies = spec::parse_policies(&args.policy)?;
+    let policies = &args.policy.0;
     let counts: Vec<usize> = args
         .slabs
         .split(',')

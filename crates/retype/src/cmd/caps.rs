@@ -146,7 +146,7 @@ fn block<M: Mdb>(
     while let Some(id) = n {
         n = black_box(mdb.successor(id));
     }
-    for (op, t) in Op::ALL.into_iter().zip(targets) {
+    for (&op, t) in Op::ALL.iter().zip(targets) {
         let v = measure(mdb, keys, op, t, overhead);
         out.entry(op.name()).or_default().extend(v);
     }

@@ -3,11 +3,18 @@
 //! allocator benchmarks when `bench/run.sh` has been run.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
+use retype_core::heap::HeapKind;
+use retype_core::mm::PolicyKind;
 
+use crate::replay::score::Timing;
+use crate::replay::Replay;
 use crate::report::{self, bench::Results};
+use crate::study::data::data_dir;
+use crate::study::spec::PolicySpec;
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -23,36 +30,43 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut sections = crate::cmd::study::report_sections(&[
-        "cantrip",
-        "--policy",
-        "best-fit,blind-next-fit,class-fit",
-    ])?;
-    let traces: Vec<String> = if args.traces.is_empty() {
-        let mut t: Vec<String> = std::fs::read_dir("traces/malloclab")
-            .context("cannot list traces/malloclab: run from the repository root or pass --traces")?
+    let policies = [
+        PolicyKind::BestFit,
+        PolicyKind::BlindNextFit,
+        PolicyKind::ClassFit,
+    ];
+    let policies: Vec<PolicySpec> = policies.into_iter().map(PolicySpec::kept).collect();
+    let mut sections = crate::cmd::study::cantrip_sections(&policies, None)?;
+    let traces = if args.traces.is_empty() {
+        let dir = data_dir(None)?.join("malloclab");
+        let mut t: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}: pass --traces", dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "rep"))
-            .map(|p| p.display().to_string())
             .collect();
         t.sort();
         t
     } else {
-        args.traces
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect()
+        args.traces.clone()
     };
-    let mut argv: Vec<&str> = traces.iter().map(String::as_str).collect();
-    argv.extend([
-        "--heap",
-        "best-fit,indexed-best-fit,segregated,tlsf,buddy",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-    ]);
-    sections.extend(crate::cmd::replay::report_sections(&argv)?);
+    let replay = Replay {
+        traces,
+        heaps: vec![
+            HeapKind::BestFit,
+            HeapKind::IndexedBestFit,
+            HeapKind::Segregated,
+            HeapKind::Tlsf,
+            HeapKind::Buddy,
+        ],
+        timing: Timing {
+            check: false,
+            runs: 1,
+            min_time: Duration::ZERO,
+        },
+        json: false,
+    };
+    let figures = replay.run(&mut std::io::sink())?;
+    sections.extend(report::replay::sections(&figures));
     let bench = args.benchmarks.clone().or_else(|| {
         let default = PathBuf::from("target/bench/results.csv");
         default.exists().then_some(default)

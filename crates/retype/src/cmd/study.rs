@@ -10,16 +10,17 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args as ClapArgs, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
-use retype_core::mm::Layout;
+use retype_core::mm::{Layout, PolicyKind};
 use retype_core::objects::{Arch, Config};
 use retype_core::workload::{drive, Outcome, Step};
 
+use crate::names;
 use crate::progress::Progress;
 use crate::report::study::{snapshot_points, PolicyRun, SlabShot};
 use crate::report::{self, Section};
 use crate::study::data::{self, LogRun, Prepared};
 use crate::study::logcheck::Agreement;
-use crate::study::spec::{self, PolicySpec};
+use crate::study::spec::{App, Policies, PolicySpec, Workloads};
 use crate::study::summary::{kib, Summary};
 use crate::study::tables::{self, Column};
 use crate::study::thesis::{self, Allocator, Published};
@@ -37,17 +38,17 @@ pub struct Args {
     /// Policies, comma-separated: blind-next-fit, next-fit, first-fit, best-fit,
     /// worst-fit, class-fit, or `all`; append `:lifted` to lift the watermark rule.
     #[arg(long, default_value = "all")]
-    policy: String,
+    policy: Policies,
     /// Workloads, comma-separated: uniform:seed=S,ops=N,free=F, app:NAME, seq:1|2|3,
     /// log:PATH (a CantripOS log), script:PATH.
     #[arg(long, default_value = "uniform:seed=42,ops=1000,free=48")]
-    workload: String,
+    workload: Workloads,
     /// Slabs: `cantrip` (seed 000's 22 slabs), `cantrip*K`, or sizes in bytes.
-    #[arg(long, default_value = "cantrip")]
-    layout: String,
+    #[arg(long, default_value = "cantrip", value_parser = parse_layout)]
+    layout: Layout,
     /// Object sizes of this architecture: riscv32 (with MCS, as CantripOS), riscv64, x86_64, aarch64.
-    #[arg(long, default_value = "riscv32")]
-    arch: String,
+    #[arg(long, default_value = "riscv32", value_parser = |s: &str| names::one_of::<Arch>("architecture", s))]
+    arch: Arch,
     /// Print one JSON object per line per (workload, policy) instead of tables.
     #[arg(long)]
     json: bool,
@@ -89,37 +90,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The report sections of `retype study ARGS…`, printing nothing.
-pub fn report_sections(argv: &[&str]) -> anyhow::Result<Vec<Section>> {
-    #[derive(clap::Parser)]
-    struct Cmd {
-        #[command(flatten)]
-        args: Args,
-    }
-    let mut args = <Cmd as clap::Parser>::try_parse_from(
-        std::iter::once("study").chain(argv.iter().copied()),
-    )?
-    .args;
-    args.quiet = true;
-    args.report = Some(PathBuf::new());
+fn parse_layout(s: &str) -> anyhow::Result<Layout> {
+    Layout::parse(s).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The report sections of seed 000's study from its logs (`study cantrip`)
+/// under `policies`, printing nothing.
+pub fn cantrip_sections(
+    policies: &[PolicySpec],
+    data: Option<PathBuf>,
+) -> anyhow::Result<Vec<Section>> {
+    let args = Args {
+        preset: Some(Preset::Cantrip),
+        policy: Policies(policies.to_vec()),
+        workload: Workloads(Vec::new()),
+        layout: Layout::cantrip(),
+        arch: Arch::Riscv32,
+        json: false,
+        csv: None,
+        report: Some(PathBuf::new()),
+        data,
+        quiet: true,
+    };
     Ok(execute(&args)?.unwrap_or_default())
 }
 
 /// Runs the study; returns the report's sections when one was asked for.
 fn execute(args: &Args) -> anyhow::Result<Report> {
-    let config = config_for(&args.arch)?;
-    let layout = Layout::parse(&args.layout)
-        .map_err(|e| anyhow::anyhow!("--layout {:?}: {e}", args.layout))?;
-    let policies = spec::parse_policies(&args.policy)?;
+    let config = config_for(args.arch);
+    let layout = &args.layout;
+    let policies = &args.policy.0;
     let mut csv = args.csv.as_deref().map(CsvOut::create).transpose()?;
     let mut report: Report = args.report.as_ref().map(|_| Vec::new());
     match args.preset {
-        Some(Preset::Cantrip) => cantrip(args, config, &layout, &policies, &mut csv, &mut report)?,
+        Some(Preset::Cantrip) => cantrip(args, config, layout, policies, &mut csv, &mut report)?,
         None => {
-            let specs = spec::parse_workloads(&args.workload)?;
-            let prepared = specs
+            let prepared = args
+                .workload
+                .0
                 .iter()
-                .map(|w| Prepared::from_spec(w, config, &layout))
+                .map(|w| Prepared::from_spec(w, config, layout))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let mut progress = Progress::new((prepared.len() * policies.len()) as u64, "study");
             for w in &prepared {
@@ -127,7 +137,7 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
                     .iter()
                     .map(|&p| {
                         progress.step(&format!("{} under {p}", w.name));
-                        run_one(w, p, config, &layout, report.is_some())
+                        run_one(w, p, config, layout, report.is_some())
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 emit(args, &w.name, &runs, &mut csv, &mut report, |_| None)?;
@@ -140,11 +150,11 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-fn config_for(arch: &str) -> anyhow::Result<Config> {
-    match Arch::from_name(arch) {
-        Some(Arch::Riscv32) => Ok(Config::CANTRIP),
-        Some(a) => Ok(Config::new(a)),
-        None => anyhow::bail!("unknown architecture {arch:?}: riscv32, riscv64, x86_64 or aarch64"),
+/// RISC-V 32 is CantripOS's kernel (with MCS); the others, their defaults.
+fn config_for(arch: Arch) -> Config {
+    match arch {
+        Arch::Riscv32 => Config::CANTRIP,
+        a => Config::new(a),
     }
 }
 
@@ -267,7 +277,7 @@ fn json(r: &Run) -> serde_json::Value {
     let s = &r.summary;
     let mut v = serde_json::json!({
         "workload": r.workload,
-        "policy": r.policy.name,
+        "policy": r.policy.kind.name(),
         "watermark": match r.policy.rule { WatermarkRule::Kept => "kept", WatermarkRule::Lifted => "lifted" },
         "ops": s.ops,
         "alloc_requests": s.alloc_requests,
@@ -326,7 +336,7 @@ fn cantrip(
             Some(n),
         ));
     }
-    for app in spec::APPS {
+    for app in <App as strum::VariantArray>::VARIANTS {
         let name = |p: &str| format!("apps_standalone_{p}_app_name_{app}.log");
         runs_of.push((
             format!("Standalone application {app} (Figures 4.2-4.5)"),
@@ -336,8 +346,8 @@ fn cantrip(
             None,
         ));
     }
-    let best = PolicySpec::kept("best-fit");
-    let blind = PolicySpec::kept("blind-next-fit");
+    let best = PolicySpec::kept(PolicyKind::BestFit);
+    let blind = PolicySpec::kept(PolicyKind::BlindNextFit);
     let mut lines = Vec::new();
     let mut progress = Progress::new(runs_of.len() as u64, "study cantrip");
     for (title, bf_name, nf_name, free, seq) in runs_of {
@@ -370,9 +380,9 @@ fn cantrip(
             runs.push(run_one(&bf, p, config, layout, shots)?);
         }
         let published = |p: &PolicySpec| {
-            let a = match p.name {
-                "best-fit" if p.rule == WatermarkRule::Kept => Allocator::Best,
-                "blind-next-fit" if p.rule == WatermarkRule::Kept => Allocator::Next,
+            let a = match *p {
+                p if p == best => Allocator::Best,
+                p if p == blind => Allocator::Next,
                 _ => return None,
             };
             free.and_then(|f| thesis::uniform(f, a))
@@ -396,7 +406,7 @@ fn cantrip(
     if !args.json && !args.quiet {
         let own = policies
             .iter()
-            .any(|p| p.name == "class-fit" && p.rule == WatermarkRule::Kept);
+            .any(|&p| p == PolicySpec::kept(PolicyKind::ClassFit));
         println!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
         for (w, p, f) in &lines {
             println!("  {:>5.1} %  {p:<15} {w}", 100.0 * f);

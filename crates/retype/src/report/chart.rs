@@ -2,9 +2,11 @@
 
 use plotters::prelude::*;
 
-/// Data colours (a colour-blind-safe set, then the light grey of free space);
-/// chart furniture is black or white.
-pub const PALETTE: [RGBColor; 9] = [
+/// Data colours: eight colour-blind-safe colours, then four of Paul Tol's
+/// muted scheme, so that every series a chart holds (ten heaps, six
+/// policies) has its own colour. Free space has a grey of its own, never a
+/// series colour; chart furniture is black or white.
+pub const PALETTE: [RGBColor; 12] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -13,14 +15,23 @@ pub const PALETTE: [RGBColor; 9] = [
     RGBColor(86, 180, 233),
     RGBColor(140, 86, 75),
     RGBColor(240, 228, 66),
-    FREE,
+    RGBColor(51, 34, 136),
+    RGBColor(136, 34, 85),
+    RGBColor(68, 170, 153),
+    RGBColor(153, 153, 51),
 ];
 
 /// Free space in bar charts.
 pub const FREE: RGBColor = RGBColor(220, 220, 220);
 
+/// The colour of series `i`.
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// Every colour a data mark is drawn in: the series colours and free space.
+pub fn mark_colors() -> impl Iterator<Item = RGBColor> {
+    PALETTE.into_iter().chain([FREE])
 }
 
 /// Legend keys are drawn slightly translucent, so that a browser check can
@@ -359,4 +370,23 @@ fn draw_extents(
     }
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use retype_core::heap::HeapKind;
+    use retype_core::mm::PolicyKind;
+
+    use super::*;
+
+    #[test]
+    fn every_series_of_a_chart_has_its_own_colour_and_none_is_free_space() {
+        let series = HeapKind::ALL.len().max(PolicyKind::ALL.len());
+        let colours: Vec<RGBColor> = (0..series).map(color).collect();
+        for (i, c) in colours.iter().enumerate() {
+            assert_ne!(*c, FREE, "series {i} is drawn in free space's grey");
+            assert!(!colours[..i].contains(c), "series {i} repeats a colour");
+        }
+        assert!((0..1000).all(|i| color(i) != FREE));
+    }
 }

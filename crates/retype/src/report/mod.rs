@@ -1,7 +1,7 @@
 //! Self-contained HTML reports: inline SVG charts, no network access.
 //!
 //! Each chart is a `<figure class="chart">`. Data marks are drawn in the
-//! [`chart::PALETTE`] colours; a small script counts, in the browser, the
+//! [`chart::mark_colors`]; a small script counts, in the browser, the
 //! marks of each chart that have a visible size, and writes the counts to
 //! `body[data-marks]`, so a headless browser can check that every chart
 //! really drew something.
@@ -32,9 +32,8 @@ pub struct Section {
 /// The whole page.
 pub fn html(title: &str, intro: &str, sections: &[Section]) -> String {
     let mut out = String::new();
-    let palette: Vec<String> = chart::PALETTE
-        .iter()
-        .map(|c| format!("\"{}\"", chart::hex(*c)))
+    let palette: Vec<String> = chart::mark_colors()
+        .map(|c| format!("\"{}\"", chart::hex(c)))
         .collect();
     write!(
         out,

@@ -2,12 +2,15 @@
 //! peak, request sizes and lifetimes, and for recorded traces live bytes over
 //! time and each thread's CPU and wait time.
 
+use retype_core::heap::HeapKind;
+use retype_trace::summary::Log2Histogram;
+
 use super::chart::{self, Axes, Group, Line};
 use super::{Figure, Section};
 
 /// One heap's replay of one trace.
 pub struct HeapRun {
-    pub heap: String,
+    pub heap: HeapKind,
     pub util: f64,
     /// Live blocks at the peak as `[start, end)` byte offsets from the lowest.
     pub map: Vec<(u64, u64)>,
@@ -24,28 +27,19 @@ pub struct ThreadTimes {
 /// What the report shows of one trace.
 pub struct TraceFigures {
     pub name: String,
-    /// Every requested size.
-    pub sizes: Vec<u64>,
-    /// Every freed block's lifetime, in requests.
-    pub lifetimes: Vec<u64>,
+    /// Requested sizes.
+    pub sizes: Log2Histogram,
+    /// Freed blocks' lifetimes, in requests.
+    pub lifetimes: Log2Histogram,
     pub heaps: Vec<HeapRun>,
     /// Recorded traces: (ms since the first event, live KiB).
     pub live_over_time: Option<Vec<(f64, f64)>>,
     pub threads: Vec<ThreadTimes>,
 }
 
-/// Log2 buckets: labels `<=2^k` and counts.
-fn log2_histogram(values: &[u64]) -> (Vec<String>, Vec<f64>) {
-    let top = values
-        .iter()
-        .map(|&v| 64 - v.max(1).leading_zeros() as usize)
-        .max()
-        .unwrap_or(1);
-    let mut counts = vec![0f64; top + 1];
-    for &v in values {
-        counts[64 - v.max(1).saturating_sub(1).leading_zeros() as usize] += 1.0;
-    }
-    let labels = (0..counts.len())
+/// Labels of the buckets of a [`Log2Histogram`]: each holds values up to its label.
+fn bucket_labels(h: &Log2Histogram) -> Vec<String> {
+    (0..h.buckets.len())
         .map(|k| {
             if k < 10 {
                 format!("{}", 1u64 << k)
@@ -53,12 +47,14 @@ fn log2_histogram(values: &[u64]) -> (Vec<String>, Vec<f64>) {
                 format!("2^{k}")
             }
         })
-        .collect();
-    (labels, counts)
+        .collect()
 }
 
-fn histogram(title: &str, what: &str, values: &[u64]) -> Figure {
-    let (labels, counts) = log2_histogram(values);
+fn histogram(title: &str, what: &str, values: &Log2Histogram) -> Figure {
+    let (labels, counts) = (
+        bucket_labels(values),
+        values.buckets.iter().map(|&c| c as f64).collect(),
+    );
     Figure {
         title: title.into(),
         body: chart::grouped_bars(
@@ -76,7 +72,7 @@ fn histogram(title: &str, what: &str, values: &[u64]) -> Figure {
         ),
         caption: format!(
             "{} values in power-of-two buckets (each bar counts values up to its label).",
-            values.len()
+            values.total()
         ),
         chart: true,
     }
@@ -84,15 +80,15 @@ fn histogram(title: &str, what: &str, values: &[u64]) -> Figure {
 
 /// The report's sections: utilization of every trace, then one per trace.
 pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
-    let heaps: Vec<String> = traces
+    let heaps: Vec<HeapKind> = traces
         .first()
-        .map(|t| t.heaps.iter().map(|h| h.heap.clone()).collect())
+        .map(|t| t.heaps.iter().map(|h| h.heap).collect())
         .unwrap_or_default();
     let groups: Vec<Group> = heaps
         .iter()
         .enumerate()
         .map(|(k, h)| Group {
-            name: h.clone(),
+            name: h.to_string(),
             color: chart::color(k),
             values: traces
                 .iter()
@@ -127,7 +123,7 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
             .iter()
             .map(|h| {
                 (
-                    h.heap.clone(),
+                    h.heap.to_string(),
                     h.map
                         .iter()
                         .map(|&(a, b)| (a as f64 / 1024.0, b as f64 / 1024.0))
@@ -146,7 +142,7 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
             "bytes requested",
             &t.sizes,
         ));
-        if !t.lifetimes.is_empty() {
+        if t.lifetimes.total() > 0 {
             figures.push(histogram(
                 &format!("{}: lifetimes", t.name),
                 "lifetime (requests)",
@@ -228,10 +224,14 @@ mod tests {
 
     #[test]
     fn log2_buckets_hold_values_up_to_their_label() {
-        let (labels, counts) = log2_histogram(&[1, 2, 3, 4, 5, 1024]);
+        let mut h = Log2Histogram::default();
+        for v in [1, 2, 3, 4, 5, 1024] {
+            h.add(v);
+        }
+        let labels = bucket_labels(&h);
         assert_eq!(&labels[..4], ["1", "2", "4", "8"]);
-        assert_eq!(&counts[..4], [1.0, 1.0, 2.0, 1.0]);
-        assert_eq!(counts[10], 1.0);
-        assert_eq!(counts.iter().sum::<f64>(), 6.0);
+        assert_eq!(&h.buckets[..4], [1, 1, 2, 1]);
+        assert_eq!((labels[10].as_str(), h.buckets[10]), ("2^10", 1));
+        assert_eq!(h.total(), 6);
     }
 }

@@ -4,31 +4,32 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use retype_core::mm::{Layout, MemoryManager};
+use retype_core::mm::{Layout, MemoryManager, PolicyKind};
 use retype_core::objects::Config;
 use retype_core::workload::logged::{self, LoggedOp, Resolved};
 use retype_core::workload::script::{self, Script};
 use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::Workload;
 
-use super::spec::{PolicySpec, WorkloadSpec};
+use super::spec::{App, PolicySpec, WorkloadSpec};
 
 /// The four applications of seed 000 §4.1.3, recovered from its logs
 /// (`traces/cantrip/apps/`, built into the binary).
-pub fn app(name: &str) -> Option<Script> {
-    let text = match name {
-        "hello" => include_str!("../../../../traces/cantrip/apps/hello.txt"),
-        "timer" => include_str!("../../../../traces/cantrip/apps/timer.txt"),
-        "fibonacci" => include_str!("../../../../traces/cantrip/apps/fibonacci.txt"),
-        "mltest" => include_str!("../../../../traces/cantrip/apps/mltest.txt"),
-        _ => return None,
+pub fn app(app: App) -> Script {
+    let text = match app {
+        App::Hello => include_str!("../../../../traces/cantrip/apps/hello.txt"),
+        App::Timer => include_str!("../../../../traces/cantrip/apps/timer.txt"),
+        App::Fibonacci => include_str!("../../../../traces/cantrip/apps/fibonacci.txt"),
+        App::Mltest => include_str!("../../../../traces/cantrip/apps/mltest.txt"),
     };
-    Some(Script::parse(text).expect("shipped application scripts parse"))
+    Script::parse(text).expect("shipped application scripts parse")
 }
 
 /// Sequence `n` (1..=3) of Table 4.2.
 pub fn sequence(n: usize) -> Script {
-    script::sequence(script::SEQUENCES[n - 1], app).expect("Table 4.2 sequences are well formed")
+    let by_name = |name: &str| name.parse().ok().map(app);
+    script::sequence(script::SEQUENCES[n - 1], by_name)
+        .expect("Table 4.2 sequences are well formed")
 }
 
 /// The directory holding `cantrip/logs`: `--data`, else `$RETYPE_DATA`, else
@@ -65,9 +66,9 @@ pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
     let text = String::from_utf8_lossy(&bytes);
     let ops = retype_trace::cantrip::parse(&text).with_context(|| format!("{}", path.display()))?;
     let policy = if text.contains("best_fit") {
-        PolicySpec::kept("best-fit")
+        PolicySpec::kept(PolicyKind::BestFit)
     } else if text.contains("next_fit") {
-        PolicySpec::kept("blind-next-fit")
+        PolicySpec::kept(PolicyKind::BlindNextFit)
     } else {
         bail!(
             "{}: cannot tell which policy made this log (no best_fit or next_fit command in it)",
@@ -83,8 +84,7 @@ pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
 
 /// A fresh manager for `policy`.
 pub fn manager(config: Config, layout: &Layout, policy: PolicySpec) -> MemoryManager {
-    MemoryManager::new(config, layout, policy.rule, policy.name)
-        .expect("policy names are validated when parsed")
+    MemoryManager::new(config, layout, policy.rule, policy.kind)
 }
 
 /// Recovers the requests of logs that got the same requests, replaying each
@@ -143,9 +143,7 @@ impl Prepared {
                 source: Source::Uniform(*p),
                 log: None,
             },
-            WorkloadSpec::App(a) => {
-                Prepared::script(name, app(a).expect("app names are validated"), None)
-            }
+            WorkloadSpec::App(a) => Prepared::script(name, app(*a), None),
             WorkloadSpec::Seq(n) => Prepared::script(name, sequence(*n), None),
             WorkloadSpec::Script(path) => {
                 let text = std::fs::read_to_string(path)

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use anyhow::{bail, Context};
-use retype_core::mm::policy;
 use retype_core::mm::slab::WatermarkRule;
+use retype_core::mm::PolicyKind;
 use retype_core::workload::uniform::UniformParams;
 
 /// A workload named on the command line.
@@ -15,7 +15,7 @@ pub enum WorkloadSpec {
     /// `uniform:seed=S,ops=N,free=F`
     Uniform(UniformParams),
     /// `app:hello|timer|fibonacci|mltest`
-    App(String),
+    App(App),
     /// `seq:1|2|3`
     Seq(usize),
     /// `log:PATH`, a CantripOS log.
@@ -24,7 +24,26 @@ pub enum WorkloadSpec {
     Script(PathBuf),
 }
 
-pub const APPS: [&str; 4] = ["hello", "timer", "fibonacci", "mltest"];
+/// Seed 000's standalone applications, as their request scripts in
+/// `traces/cantrip/apps` name them.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum App {
+    Hello,
+    Timer,
+    Fibonacci,
+    Mltest,
+}
 
 const WORKLOAD_HELP: &str = "expected uniform:seed=S,ops=N,free=F, app:hello|timer|fibonacci|mltest, seq:1|2|3, log:PATH or script:PATH";
 
@@ -39,7 +58,10 @@ impl FromStr for WorkloadSpec {
             "uniform" => WorkloadSpec::Uniform(
                 parse_uniform(arg).with_context(|| format!("workload {s:?}"))?,
             ),
-            "app" if APPS.contains(&arg) => WorkloadSpec::App(arg.into()),
+            "app" => WorkloadSpec::App(
+                crate::names::one_of("application", arg)
+                    .with_context(|| format!("workload {s:?}"))?,
+            ),
             "seq" => match arg {
                 "1" | "2" | "3" => WorkloadSpec::Seq(arg.parse()?),
                 _ => bail!("unknown sequence {arg:?}: seed 000 has sequences 1, 2 and 3"),
@@ -95,21 +117,24 @@ impl fmt::Display for WorkloadSpec {
 /// `NAME:lifted`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicySpec {
-    pub name: &'static str,
+    pub kind: PolicyKind,
     pub rule: WatermarkRule,
 }
 
 impl PolicySpec {
-    pub const fn kept(name: &'static str) -> PolicySpec {
+    pub const fn kept(kind: PolicyKind) -> PolicySpec {
         PolicySpec {
-            name,
+            kind,
             rule: WatermarkRule::Kept,
         }
     }
 
     /// Every policy under seL4's rule.
     pub fn all() -> Vec<PolicySpec> {
-        policy::NAMES.iter().map(|&n| PolicySpec::kept(n)).collect()
+        PolicyKind::ALL
+            .iter()
+            .map(|&k| PolicySpec::kept(k))
+            .collect()
     }
 }
 
@@ -122,31 +147,51 @@ impl FromStr for PolicySpec {
             Some((_, other)) => bail!("unknown watermark rule {other:?} in {s:?} (only :lifted)"),
             None => (s, WatermarkRule::Kept),
         };
-        let name = policy::NAMES
-            .iter()
-            .find(|&&n| n == name)
-            .with_context(|| {
-                format!(
-                    "unknown policy {name:?}: expected one of {}",
-                    policy::NAMES.join(", ")
-                )
-            })?;
-        Ok(PolicySpec { name, rule })
+        let kind = name.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "unknown policy {name:?}: expected one of {}",
+                crate::names::choices(PolicyKind::ALL)
+            )
+        })?;
+        Ok(PolicySpec { kind, rule })
     }
 }
 
 impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.rule {
-            WatermarkRule::Kept => f.write_str(self.name),
-            WatermarkRule::Lifted => write!(f, "{}:lifted", self.name),
+            WatermarkRule::Kept => write!(f, "{}", self.kind),
+            WatermarkRule::Lifted => write!(f, "{}:lifted", self.kind),
         }
     }
 }
 
-/// Parses a comma-separated list; `all` expands to every policy under the
-/// kept rule. A policy named twice runs once.
-pub fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
+/// `--policy`: a comma-separated list; `all` expands to every policy under
+/// the kept rule. A policy named twice runs once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policies(pub Vec<PolicySpec>);
+
+impl FromStr for Policies {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        parse_policies(s).map(Policies)
+    }
+}
+
+/// `--workload`: a comma-separated list of workloads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workloads(pub Vec<WorkloadSpec>);
+
+impl FromStr for Workloads {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> anyhow::Result<Self> {
+        parse_workloads(s).map(Workloads)
+    }
+}
+
+fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
     let mut out: Vec<PolicySpec> = Vec::new();
     for item in list.split(',') {
         let specs = if item == "all" {
@@ -165,7 +210,7 @@ pub fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
 
 /// Splits a `--workload` list on commas that start a new workload (the
 /// uniform parameters contain commas too).
-pub fn parse_workloads(list: &str) -> anyhow::Result<Vec<WorkloadSpec>> {
+fn parse_workloads(list: &str) -> anyhow::Result<Vec<WorkloadSpec>> {
     let mut out: Vec<String> = Vec::new();
     for part in list.split(',') {
         let starts_new = ["uniform:", "app:", "seq:", "log:", "script:"]
@@ -225,12 +270,12 @@ mod tests {
             WatermarkRule::Lifted
         );
         assert!(parse_policies("best-fit:loose").is_err());
-        assert_eq!(parse_policies("all").unwrap().len(), policy::NAMES.len());
+        assert_eq!(parse_policies("all").unwrap().len(), PolicyKind::ALL.len());
         assert_eq!(
             parse_policies("all,best-fit:lifted,best-fit")
                 .unwrap()
                 .len(),
-            policy::NAMES.len() + 1
+            PolicyKind::ALL.len() + 1
         );
     }
 }

@@ -87,10 +87,6 @@ impl BestFit {
 }
 
 impl Policy for BestFit {
-    fn name(&self) -> &'static str {
-        "best-fit"
-    }
-
     #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         match &self.by_room {

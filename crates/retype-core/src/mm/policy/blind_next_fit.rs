@@ -19,10 +19,6 @@ pub struct BlindNextFit {
 }
 
 impl Policy for BlindNextFit {
-    fn name(&self) -> &'static str {
-        "blind-next-fit"
-    }
-
     fn begin_request(&mut self) {
         self.scan = self.cursor;
     }

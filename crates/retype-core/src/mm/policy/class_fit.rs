@@ -81,10 +81,6 @@ impl ClassFit {
 }
 
 impl Policy for ClassFit {
-    fn name(&self) -> &'static str {
-        "class-fit"
-    }
-
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         let Some(need) = bytes_of(bits, n).filter(|&b| b > 0) else {
             return Choice::none();

@@ -7,10 +7,6 @@ use crate::mm::slabs::Slabs;
 pub struct FirstFit;
 
 impl Policy for FirstFit {
-    fn name(&self) -> &'static str {
-        "first-fit"
-    }
-
     #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         Choice::at(slabs.first_fitting(0, slabs.len(), bits, n))

@@ -50,9 +50,6 @@ impl Choice {
 
 /// One placement policy.
 pub trait Policy {
-    /// The name used on the command line and in reports.
-    fn name(&self) -> &'static str;
-
     /// Called before the descriptors of one request are placed.
     fn begin_request(&mut self) {}
 
@@ -67,15 +64,45 @@ pub trait Policy {
     fn slab_changed(&mut self, _index: usize, _slab: &Slab) {}
 }
 
-/// Every policy's name, in the order reports list them.
-pub const NAMES: [&str; 6] = [
-    "blind-next-fit",
-    "next-fit",
-    "first-fit",
-    "best-fit",
-    "worst-fit",
-    "class-fit",
-];
+/// The placement policies, in the order reports list them; each is spelled
+/// on the command line and in reports as its name in kebab case
+/// (`blind-next-fit`, …), which `FromStr` and `Display` share.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum PolicyKind {
+    /// CantripOS's original: tries the kernel slab by slab (seed 000 §3.4).
+    BlindNextFit,
+    NextFit,
+    FirstFit,
+    /// Seed 000 §3.4's best fit.
+    BestFit,
+    WorstFit,
+    /// Ours: each slab holds one object size until it resets.
+    ClassFit,
+}
+
+impl PolicyKind {
+    /// Every policy, in the order reports list them.
+    pub const ALL: &'static [PolicyKind] = <PolicyKind as strum::VariantArray>::VARIANTS;
+
+    /// The policy's name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
 
 /// One of the policies, called without a virtual call: the manager asks its
 /// policy several times a request, and a match lets the policy's code (and
@@ -91,17 +118,28 @@ pub enum AnyPolicy {
 }
 
 impl AnyPolicy {
-    /// The policy called `name` for `slabs`, or `None` for an unknown name.
-    pub fn by_name(name: &str, slabs: &[Slab]) -> Option<AnyPolicy> {
-        Some(match name {
-            "blind-next-fit" => AnyPolicy::BlindNextFit(BlindNextFit::default()),
-            "next-fit" => AnyPolicy::NextFit(NextFit::default()),
-            "first-fit" => AnyPolicy::FirstFit(FirstFit),
-            "best-fit" => AnyPolicy::BestFit(BestFit::new(slabs)),
-            "worst-fit" => AnyPolicy::WorstFit(WorstFit),
-            "class-fit" => AnyPolicy::ClassFit(ClassFit::new(slabs)),
-            _ => return None,
-        })
+    /// Policy `kind`, set up for `slabs`.
+    pub fn new(kind: PolicyKind, slabs: &[Slab]) -> AnyPolicy {
+        match kind {
+            PolicyKind::BlindNextFit => AnyPolicy::BlindNextFit(BlindNextFit::default()),
+            PolicyKind::NextFit => AnyPolicy::NextFit(NextFit::default()),
+            PolicyKind::FirstFit => AnyPolicy::FirstFit(FirstFit),
+            PolicyKind::BestFit => AnyPolicy::BestFit(BestFit::new(slabs)),
+            PolicyKind::WorstFit => AnyPolicy::WorstFit(WorstFit),
+            PolicyKind::ClassFit => AnyPolicy::ClassFit(ClassFit::new(slabs)),
+        }
+    }
+
+    /// Which policy this is.
+    pub fn kind(&self) -> PolicyKind {
+        match self {
+            AnyPolicy::BlindNextFit(_) => PolicyKind::BlindNextFit,
+            AnyPolicy::NextFit(_) => PolicyKind::NextFit,
+            AnyPolicy::FirstFit(_) => PolicyKind::FirstFit,
+            AnyPolicy::BestFit(_) => PolicyKind::BestFit,
+            AnyPolicy::WorstFit(_) => PolicyKind::WorstFit,
+            AnyPolicy::ClassFit(_) => PolicyKind::ClassFit,
+        }
     }
 }
 
@@ -120,10 +158,6 @@ macro_rules! each {
 }
 
 impl Policy for AnyPolicy {
-    fn name(&self) -> &'static str {
-        each!(self, p => p.name())
-    }
-
     #[inline]
     fn begin_request(&mut self) {
         each!(self, p => p.begin_request())

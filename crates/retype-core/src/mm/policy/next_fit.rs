@@ -10,10 +10,6 @@ pub struct NextFit {
 }
 
 impl Policy for NextFit {
-    fn name(&self) -> &'static str {
-        "next-fit"
-    }
-
     #[inline]
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         let found = slabs.first_fitting(self.cursor, slabs.len(), bits, n);

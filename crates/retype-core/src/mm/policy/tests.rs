@@ -53,7 +53,7 @@ fn empty_noted(s: &mut Slabs, sizes: &mut [Vec<u64>], policy: &mut impl Policy, 
 #[test]
 fn v11_cantrip_next_fit_with_exact_accounting() {
     let layout = Layout::from_bits(vec![13, 12]).unwrap();
-    let mut mm = MemoryManager::new(X64, &layout, WatermarkRule::Kept, "blind-next-fit").unwrap();
+    let mut mm = MemoryManager::new(X64, &layout, WatermarkRule::Kept, PolicyKind::BlindNextFit);
     let tcbs = mm.alloc(&[ObjDesc::new(Tcb, 0, 2)]).unwrap();
     let frame = mm.alloc(&[ObjDesc::new(SmallPage, 0, 1)]).unwrap();
     assert_eq!(mm.slabs()[0].watermark(), 0x2000);

@@ -8,10 +8,6 @@ use crate::mm::slabs::Slabs;
 pub struct WorstFit;
 
 impl Policy for WorstFit {
-    fn name(&self) -> &'static str {
-        "worst-fit"
-    }
-
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         Choice::at(slabs.most_leftover(bits, n))
     }

@@ -1,0 +1,78 @@
+//! Replaying malloc-lab traces and recordings on our heaps, scored as the
+//! CS:APP malloc-lab driver (mdriver) does, one concern per module:
+//! - [`program`]: a trace compiled into requests on dense slots (recordings:
+//!   threads serialized by timestamp, requests numbered from 1 in errors);
+//! - [`check`]: running a program on a heap, validated as mdriver validates;
+//! - [`placement`]: seed 003's holes at the peak and reallocs moved;
+//! - [`score`]: utilization, fragmentation #4, throughput, performance index;
+//! - [`figures`]: what the report draws of a trace;
+//! - [`output`]: the table or JSON lines.
+
+pub mod check;
+pub mod figures;
+pub mod output;
+pub mod placement;
+pub mod program;
+pub mod score;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Result};
+use retype_core::heap::{Arena, HeapKind};
+
+use crate::report::replay::{HeapRun, TraceFigures};
+use output::Rows;
+use score::Timing;
+
+/// Virtual size of the arena a replay runs in; untouched pages cost nothing.
+const ARENA: usize = 4 << 30;
+
+/// One replay: traces, heaps and how to time them.
+pub struct Replay {
+    pub traces: Vec<PathBuf>,
+    pub heaps: Vec<HeapKind>,
+    pub timing: Timing,
+    /// JSON lines instead of a table.
+    pub json: bool,
+}
+
+impl Replay {
+    /// Replays every trace on every heap, writing the table (or JSON) to
+    /// `out`; returns what a report shows of each trace, in the order given.
+    pub fn run(&self, out: &mut impl Write) -> Result<Vec<TraceFigures>> {
+        let programs = program::compile_all(&self.traces)?;
+        let mut arena =
+            Arena::new(ARENA).ok_or_else(|| anyhow!("cannot reserve a {ARENA}-byte arena"))?;
+        let mut rows = Rows::new(out, self.json)?;
+        let mut placements = Vec::new();
+        let mut figures: Vec<TraceFigures> = programs.iter().map(figures::trace_figures).collect();
+        let mut progress =
+            crate::progress::Progress::new((self.heaps.len() * programs.len()) as u64, "replay");
+        for &heap in &self.heaps {
+            let (mut util_sum, mut ops, mut secs) = (0.0, 0usize, 0.0);
+            for (prog, fig) in programs.iter().zip(&mut figures) {
+                progress.step(&format!("{} on {heap}", prog.name));
+                let s = score::score(&mut arena, heap, prog, self.timing)?;
+                fig.heaps.push(HeapRun {
+                    heap,
+                    util: s.util,
+                    map: s.placement.map.clone(),
+                });
+                if prog.recorded.is_some() {
+                    placements.push((prog.name.clone(), heap, s.placement.clone()));
+                }
+                util_sum += s.util;
+                ops += s.ops;
+                secs += s.secs;
+                rows.score(prog, heap, &s)?;
+            }
+            if programs.len() > 1 {
+                let util = util_sum / programs.len() as f64;
+                rows.total(heap, programs.len(), ops, util, score::kops(ops, secs))?;
+            }
+        }
+        rows.placements(&placements)?;
+        Ok(figures)
+    }
+}
