@@ -1,10 +1,10 @@
 //! Runs real programs and our C test programs with `LD_PRELOAD=libretype_malloc_preload.so`.
 //! Programs whose output must match glibc's run twice, once per allocator.
 
+use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
 /// The preload library of this build: cargo uplifts it next to the `deps` directory that holds
