@@ -278,7 +278,7 @@ impl Kernel {
     }
 }
 
-/// Test vectors V4 and V5 of research/capabilities.md §6.
+/// Test vectors V4 and V5 (docs/design.md#v4, #v5).
 #[cfg(test)]
 mod tests {
     use super::*;
