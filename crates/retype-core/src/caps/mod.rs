@@ -11,7 +11,7 @@
 //! - [`vnode`]: which page-table level maps which type.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
 //!   revoke, map, unmap, modify_flags.
-//! - [`bench`]: the thesis's capability generator and operation mixes.
+//! - [`bench`](mod@bench): the thesis's capability generator and operation mixes.
 
 pub mod bench;
 pub mod cap;
