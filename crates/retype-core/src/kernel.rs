@@ -7,6 +7,14 @@
 //! address, so the manager can account the free to the right slab without
 //! walking the derivation tree. An untyped's children are all capabilities to
 //! objects inside it, copies included: a copy keeps the region from resetting.
+//!
+//! One of two capability models, on purpose. This one is flat (a [`CapId`] is
+//! a bare slot index, an object counts its capabilities) so that a memory
+//! manager request stays within about 500 instructions (docs/bench-mm.md);
+//! it has no CSpaces, rights, mint, mapping database or page tables.
+//! [`crate::caps`] is the full Barrelfish system; both place objects with
+//! [`crate::untyped`]. Extend this one only for what the memory manager needs;
+//! capabilities across cores extend `caps` (docs/design.md).
 
 use alloc::vec::Vec;
 
@@ -278,7 +286,7 @@ impl Kernel {
     }
 }
 
-/// Test vectors V4 and V5 of research/capabilities.md §6.
+/// Test vectors V4 and V5 (docs/design.md#v4, #v5).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,15 @@
 //! can run inside a kernel, a simulator, a benchmark or a property test.
 //!
 //! - [`objects`]: seL4 object types and their sizes per architecture.
+//! - [`untyped`]: seL4's untyped retype rule (watermark, alignment, reset).
+//! - [`kernel`]: the minimal seL4 kernel the memory manager drives.
+//! - [`mm`]: the CantripOS memory manager: slabs, bookkeeping, placement policies.
+//! - [`workload`]: request streams: the uniform generator, scripts, log recovery.
+//! - [`rng`]: SplitMix64, the generator behind every synthetic workload.
 //! - [`caps`]: Barrelfish-style typed capabilities and the mapping database.
 //! - [`heap`]: heap allocators over real memory.
+//!
+//! Definitions, test vectors and the layering rules: `docs/design.md`.
 #![no_std]
 
 extern crate alloc;

@@ -1,7 +1,7 @@
 //! seL4 object types and their sizes.
 //!
 //! Sizes are log2 bytes, taken from each architecture's libsel4 `constants.h`
-//! (see `shared/research/capabilities.md` §2). Where a size depends on a kernel
+//! (seL4 in docs/references.md). Where a size depends on a kernel
 //! configuration option the option is a field of [`Config`], so a study can pin
 //! the exact kernel it models. CantripOS (seed 000) runs RISC-V 32 with MCS.
 

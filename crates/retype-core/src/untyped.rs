@@ -5,7 +5,8 @@
 //! moves the watermark: freed space below it is lost until the region has no
 //! children at all, when the next retype starts again at 0 (a *reset*).
 //! This module is a faithful restatement of `Untyped_Retype` in seL4's
-//! `object/untyped.c` (research/capabilities.md §1), checks in kernel order.
+//! `object/untyped.c` (docs/references.md), checks in kernel order; the rule
+//! as the project states it: docs/design.md#watermark-rule.
 
 use crate::objects::{Config, ObjectType, SizeError};
 
@@ -304,7 +305,7 @@ pub fn carve_region(mut start: u64, end: u64, max_bits: u32) -> alloc::vec::Vec<
     out
 }
 
-/// Test vectors V1–V3 and V6–V10 of research/capabilities.md §6; V4, V5 (copies,
+/// Test vectors V1–V3 and V6–V10 (docs/design.md#test-vectors); V4, V5 (copies,
 /// revoke) are in `kernel`, V11 in `mm`, V12 in `caps`.
 #[cfg(test)]
 mod tests {

@@ -3,10 +3,9 @@
 //! - [`event`]: what a trace holds (events, thread summaries, metadata).
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
-//! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`], [`cantrip`]: text formats of other tools.
+//! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
 //! - [`summary`]: what `retype trace info` reports.
 
-pub mod cantrip;
 pub mod codec;
 pub mod csv;
 pub mod error;

@@ -4,6 +4,16 @@
 //! cascades, revoke, and page tables that applications build themselves
 //! through `map`, `unmap` and `modify_flags` with Mapping capabilities.
 //!
+//! One of two capability models, on purpose. [`Caps`] is the whole system of
+//! one core: slots addressed through CSpaces, every capability in the mapping
+//! database, every invocation checked before it changes anything. It is what
+//! the planned cross-core protocol (`caps::distributed`, one replica per core;
+//! docs/design.md) extends: new work on capabilities across cores goes here.
+//! [`crate::kernel`] is the flat seL4 kernel that only the memory manager
+//! drives, kept apart so its requests stay cheap; the two have their own
+//! `CapId` and `CapError` (an arena slot here, a bare index there) and share
+//! the watermark rule of [`crate::untyped`].
+//!
 //! - [`types`]: the capability types and the retype rules table.
 //! - [`cap`]: a capability, its rights, badge and ordering key.
 //! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
@@ -11,7 +21,7 @@
 //! - [`vnode`]: which page-table level maps which type.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
 //!   revoke, map, unmap, modify_flags.
-//! - [`bench`]: the thesis's capability generator and operation mixes.
+//! - [`bench`](mod@bench): the thesis's capability generator and operation mixes.
 
 pub mod bench;
 pub mod cap;

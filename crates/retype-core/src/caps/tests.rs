@@ -377,7 +377,7 @@ fn memory_comes_back_as_a_fresh_region_when_nothing_covers_it() {
     assert_eq!(c.take_reclaimed(), [(MIB, 4 * PAGE)]);
 }
 
-/// research/capabilities.md V1, V4 and V5 through capabilities: the watermark
+/// Test vectors V1, V4 and V5 (docs/design.md#test-vectors) through capabilities: the watermark
 /// mode reuses `untyped::Untyped`; memory comes back only by reset.
 #[test]
 fn sel4_watermark_mode() {

@@ -1,5 +1,5 @@
 //! Capability types and the retype rules table (seed 001 §2.6.2, §3.1–3.2;
-//! research/capabilities.md §4.1).
+//! Barrelfish's `caps.hl`, see docs/references.md).
 //!
 //! Every type here names a region of the physical address space, so all share
 //! one *type root*, PhysAddr. The enum order is the mapping database's type

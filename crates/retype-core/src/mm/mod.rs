@@ -1,7 +1,7 @@
 //! The CantripOS memory manager (seed 000) over untyped slabs.
 //!
 //! A request is a bundle of object descriptors (type, size, count), served all
-//! or nothing. A [`Policy`](policy::Policy) picks the slab for each descriptor;
+//! or nothing. A [`Policy`] picks the slab for each descriptor;
 //! the simulated [`Kernel`] retypes the objects and hands out capabilities.
 //! A free deletes the capabilities; for each object whose final capability
 //! went the kernel returns its physical address, and the manager charges the

@@ -27,7 +27,7 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// Debian's shared objects of the peer allocators (DESIGN.md §6).
+/// Debian's shared objects of the peer allocators (docs/references.md, peer allocators).
 const PEERS: [(&str, &str, &str); 3] = [
     ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
     ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),

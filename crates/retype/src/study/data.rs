@@ -64,7 +64,7 @@ pub struct LogRun {
 pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
-    let ops = retype_trace::cantrip::parse(&text).with_context(|| format!("{}", path.display()))?;
+    let ops = super::log::parse(&text).with_context(|| format!("{}", path.display()))?;
     let policy = if text.contains("best_fit") {
         PolicySpec::kept(PolicyKind::BestFit)
     } else if text.contains("next_fit") {

@@ -2,6 +2,7 @@
 //! summarised as the thesis's tables and compared with its logs.
 
 pub mod data;
+pub mod log;
 pub mod logcheck;
 pub mod spec;
 pub mod summary;

@@ -12,7 +12,7 @@ fn key(ty: CapType, base: u64, size: u64) -> Key {
     Cap::new(ty, base, size).key()
 }
 
-/// The entries of V12 (research/capabilities.md §6), shuffled into slots.
+/// The entries of V12 (docs/design.md#v12), shuffled into slots.
 fn v12() -> [(CapId, Key); 7] {
     let mut mapping = Cap::new(FrameMapping, 0, 1);
     mapping.map = Some(crate::caps::cap::MapInfo {

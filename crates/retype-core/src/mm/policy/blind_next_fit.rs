@@ -2,8 +2,8 @@
 //!
 //! It retypes slab after slab from a roving cursor and lets the kernel say no;
 //! each refusal is a failed retype. The wrap-around stop point is the cursor
-//! as it was when the *request* began, not per descriptor (research note §5.3,
-//! the quirk of V11): a later descriptor can fail without trying slabs that an
+//! as it was when the *request* began, not per descriptor (the quirk of V11,
+//! docs/design.md#v11): a later descriptor can fail without trying slabs that an
 //! earlier one skipped. The cursor moves to the slab that served the last
 //! descriptor, and only when the whole request succeeded.
 

@@ -1,4 +1,4 @@
-//! Test vector V11 of research/capabilities.md §6 and policy choices on
+//! Test vector V11 (docs/design.md#v11) and policy choices on
 //! hand-built slab states.
 
 use alloc::vec;

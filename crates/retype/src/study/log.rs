@@ -1,4 +1,5 @@
-//! Reader of the CantripOS evaluation logs (seed 000; `data/cantrip`).
+//! Reader of the CantripOS evaluation logs (seed 000; `traces/cantrip/logs`):
+//! text in, [`LoggedOp`]s out, for the study to replay.
 //!
 //! The logs are Renode UART captures. Only lines tagged `[output]` count
 //! (each line is printed again with a `[virt: …]` tag). After every request
