@@ -5,19 +5,12 @@
 //! configuration option the option is a field of [`Config`], so a study can pin
 //! the exact kernel it models. CantripOS (seed 000) runs RISC-V 32 with MCS.
 
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
+
 /// The instruction set architectures whose object sizes we know, spelled
 /// as on the command line (`riscv32`, `x86_64`, …) by `FromStr` and `Display`.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantArray,
 )]
 #[strum(serialize_all = "lowercase")]
 pub enum Arch {
@@ -40,21 +33,9 @@ impl Arch {
 /// Frames and page tables use architecture-neutral names: `SmallPage` is
 /// `seL4_RISCV_4K_Page` on RISC-V and `seL4_X86_4K` on x86_64. `FromStr` and
 /// `Display` spell them as request scripts and the command line do.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Display, EnumString, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectType {
     Untyped,
     Tcb,

@@ -1,24 +1,13 @@
 //! The binary format: round trips, and the reader on random, truncated and
 //! corrupted bytes (it must return an error naming an offset, never panic).
 
+mod common;
+
+use common::{event, num};
 use proptest::prelude::*;
 use retype_trace::codec::{self, get_varint, put_varint, unzigzag, zigzag};
 use retype_trace::error::TraceErrorKind;
 use retype_trace::{Event, Op, Reader, ThreadSummary, Trace};
-
-fn op() -> impl Strategy<Value = Op> {
-    prop::sample::select(Op::ALL.to_vec())
-}
-
-/// Values that exercise every varint length, and small ones that are common.
-fn num() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        0u64..300,
-        any::<u64>(),
-        (any::<u64>(), 0u32..64).prop_map(|(v, shift)| v >> shift),
-        Just(u64::MAX)
-    ]
-}
 
 /// The bytes of `e` as the format spells them, one varint at a time with
 /// `put_varint`: the reference for the encoder (which writes into a fixed room
@@ -43,24 +32,6 @@ fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
         put(zigzag(e.ret.wrapping_sub(addr)));
     }
     buf[..n].to_vec()
-}
-
-fn event() -> impl Strategy<Value = Event> {
-    (op(), 0u32..4, num(), num(), num(), num(), num(), num()).prop_map(
-        |(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
-            Event {
-                op,
-                thread,
-                time_ns,
-                latency_ns,
-                size,
-                align,
-                ptr,
-                ret,
-            }
-            .canonical()
-        },
-    )
 }
 
 fn thread_summary() -> impl Strategy<Value = ThreadSummary> {

@@ -1,8 +1,11 @@
 //! The text formats: wee_alloc, valgrind --trace-malloc, CSV, malloc-lab .rep,
 //! and the summary that `retype trace info` prints.
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::event;
 use proptest::prelude::*;
 use retype_trace::summary::Summary;
 use retype_trace::{csv, malloclab, rep, valgrind, wee_alloc, Event, Op, Trace};
@@ -85,32 +88,6 @@ fn valgrind_errors_name_the_line() {
     assert!(e.to_string().contains("unknown call"), "{e}");
     let e = valgrind::parse("--1-- realloc(0x10,0)free(0x10)\n").unwrap_err();
     assert_eq!(e.line, 1);
-}
-
-fn event() -> impl Strategy<Value = Event> {
-    (
-        prop::sample::select(Op::ALL.to_vec()),
-        0u32..3,
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-        any::<u64>(),
-    )
-        .prop_map(|(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
-            Event {
-                op,
-                thread,
-                time_ns,
-                latency_ns,
-                size,
-                align,
-                ptr,
-                ret,
-            }
-            .canonical()
-        })
 }
 
 /// A valid malloc-lab request stream: allocs of free ids, reallocs and frees of live ones.
@@ -201,13 +178,7 @@ proptest! {
 
 #[test]
 fn exporting_to_rep_drops_what_it_cannot_say() {
-    let ev = |op, ptr, size, ret| Event {
-        op,
-        ptr,
-        size,
-        ret,
-        ..Event::default()
-    };
+    let ev = |op, ptr, size, ret| ev(0, op, ptr, size, ret);
     let t = Trace {
         events: vec![
             ev(Op::Malloc, 0, 10, 0x100),
@@ -240,14 +211,6 @@ fn exporting_to_rep_drops_what_it_cannot_say() {
 
 #[test]
 fn summary_of_a_small_trace() {
-    let ev = |time_ns, op, ptr, size, ret| Event {
-        time_ns,
-        op,
-        ptr,
-        size,
-        ret,
-        ..Event::default()
-    };
     let t = Trace {
         events: vec![
             ev(0, Op::Malloc, 0, 100, 0x10),
@@ -267,4 +230,16 @@ fn summary_of_a_small_trace() {
     assert_eq!(s.lifetimes_ns.total(), 2);
     assert_eq!(s.bytes_requested, 510);
     assert_eq!(s.live_at_end_bytes, 0);
+}
+
+/// An event of the single thread 0 at `time_ns`.
+fn ev(time_ns: u64, op: Op, ptr: u64, size: u64, ret: u64) -> Event {
+    Event {
+        time_ns,
+        op,
+        ptr,
+        size,
+        ret,
+        ..Event::default()
+    }
 }

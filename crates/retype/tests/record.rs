@@ -12,7 +12,7 @@ use std::sync::Once;
 use retype_trace::summary::Summary;
 use retype_trace::{valgrind, Op, Trace};
 
-use common::{retype_cmd, scratch};
+use common::{quick_replay, retype_cmd, scratch};
 
 /// Brings libretype_recorder.so beside the retype binary up to date: a test
 /// run of this package alone does not build another package's cdylib.
@@ -465,17 +465,8 @@ fn a_recorded_trace_replays_on_our_heaps() {
     let exe = compile("mt_alloc.c", &dir);
     let (t, _) = record(&dir, "mt.rtr", &[], &[exe.to_str().unwrap(), "2", "1500"]);
     let path = dir.join("mt.rtr");
-    let o = retype_cmd()
-        .args([
-            "replay",
-            "--heap",
-            "best-fit,tlsf",
-            "--runs",
-            "1",
-            "--min-time-ms",
-            "0",
-            "--json",
-        ])
+    let o = quick_replay("best-fit,tlsf")
+        .arg("--json")
         .arg(&path)
         .output()
         .unwrap();
@@ -509,19 +500,7 @@ fn a_recorded_trace_replays_on_our_heaps() {
         assert_eq!(histogram, row["holes_at_peak"].as_u64().unwrap());
     }
     // The text report adds the placement table for recorded traces.
-    let o = retype_cmd()
-        .args([
-            "replay",
-            "--heap",
-            "tlsf",
-            "--runs",
-            "1",
-            "--min-time-ms",
-            "0",
-        ])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let o = quick_replay("tlsf").arg(&path).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("hole bytes") && text.contains("in place"),

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{json_lines, repo, retype};
+use common::{json_lines, quick_replay, repo, retype};
 
 fn rep_files(dir: &Path) -> Vec<String> {
     let mut files: Vec<String> = std::fs::read_dir(dir)
@@ -21,19 +21,13 @@ fn rep_files(dir: &Path) -> Vec<String> {
 
 /// Replays `traces` on every heap with JSON output and checks every row.
 fn replay_all(traces: &[String], extra: &[&str]) {
-    let mut args = vec![
-        "replay",
-        "--heap",
-        "all",
-        "--json",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-    ];
-    args.extend_from_slice(extra);
-    args.extend(traces.iter().map(String::as_str));
-    let rows = json_lines(&retype(&args));
+    let out = quick_replay("all")
+        .arg("--json")
+        .args(extra)
+        .args(traces)
+        .output()
+        .unwrap();
+    let rows = json_lines(&out);
     let heaps = retype_core::heap::HeapKind::ALL.len();
     let totals = if traces.len() > 1 { heaps } else { 0 };
     assert_eq!(rows.len(), traces.len() * heaps + totals);
@@ -85,20 +79,7 @@ fn shipped_traces_replay_with_every_heap_checked_after_every_request() {
 fn table_output_has_a_row_per_trace_and_heap_and_a_total() {
     let dir = repo().join("traces/malloclab");
     let (a, b) = (dir.join("short1-bal.rep"), dir.join("short2-bal.rep"));
-    let out = retype(
-        &[
-            "replay",
-            "--heap",
-            "best-fit,tlsf",
-            "--runs",
-            "1",
-            "--min-time-ms",
-            "0",
-        ]
-        .into_iter()
-        .chain([a.to_str().unwrap(), b.to_str().unwrap()])
-        .collect::<Vec<_>>(),
-    );
+    let out = quick_replay("best-fit,tlsf").args([a, b]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -180,22 +161,12 @@ fn bad_arguments_are_refused() {
 #[test]
 fn gigabyte_blocks_replay_without_touching_their_pages() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/huge-blocks.rep");
-    let out = retype(&[
-        "replay",
-        "--json",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for line in String::from_utf8(out.stdout).unwrap().lines() {
-        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+    let out = quick_replay("all")
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .unwrap();
+    for row in json_lines(&out) {
         assert!(row["util"].as_f64().unwrap() > 0.9, "{row}");
     }
 }
@@ -273,16 +244,7 @@ fn a_report_of_a_recording_prints_no_table() {
 #[test]
 fn a_trace_with_nothing_live_has_no_fragmentation_ratio() {
     let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nothing-live.rep");
-    let args = [
-        "replay",
-        "--heap",
-        "best-fit",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-    ];
-    let table = retype(&[&args[..], &[trace.to_str().unwrap()]].concat());
+    let table = quick_replay("best-fit").arg(&trace).output().unwrap();
     assert!(table.status.success(), "{}", common::stderr(&table));
     let row: Vec<String> = common::stdout(&table)
         .lines()
@@ -296,9 +258,8 @@ fn a_trace_with_nothing_live_has_no_fragmentation_ratio() {
         ("0.000", "-"),
         "{row:?}"
     );
-    let rows = json_lines(&retype(
-        &[&args[..], &["--json", trace.to_str().unwrap()]].concat(),
-    ));
+    let json = quick_replay("best-fit").arg("--json").arg(&trace).output();
+    let rows = json_lines(&json.unwrap());
     assert_eq!(rows[0]["util"], 0.0);
     assert!(rows[0]["frag4"].is_null(), "{}", rows[0]);
 }

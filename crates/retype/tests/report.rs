@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{chromium, marks_in_browser, repo, retype, retype_cmd, scratch, stderr};
+use common::{chromium, marks_in_browser, quick_replay, repo, retype, retype_cmd, scratch, stderr};
 
 /// Asserts that every chart of the page at `html` drew marks (when there is a
 /// browser), and returns how many charts it has.
@@ -32,19 +32,15 @@ fn every_chart_draws(html: &Path) -> usize {
 #[test]
 fn every_chart_of_a_replay_report_draws_marks() {
     let html = scratch("replay-report").join("r.html");
-    let o = retype(&[
-        "replay",
-        "traces/malloclab/perl.rep",
-        "traces/malloclab/short1-bal.rep",
-        "--heap",
-        "best-fit,buddy",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-        "--report",
-        html.to_str().unwrap(),
-    ]);
+    let o = quick_replay("best-fit,buddy")
+        .args([
+            "traces/malloclab/perl.rep",
+            "traces/malloclab/short1-bal.rep",
+        ])
+        .arg("--report")
+        .arg(&html)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         every_chart_draws(&html),
@@ -68,19 +64,12 @@ fn traces_that_share_a_file_name_keep_their_own_results() {
     }
     let html = dir.join("r.html");
     let (a, b) = (dir.join("a/t.rep"), dir.join("b/t.rep"));
-    let o = retype(&[
-        "replay",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--heap",
-        "tlsf",
-        "--runs",
-        "1",
-        "--min-time-ms",
-        "0",
-        "--report",
-        html.to_str().unwrap(),
-    ]);
+    let o = quick_replay("tlsf")
+        .args([&a, &b])
+        .arg("--report")
+        .arg(&html)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let table = common::stdout(&o);
     let rows: Vec<&str> = table.lines().skip(1).take(2).collect();

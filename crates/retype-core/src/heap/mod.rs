@@ -20,6 +20,7 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use core::fmt;
 use core::ptr::NonNull;
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 pub mod address_first_fit;
 pub mod best_fit;
@@ -125,21 +126,9 @@ pub(crate) use ensure;
 /// The heaps, in the order reports list them; each is spelled on the command
 /// line and in reports as its name in kebab case (`first-fit`, `tlsf`, …),
 /// which `FromStr` and `Display` share.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Display, EnumString, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum HeapKind {
     /// LIFO free list, first fit.
     FirstFit,

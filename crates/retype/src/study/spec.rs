@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 use anyhow::{bail, Context};
 use retype_core::mm::slab::WatermarkRule;
@@ -26,17 +27,7 @@ pub enum WorkloadSpec {
 
 /// Seed 000's standalone applications, as their request scripts in
 /// `traces/cantrip/apps` name them.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "lowercase")]
 pub enum App {
     Hello,

@@ -86,3 +86,20 @@ pub fn marks_in_browser(browser: &str, html: &Path) -> serde_json::Map<String, s
     let marks: serde_json::Value = serde_json::from_str(&marks.replace("&quot;", "\"")).unwrap();
     marks.as_object().unwrap().clone()
 }
+
+/// `retype replay --heap HEAPS`, validated and timed once (the tests check
+/// results, not speed), in the repository's root; add traces and flags.
+pub fn quick_replay(heaps: &str) -> Command {
+    let mut c = retype_cmd();
+    c.args([
+        "replay",
+        "--heap",
+        heaps,
+        "--runs",
+        "1",
+        "--min-time-ms",
+        "0",
+    ])
+    .current_dir(repo());
+    c
+}

@@ -21,6 +21,7 @@ pub use worst_fit::WorstFit;
 
 use super::slab::Slab;
 use super::slabs::Slabs;
+use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 /// A policy's answer for one object descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,21 +68,9 @@ pub trait Policy {
 /// The placement policies, in the order reports list them; each is spelled
 /// on the command line and in reports as its name in kebab case
 /// (`blind-next-fit`, …), which `FromStr` and `Display` share.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    strum::Display,
-    strum::EnumString,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Display, EnumString, IntoStaticStr, VariantArray)]
 #[strum(serialize_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PolicyKind {
     /// CantripOS's original: tries the kernel slab by slab (seed 000 §3.4).
     BlindNextFit,
