@@ -6,15 +6,21 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use strum::{Display, EnumString, VariantArray};
 
 use crate::trace::Trace;
 use crate::{codec, csv, malloclab, rep, valgrind, wee_alloc};
 
+/// A trace format, named on the command line as `FromStr` and `Display`
+/// spell it (`rtr`, `rep`, `wee_alloc` or `wee`, `valgrind`, `csv`).
+#[derive(Display, EnumString, VariantArray)]
+#[strum(serialize_all = "lowercase")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// The retype binary trace (`.rtr`).
     Rtr,
     /// wee_alloc's `Alloc(N),` / `Free(K),` traces (`.trace`).
+    #[strum(to_string = "wee_alloc", serialize = "wee")]
     WeeAlloc,
     /// `valgrind --trace-malloc=yes` stderr.
     Valgrind,
@@ -24,17 +30,17 @@ pub enum Format {
 }
 
 impl Format {
-    pub const NAMES: &'static str = "rtr, rep, wee_alloc, valgrind, csv";
-
+    /// The format called `name`, or an error that names every format.
     pub fn from_name(name: &str) -> anyhow::Result<Format> {
-        Ok(match name {
-            "rtr" => Format::Rtr,
-            "wee_alloc" | "wee" => Format::WeeAlloc,
-            "valgrind" => Format::Valgrind,
-            "csv" => Format::Csv,
-            "rep" => Format::Rep,
-            _ => bail!("unknown trace format {name:?} (known: {})", Format::NAMES),
+        name.parse().map_err(|_| {
+            anyhow::anyhow!("unknown trace format {name:?} (known: {})", Format::names())
         })
+    }
+
+    /// Every format's name, for messages.
+    fn names() -> String {
+        let names: Vec<String> = Format::VARIANTS.iter().map(ToString::to_string).collect();
+        names.join(", ")
     }
 
     /// The format of an existing file: the magic number, else the extension,
@@ -62,7 +68,7 @@ impl Format {
         bail!(
             "{}: cannot tell the trace format; name it with --from ({})",
             path.display(),
-            Format::NAMES
+            Format::names()
         )
     }
 

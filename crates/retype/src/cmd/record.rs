@@ -2,20 +2,25 @@
 //! (libretype_recorder.so) in front of the chosen allocator.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::str::FromStr;
 use std::time::SystemTime;
 
 use anyhow::{bail, Context, Result};
 use retype_trace::summary::Summary;
 use retype_trace::Trace;
+use strum::{Display, EnumString, VariantArray};
+
+use crate::names;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The allocator the program runs on: glibc, jemalloc, mimalloc, tcmalloc,
     /// retype (libretype_malloc_preload.so), or the path of a malloc .so
     #[arg(long, default_value = "glibc")]
-    allocator: String,
+    allocator: Allocator,
     /// The trace to write; a forked child writes FILE.PID
     #[arg(short, long, default_value = "retype.rtr")]
     output: PathBuf,
@@ -27,16 +32,66 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-/// Debian's shared objects of the peer allocators (docs/references.md, peer allocators).
-const PEERS: [(&str, &str, &str); 3] = [
-    ("jemalloc", "libjemalloc.so.2", "libjemalloc2"),
-    ("mimalloc", "libmimalloc.so.2", "libmimalloc2.0"),
-    (
-        "tcmalloc",
-        "libtcmalloc_minimal.so.4",
-        "libtcmalloc-minimal4",
-    ),
-];
+/// The allocators `--allocator` names; any other value is the path of a malloc `.so`.
+#[derive(Display, EnumString, VariantArray)]
+#[strum(serialize_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Named {
+    Glibc,
+    Jemalloc,
+    Mimalloc,
+    Tcmalloc,
+    /// libretype_malloc_preload.so, built beside the `retype` binary.
+    Retype,
+}
+
+/// What the recorded program runs on.
+#[derive(Clone, Debug)]
+enum Allocator {
+    Named(Named),
+    Library(PathBuf),
+}
+
+impl FromStr for Allocator {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        if let Ok(named) = s.parse() {
+            return Ok(Allocator::Named(named));
+        }
+        if !(s.contains('/') || s.ends_with(".so") || s.contains(".so.")) {
+            bail!(
+                "unknown allocator {s:?}: use {}, or the path of a .so",
+                names::choices(Named::VARIANTS)
+            );
+        }
+        let path = Path::new(s);
+        if !path.is_file() {
+            bail!("{s}: no such shared object");
+        }
+        Ok(Allocator::Library(std::fs::canonicalize(path)?))
+    }
+}
+
+impl fmt::Display for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Allocator::Named(n) => n.fmt(f),
+            Allocator::Library(p) => p.display().fmt(f),
+        }
+    }
+}
+
+/// Debian's shared object of a peer allocator and the package that has it.
+fn debian_library(peer: Named) -> (&'static str, &'static str) {
+    match peer {
+        Named::Jemalloc => ("libjemalloc.so.2", "libjemalloc2"),
+        Named::Mimalloc => ("libmimalloc.so.2", "libmimalloc2.0"),
+        Named::Tcmalloc => ("libtcmalloc_minimal.so.4", "libtcmalloc-minimal4"),
+        Named::Glibc | Named::Retype => unreachable!("{peer} is not a Debian library"),
+    }
+}
+
 const LIB_DIRS: [&str; 4] = [
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib64",
@@ -56,34 +111,27 @@ pub fn beside_exe(name: &str, package: &str) -> Result<PathBuf> {
 }
 
 /// The shared object that provides `allocator`, or `None` for glibc.
-fn allocator_lib(allocator: &str) -> Result<Option<PathBuf>> {
-    if allocator == "glibc" {
-        return Ok(None);
-    }
-    if allocator == "retype" {
-        return beside_exe("libretype_malloc_preload.so", "retype-malloc-preload").map(Some);
-    }
-    if let Some((_, file, package)) = PEERS.iter().find(|(n, _, _)| *n == allocator) {
-        return LIB_DIRS
-            .iter()
-            .map(|d| Path::new(d).join(file))
-            .find(|p| p.exists())
-            .map(Some)
-            .with_context(|| {
-                format!(
-                    "{allocator}: {file} not found in {}; install the Debian package {package}",
-                    LIB_DIRS.join(", ")
-                )
-            });
-    }
-    let path = PathBuf::from(allocator);
-    if allocator.contains('/') || allocator.ends_with(".so") || allocator.contains(".so.") {
-        if !path.is_file() {
-            bail!("{allocator}: no such shared object");
+fn allocator_lib(allocator: &Allocator) -> Result<Option<PathBuf>> {
+    let peer = match allocator {
+        Allocator::Library(path) => return Ok(Some(path.clone())),
+        Allocator::Named(Named::Glibc) => return Ok(None),
+        Allocator::Named(Named::Retype) => {
+            return beside_exe("libretype_malloc_preload.so", "retype-malloc-preload").map(Some)
         }
-        return Ok(Some(std::fs::canonicalize(&path)?));
-    }
-    bail!("unknown allocator {allocator:?}: use glibc, jemalloc, mimalloc, tcmalloc, retype, or the path of a .so")
+        Allocator::Named(peer) => *peer,
+    };
+    let (file, package) = debian_library(peer);
+    LIB_DIRS
+        .iter()
+        .map(|d| Path::new(d).join(file))
+        .find(|p| p.exists())
+        .map(Some)
+        .with_context(|| {
+            format!(
+                "{peer}: {file} not found in {}; install the Debian package {package}",
+                LIB_DIRS.join(", ")
+            )
+        })
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -111,7 +159,7 @@ pub fn run(a: Args) -> Result<()> {
         .args(args)
         .env("LD_PRELOAD", &preload)
         .env("RETYPE_TRACE_FILE", &output)
-        .env("RETYPE_ALLOCATOR", &a.allocator)
+        .env("RETYPE_ALLOCATOR", a.allocator.to_string())
         .status()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
     if !output.exists() {
@@ -131,7 +179,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.json {
         let v = serde_json::json!({
             "trace": output,
-            "allocator": a.allocator,
+            "allocator": a.allocator.to_string(),
             "events": s.events,
             "threads": s.threads.len(),
             "peak_live_bytes": s.peak_live_bytes,

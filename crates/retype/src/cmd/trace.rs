@@ -16,8 +16,8 @@ pub enum Command {
         /// A trace: .rtr, malloc-lab .rep, wee_alloc .trace, valgrind --trace-malloc output, or CSV
         file: PathBuf,
         /// Input format (rtr, rep, wee_alloc, valgrind, csv); detected when left out
-        #[arg(long)]
-        from: Option<String>,
+        #[arg(long, value_parser = Format::from_name)]
+        from: Option<Format>,
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
@@ -29,11 +29,11 @@ pub enum Command {
         /// The file to write: .rtr, .rep or .csv
         output: PathBuf,
         /// Input format (rtr, rep, wee_alloc, valgrind, csv); detected when left out
-        #[arg(long)]
-        from: Option<String>,
+        #[arg(long, value_parser = Format::from_name)]
+        from: Option<Format>,
         /// Output format (rtr, rep, csv); from the output's extension when left out
-        #[arg(long)]
-        to: Option<String>,
+        #[arg(long, value_parser = Format::from_name)]
+        to: Option<Format>,
         /// Print what was converted as JSON
         #[arg(long)]
         json: bool,
@@ -43,7 +43,7 @@ pub enum Command {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Info { file, from, json } => {
-            let trace = format::load(&file, from.as_deref().map(Format::from_name).transpose()?)?;
+            let trace = format::load(&file, from)?;
             let s = Summary::of(&trace);
             if json {
                 println!(
@@ -62,9 +62,9 @@ pub fn run(c: Command) -> Result<()> {
             to,
             json,
         } => {
-            let trace = format::load(&input, from.as_deref().map(Format::from_name).transpose()?)?;
+            let trace = format::load(&input, from)?;
             let to = match to {
-                Some(t) => Format::from_name(&t)?,
+                Some(t) => t,
                 None => Format::from_extension(&output).ok_or_else(|| {
                     anyhow::anyhow!("{}: cannot tell the output format from its name; give --to (rtr, rep, csv)", output.display())
                 })?,
