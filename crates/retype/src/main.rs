@@ -7,6 +7,24 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `print!` to standard output that returns the write's error instead of
+/// panicking, so that a reader that goes away (`retype … | head`) ends the
+/// command quietly (see `main`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
+/// [`out!`] with a newline, as `println!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod cmd;
 mod names;
 mod progress;
@@ -58,9 +76,19 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stops early (`| head`) is not an error.
+        Err(e) if closed_output(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("retype: error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether `e` is a write to an output whose reader has gone away.
+fn closed_output(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

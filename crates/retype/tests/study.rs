@@ -207,3 +207,18 @@ fn bad_input_is_refused_clearly() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Every command's output goes through one path that treats a reader that has
+/// gone away (`retype study | head`) as the end, not as a panic.
+#[test]
+fn a_closed_output_ends_the_study_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = common::retype_cmd()
+        .args(["study", "--policy", "best-fit", "--workload", "app:hello"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", common::stderr(&out));
+}

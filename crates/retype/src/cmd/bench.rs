@@ -101,12 +101,12 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
             per_op[k][c] = per_op_ns;
             let per_op = per_op_ns;
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"policy": p.to_string(), "slabs": n, "requests": reqs.len(), "served": served, "ooms": ooms, "ns_per_op": per_op})
                 );
             } else {
-                println!(
+                outln!(
                     "{:<22} {:>7} slabs  {:>9} requests  {:>8.1} ns/request  ({ooms} OOMs)",
                     p.to_string(),
                     n,

@@ -246,13 +246,13 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
                 "ticks_per_ns": tpn,
                 "timer_overhead_cycles": overhead,
             });
-            println!("{line}");
+            outln!("{line}");
         } else {
             let ops: Vec<String> = Op::ALL
                 .iter()
                 .map(|op| format!("{}={:.0}", op.name(), r.medians[op.name()]))
                 .collect();
-            println!(
+            outln!(
                 "{:<4} caps={:<6} boot={:>8.0} cycles ({:>7.0} ns)  procmgmt={:>8.0} cycles ({:>7.0} ns)  {}",
                 r.name,
                 r.caps,

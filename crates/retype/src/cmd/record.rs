@@ -186,7 +186,7 @@ pub fn run(a: Args) -> Result<()> {
             "child_traces": children,
             "exit_status": status.code(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         eprintln!(
             "retype: recorded {} events of {} threads into {} (allocator {}); peak live {} bytes",

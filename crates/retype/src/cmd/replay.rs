@@ -48,27 +48,15 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
         },
         json: args.json,
     };
-    match replay.run(&mut std::io::stdout().lock()) {
-        Ok(figures) => {
-            if let Some(path) = args.report {
-                let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
-                let html = crate::report::html(
-                    "retype replay",
-                    intro,
-                    &crate::report::replay::sections(&figures),
-                );
-                std::fs::write(&path, html)
-                    .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
-            }
-            Ok(())
-        }
-        // A reader that stops early (`| head`) is not an error.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e),
+    let figures = replay.run(&mut std::io::stdout().lock())?;
+    if let Some(path) = args.report {
+        let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
+        let html = crate::report::html(
+            "retype replay",
+            intro,
+            &crate::report::replay::sections(&figures),
+        );
+        std::fs::write(&path, html).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
     }
+    Ok(())
 }

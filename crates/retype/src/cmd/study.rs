@@ -259,17 +259,17 @@ fn emit(
     }
     if args.json {
         for r in runs {
-            println!("{}", json(r));
+            outln!("{}", json(r));
         }
         return Ok(());
     }
-    println!("{table}");
+    outln!("{table}");
     for r in runs {
         if let Some(a) = &r.agreement {
-            println!("{}", tables::agreement_line(&r.policy.to_string(), a));
+            outln!("{}", tables::agreement_line(&r.policy.to_string(), a));
         }
     }
-    println!();
+    outln!();
     Ok(())
 }
 
@@ -407,12 +407,12 @@ fn cantrip(
         let own = policies
             .iter()
             .any(|&p| p == PolicySpec::kept(PolicyKind::ClassFit));
-        println!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
+        outln!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
         for (w, p, f) in &lines {
-            println!("  {:>5.1} %  {p:<15} {w}", 100.0 * f);
+            outln!("  {:>5.1} %  {p:<15} {w}", 100.0 * f);
         }
         if own {
-            println!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
+            outln!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
         }
     }
     Ok(())

@@ -46,12 +46,12 @@ pub fn run(c: Command) -> Result<()> {
             let trace = format::load(&file, from)?;
             let s = Summary::of(&trace);
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&info_json(&file, &trace, &s))?
                 );
             } else {
-                print!("{}", info_text(&file, &trace, &s));
+                out!("{}", info_text(&file, &trace, &s));
             }
             Ok(())
         }
@@ -79,16 +79,16 @@ pub fn run(c: Command) -> Result<()> {
                 if let Some((d, alignments)) = &dropped {
                     v["dropped"] = json!({"free_null": d.free_null, "failed": d.failed, "unknown_pointers": d.unknown_pointers, "alignments": alignments});
                 }
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                outln!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                println!(
+                outln!(
                     "{} -> {}: {} events",
                     input.display(),
                     output.display(),
                     trace.events.len()
                 );
                 if let Some((d, alignments)) = dropped {
-                    println!(
+                    outln!(
                         "not expressible in .rep: {} free(NULL), {} failed calls, {} frees of unknown blocks dropped; {alignments} alignments lost",
                         d.free_null, d.failed, d.unknown_pointers
                     );

@@ -166,7 +166,10 @@ impl FromStr for Policies {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
-        parse_policies(s).map(Policies)
+        // clap prints an error's outermost message only: give it the whole chain.
+        parse_policies(s)
+            .map(Policies)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
     }
 }
 
@@ -178,7 +181,9 @@ impl FromStr for Workloads {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
-        parse_workloads(s).map(Workloads)
+        parse_workloads(s)
+            .map(Workloads)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
     }
 }
 
