@@ -5,8 +5,10 @@ use retype_core::mm::slab::Slab;
 use retype_core::workload::{Outcome, Step};
 
 use super::chart::{self, Axes, Bar, Line, Marks};
-use super::{escape, Figure, Section};
+use super::table::{Cell, Table};
+use super::{Body, Figure, Part, Section, Summary};
 use crate::study::summary::kib;
+use crate::study::tables::{self, Column};
 
 /// One slab at one moment.
 #[derive(Clone, Copy, Debug)]
@@ -47,15 +49,155 @@ pub struct PolicyRun<'a> {
     pub snapshots: &'a [Vec<SlabShot>],
 }
 
+/// What the summary shows of one policy's run of a workload.
+struct Headline {
+    policy: String,
+    /// Peak total fragmentation, KiB: ours and the thesis's.
+    peak: f64,
+    thesis: Option<f64>,
+    /// The fraction of operations that match the policy's own log.
+    agreement: Option<f64>,
+}
+
+/// The study's part of a report, assembled one workload at a time.
+pub struct StudyPart {
+    part: Part,
+    headlines: Vec<Vec<Headline>>,
+}
+
+impl StudyPart {
+    pub fn new(id: &str, title: &str) -> StudyPart {
+        StudyPart {
+            part: Part {
+                id: id.into(),
+                title: title.into(),
+                summary: Vec::new(),
+                sections: Vec::new(),
+            },
+            headlines: Vec::new(),
+        }
+    }
+
+    /// Adds a workload's section: `title`'s first line names it, the others
+    /// are notes; `columns` are its table, `runs` its charts.
+    pub fn add(
+        &mut self,
+        title: &str,
+        columns: &[Column],
+        runs: &[PolicyRun],
+        agreements: &[(String, f64)],
+    ) {
+        let mut lines = title.lines().map(str::trim);
+        let name = lines.next().unwrap_or_default();
+        let mut notes: Vec<String> = lines.map(String::from).collect();
+        notes.extend(agreements.iter().map(|(p, f)| {
+            format!(
+                "{p}: {:.1} % of operations match its log exactly",
+                100.0 * f
+            )
+        }));
+        let mut section = section(name, tables::html(columns), runs);
+        section.notes = notes;
+        self.part.sections.push(section);
+        let mut row = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            let Some(ours) = &c.ours else { continue };
+            let thesis = columns
+                .get(i + 1)
+                .and_then(|n| n.published.as_ref())
+                .map(|p| p.peak[2]);
+            row.push(Headline {
+                policy: c.label.clone(),
+                peak: kib(ours.peak_frag_total as f64),
+                thesis,
+                agreement: agreements.iter().find(|a| a.0 == c.label).map(|a| a.1),
+            });
+        }
+        self.headlines.push(row);
+    }
+
+    /// The part, its summary a table of every workload: each policy's peak
+    /// fragmentation beside the thesis's, and how well the logs are matched.
+    pub fn part(mut self, line: &str) -> Part {
+        let policies: Vec<String> = self
+            .headlines
+            .first()
+            .map(|r| r.iter().map(|h| h.policy.clone()).collect())
+            .unwrap_or_default();
+        let any = |p: &str, f: fn(&Headline) -> bool| {
+            self.headlines
+                .iter()
+                .flatten()
+                .any(|h| h.policy == p && f(h))
+        };
+        let thesis: Vec<bool> = policies
+            .iter()
+            .map(|p| any(p, |h| h.thesis.is_some()))
+            .collect();
+        let logged: Vec<bool> = policies
+            .iter()
+            .map(|p| any(p, |h| h.agreement.is_some()))
+            .collect();
+        let mut head = vec![Cell::new("workload (peak total fragmentation, KiB)")];
+        for (k, p) in policies.iter().enumerate() {
+            head.push(Cell::new(p.clone()));
+            if thesis[k] {
+                head.push(Cell {
+                    reference: true,
+                    ..Cell::new("thesis")
+                });
+            }
+        }
+        for (k, p) in policies.iter().enumerate() {
+            if logged[k] {
+                head.push(Cell::new(format!("{p} matches its log")));
+            }
+        }
+        let mut rows = Vec::new();
+        for (i, (s, hs)) in self.part.sections.iter().zip(&self.headlines).enumerate() {
+            let find = |p: &str| hs.iter().find(|h| h.policy == p);
+            let mut row = vec![Cell::link(s.title.clone(), &self.part.section_id(i))];
+            for (k, p) in policies.iter().enumerate() {
+                let h = find(p);
+                let (ours, theirs) = (h.map(|h| h.peak), h.and_then(|h| h.thesis));
+                row.push(Cell {
+                    differs: ours.zip(theirs).and_then(|(a, b)| {
+                        ((a - b).abs() > tables::NOTABLE * b.max(1.0))
+                            .then(|| format!("the thesis: {b:.2}"))
+                    }),
+                    ..Cell::new(ours.map_or("-".into(), |v| format!("{v:.2}")))
+                });
+                if thesis[k] {
+                    row.push(Cell {
+                        reference: true,
+                        ..Cell::new(theirs.map_or("-".into(), |v| format!("{v:.2}")))
+                    });
+                }
+            }
+            for (k, p) in policies.iter().enumerate() {
+                if logged[k] {
+                    let a = find(p).and_then(|h| h.agreement);
+                    row.push(Cell::new(
+                        a.map_or("-".into(), |f| format!("{:.1} %", 100.0 * f)),
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+        self.part.summary = vec![
+            Summary::Line(line.into()),
+            Summary::Table(Table { head, rows }),
+        ];
+        self.part
+    }
+}
+
 /// The section of one workload.
-pub fn section(title: &str, table: &str, runs: &[PolicyRun]) -> Section {
+fn section(title: &str, table: Table, runs: &[PolicyRun]) -> Section {
     let mut figures = vec![Figure {
         title: format!("{title}: figures"),
-        body: format!("<pre>{}</pre>", escape(table)),
-        caption:
-            "The study's table for this workload: the charts below are drawn from the same runs."
-                .into(),
-        chart: false,
+        body: Body::Table(table),
+        caption: "The study's table for this workload, the thesis's figures beside ours (ours marked where they differ by more than 5 %): the charts below are drawn from the same runs.".into(),
     }];
     figures.push(profile(title, runs));
     figures.push(fragmentation(title, runs));
@@ -72,6 +214,7 @@ pub fn section(title: &str, table: &str, runs: &[PolicyRun]) -> Section {
     figures.push(latency(title, runs));
     Section {
         title: title.into(),
+        notes: Vec::new(),
         figures,
     }
 }
@@ -130,8 +273,7 @@ fn profile(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: memory profile"),
-        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB in use", log_y: false }, &lines, &marks),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB in use", log_y: false }, &lines, &marks)),
         caption: "Bytes in use against cumulative bytes requested; small dots mark slab resets, large dots OOMs.".into(),
     }
 }
@@ -163,8 +305,7 @@ fn fragmentation(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: fragmentation"),
-        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB lost", log_y: false }, &lines, &[]),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB lost", log_y: false }, &lines, &[])),
         caption: "Watermarking (thick) and alignment (thin) fragmentation over the same axis as the profile.".into(),
     }
 }
@@ -204,14 +345,13 @@ fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
     let order: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     Figure {
         title: format!("{title}: slabs at {pct} % of the run"),
-        body: chart::stacked_bars(
+        body: Body::Chart(chart::stacked_bars(
             &Axes { x: "slab (largest first)", y: "% of the slab", log_y: false },
             &bars,
             slabs_n as f64 - 0.5,
             100.0,
             &[("in use", live_c), ("watermarking", wm_c), ("alignment", al_c)],
-        ),
-        chart: true,
+        )),
         caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right: {}.", order.join(", ")),
     }
 }
@@ -254,8 +394,7 @@ fn latency(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: time per request"),
-        body: chart::lines(&Axes { x: "request", y: "ns (log)", log_y: true }, &lines, &marks),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "request", y: "ns (log)", log_y: true }, &lines, &marks)),
         caption: "Our model's time per request on this machine; circles mark requests with failed retypes, larger for more.".into(),
     }
 }
