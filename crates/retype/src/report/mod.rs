@@ -18,8 +18,8 @@ use table::Table;
 
 /// What a figure shows.
 pub enum Body {
-    /// A chart (an SVG image from [`chart`]): every chart draws data marks.
-    Chart(String),
+    /// A chart, drawn by the page's script: every chart draws data marks.
+    Chart(chart::Chart),
     Table(Table),
 }
 
@@ -92,39 +92,26 @@ impl Page<'_> {
         )
         .unwrap();
         self.summary(&mut out);
+        let (mut columns, mut charts) = (chart::Columns::default(), Vec::new());
         for p in &self.parts {
-            part(&mut out, p);
+            part(&mut out, p, &mut |c: &chart::Chart| {
+                charts.push(c.embed(&mut columns));
+                charts.len() - 1
+            });
         }
-        let palette: Vec<String> = chart::mark_colors()
-            .map(|c| format!("\"{}\"", chart::hex(c)))
-            .collect();
-        write!(out, "</main>\n<script>\n{JS}</script>\n").unwrap();
+        // The charts' data, once for the page; `</` is escaped so that no
+        // string in it ends the script element.
+        let data = format!(
+            "{{\"columns\":{},\n\"charts\":{}}}",
+            columns.json(),
+            serde_json::Value::Array(charts)
+        )
+        .replace("</", "<\\/");
         write!(
             out,
-            r#"<script>
-// Counts each chart's data marks (palette colours) that the browser drew with a size.
-(function () {{
-  const palette = new Set([{}].map(c => c.toLowerCase()));
-  const marks = {{}};
-  for (const fig of document.querySelectorAll("figure.chart")) {{
-    let n = 0;
-    for (const el of fig.querySelectorAll("svg *")) {{
-      const c = ((el.getAttribute("stroke") || "") + "|" + (el.getAttribute("fill") || "")).toLowerCase().split("|");
-      if (!c.some(x => palette.has(x))) continue;
-      // Legend keys are drawn translucent: they are no data.
-      const op = parseFloat(el.getAttribute("opacity") || el.getAttribute("fill-opacity") || el.getAttribute("stroke-opacity") || "1");
-      if (op < 1) continue;
-      const b = el.getBBox ? el.getBBox() : null;
-      if (b && (b.width > 0 || b.height > 0)) n++;
-    }}
-    marks[fig.dataset.name] = n;
-  }}
-  document.body.dataset.marks = JSON.stringify(marks);
-}})();
-</script>
-</body></html>
-"#,
-            palette.join(",")
+            "</main>\n<div id=\"tip\" role=\"tooltip\" hidden></div>\n\
+             <script type=\"application/json\" id=\"report-data\">{data}</script>\n\
+             <script>\n{JS}</script>\n</body></html>\n"
         )
         .unwrap();
         out
@@ -177,7 +164,8 @@ impl Page<'_> {
     }
 }
 
-fn part(out: &mut String, p: &Part) {
+/// Writes part `p`; `chart` keeps a chart's data and returns its number.
+fn part(out: &mut String, p: &Part, chart: &mut impl FnMut(&chart::Chart) -> usize) {
     writeln!(
         out,
         "<details class=\"part\" id=\"{}\" open><summary><h2>{}</h2></summary>",
@@ -198,7 +186,10 @@ fn part(out: &mut String, p: &Part) {
         }
         for f in &s.figures {
             let (class, body) = match &f.body {
-                Body::Chart(svg) => ("chart", svg.clone()),
+                Body::Chart(c) => (
+                    "chart",
+                    format!("<div class=\"plot\" data-chart=\"{}\"></div>", chart(c)),
+                ),
                 Body::Table(t) => ("table", t.html()),
             };
             write!(

@@ -175,7 +175,7 @@ fn sections(traces: &[TraceFigures]) -> Vec<Section> {
             .collect();
         figures.push(Figure {
             title: format!("{}: heap map at peak", t.name),
-            body: Body::Chart(chart::extents(&Axes { x: "KiB from the lowest live block", y: "", log_y: false }, &rows)),
+            body: Body::Chart(chart::extents(&Axes { x: "KiB from the lowest live block", y: "", log_y: false }, "live block", chart::color(0), &rows)),
             caption: "Live blocks (blue) at the moment live bytes first reach their peak; white gaps are holes.".into(),
             });
         figures.push(histogram(

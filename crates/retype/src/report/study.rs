@@ -4,7 +4,7 @@
 use retype_core::mm::slab::Slab;
 use retype_core::workload::{Outcome, Step};
 
-use super::chart::{self, Axes, Bar, Line, Marks};
+use super::chart::{self, Axes, Line, Marks, Stack};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
 use crate::study::summary::kib;
@@ -150,7 +150,7 @@ impl StudyPart {
         }
         for (k, p) in policies.iter().enumerate() {
             if logged[k] {
-                head.push(Cell::new(format!("{p} matches its log")));
+                head.push(Cell::new(format!("{p}: log match")));
             }
         }
         let mut rows = Vec::new();
@@ -311,48 +311,53 @@ fn fragmentation(title: &str, runs: &[PolicyRun]) -> Figure {
 }
 
 fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
-    let n = runs.len() as f64;
-    let width = 0.8 / n;
-    let (live_c, wm_c, al_c) = (chart::color(0), chart::color(1), chart::color(4));
-    let free_c = chart::FREE;
-    let mut bars = Vec::new();
+    let parts = [
+        ("in use", chart::color(0)),
+        ("watermarking", chart::color(1)),
+        ("alignment", chart::color(4)),
+        ("free", chart::FREE),
+    ];
+    let mut stacks: Vec<Stack> = parts
+        .iter()
+        .map(|&(name, color)| Stack {
+            name: name.into(),
+            color,
+            values: Vec::new(),
+        })
+        .collect();
+    let mut groups = Vec::new();
     let mut slabs_n = 0;
-    for (p, r) in runs.iter().enumerate() {
+    for r in runs {
         let Some(shot) = r.snapshots.get(k) else {
             continue;
         };
+        groups.push(r.label.clone());
         // Slabs by decreasing size, as the thesis draws them.
         let mut order: Vec<&SlabShot> = shot.iter().collect();
         order.sort_by_key(|s| std::cmp::Reverse(s.size));
-        slabs_n = order.len();
-        for (i, s) in order.iter().enumerate() {
-            let pc = |v: u64| 100.0 * v as f64 / s.size as f64;
-            bars.push(Bar {
-                x: i as f64 - 0.4 + p as f64 * width,
-                width: width * 0.9,
-                parts: vec![
-                    (pc(s.live), live_c),
-                    (pc(s.frag_watermark), wm_c),
-                    (pc(s.frag_alignment), al_c),
-                    (
-                        100.0 - pc(s.live + s.frag_watermark + s.frag_alignment),
-                        free_c,
-                    ),
-                ],
-            });
+        slabs_n = slabs_n.max(order.len());
+        let pc = |s: &SlabShot, v: u64| 100.0 * v as f64 / s.size as f64;
+        let per_part: [fn(&SlabShot) -> u64; 4] = [
+            |s| s.live,
+            |s| s.frag_watermark,
+            |s| s.frag_alignment,
+            |s| s.size - (s.live + s.frag_watermark + s.frag_alignment).min(s.size),
+        ];
+        for (stack, f) in stacks.iter_mut().zip(per_part) {
+            stack
+                .values
+                .push(order.iter().map(|s| pc(s, f(s))).collect());
         }
     }
-    let order: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     Figure {
         title: format!("{title}: slabs at {pct} % of the run"),
         body: Body::Chart(chart::stacked_bars(
             &Axes { x: "slab (largest first)", y: "% of the slab", log_y: false },
-            &bars,
-            slabs_n as f64 - 0.5,
-            100.0,
-            &[("in use", live_c), ("watermarking", wm_c), ("alignment", al_c)],
+            slabs_n,
+            &groups,
+            &stacks,
         )),
-        caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right: {}.", order.join(", ")),
+        caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right in each slab: {}.", groups.join(", ")),
     }
 }
 
