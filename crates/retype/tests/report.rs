@@ -259,6 +259,25 @@ const HIDE_A_SERIES: &str = r#"(() => {
   return { before, hidden, shown: count('.mark[data-series="1"]') };
 })()"#;
 
+/// The first line chart that shows all its series: where to drag across
+/// its middle fifth, and its x axis's labels.
+const A_LINE_CHART: &str = r#"(() => {
+  const div = [...document.querySelectorAll("div.plot")].find((d) =>
+    d.querySelector("polyline.mark") && [...d.querySelectorAll("button.key")].every((k) => k.getAttribute("aria-pressed") === "true"));
+  div.id = "zoomed";
+  div.scrollIntoView({ block: "center" });
+  const r = div.querySelector("svg").getBoundingClientRect();
+  return { from: [r.x + r.width * 0.4, r.y + r.height / 2], to: [r.x + r.width * 0.6, r.y + r.height / 2] };
+})()"#;
+
+/// The x axis's labels of the chart A_LINE_CHART picked, and whether its
+/// "reset zoom" button shows.
+const ZOOM_STATE: &str = r#"(() => {
+  const div = document.getElementById("zoomed");
+  const xs = [...div.querySelectorAll("g.axes text[text-anchor=middle]:not(.label)")].map((t) => t.textContent);
+  return { xs, reset: !div.querySelector("button.reset").hidden };
+})()"#;
+
 const TIP: &str =
     "(() => { const t = document.getElementById('tip'); return t.hidden ? '' : t.textContent; })()";
 
@@ -266,7 +285,8 @@ const TIP: &str =
 /// repository finds the shipped data and says where, and in headless
 /// Chromium the page runs without script errors, every link of its contents
 /// and summary lands on its part, every chart draws, hovering a point or a
-/// bar shows its value, a legend key hides its series, and nothing is wider
+/// bar shows its value, a legend key hides its series, dragging across a
+/// line chart zooms it, and nothing is wider
 /// than a 1024-pixel or a phone-sized window.
 #[test]
 fn the_report_reads_and_answers_in_a_browser() {
@@ -316,6 +336,18 @@ fn the_report_reads_and_answers_in_a_browser() {
             );
         }
     }
+
+    let chart = page.eval(A_LINE_CHART);
+    let at = |p: &serde_json::Value| (p[0].as_f64().unwrap(), p[1].as_f64().unwrap());
+    let before = page.eval(ZOOM_STATE);
+    page.drag(at(&chart["from"]), at(&chart["to"]));
+    let after = page.eval(ZOOM_STATE);
+    assert_eq!(before["reset"], json!(false));
+    assert_eq!(after["reset"], json!(true), "zoomed: {after}");
+    assert_ne!(
+        before["xs"], after["xs"],
+        "the x axis covers the range dragged"
+    );
 
     let h = page.eval(HIDE_A_SERIES);
     assert!(h["before"][0].as_u64().unwrap() > 0, "{h}");

@@ -80,8 +80,13 @@ struct Run {
 /// The report being assembled, one section per workload.
 type Report = Option<StudyPart>;
 
-/// The study's part of a report: its id, title and summary line.
-const PART: (&str, &str) = ("study", "Seed 000: the memory-manager study");
+/// The study's part of a report, with its anchor and title.
+fn study_part(args: &Args) -> StudyPart {
+    match args.preset {
+        Some(Preset::Cantrip) => StudyPart::new("study", "Seed 000: the memory-manager study"),
+        None => StudyPart::new("study", "Memory-manager study"),
+    }
+}
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let part = execute(&args)?;
@@ -133,7 +138,7 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
     let layout = &args.layout;
     let policies = &args.policy.0;
     let mut csv = args.csv.as_deref().map(CsvOut::create).transpose()?;
-    let mut report: Report = args.report.as_ref().map(|_| StudyPart::new(PART.0, PART.1));
+    let mut report: Report = args.report.as_ref().map(|_| study_part(args));
     match args.preset {
         Some(Preset::Cantrip) => cantrip(args, config, layout, policies, &mut csv, &mut report)?,
         None => {

@@ -1,7 +1,8 @@
 //! Headless Chromium driven through its DevTools protocol (CDP): JSON
 //! messages over one WebSocket, a page attached as a flat session.
 //! Timeouts here only guard against a hung browser; no check depends on
-//! how fast the machine is.
+//! how fast the machine is. The tests use it through `common`; the
+//! report's load-time benchmark (benches/report_load.rs) includes this file.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpStream;
@@ -15,6 +16,9 @@ use tungstenite::{Message, WebSocket};
 
 /// Longest wait for one answer or event before the test gives up.
 const HUNG: Duration = Duration::from_secs(180);
+
+/// Profiles made by this process, to name the next one.
+static PROFILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A page open in a headless Chromium of its own.
 pub struct Page {
@@ -31,7 +35,11 @@ impl Page {
     /// Starts `browser`, opens `html` in a window `width` × `height` CSS
     /// pixels and waits for its load event.
     pub fn open(browser: &str, html: &Path, width: u32, height: u32) -> Page {
-        let profile = super::scratch(&format!("chromium-{}", html.display()).replace('/', "_"));
+        let profile = std::env::temp_dir().join(format!(
+            "retype-chromium-{}-{}",
+            std::process::id(),
+            PROFILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut chromium = Command::new(browser)
             .args([
                 "--headless",
@@ -160,6 +168,21 @@ impl Page {
             "Input.dispatchMouseEvent",
             json!({"type": "mouseMoved", "x": x, "y": y}),
         );
+    }
+
+    /// Drags the mouse with its left button held from `from` to `to`.
+    pub fn drag(&mut self, from: (f64, f64), to: (f64, f64)) {
+        for (kind, (x, y)) in [
+            ("mouseMoved", from),
+            ("mousePressed", from),
+            ("mouseMoved", to),
+            ("mouseReleased", to),
+        ] {
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({"type": kind, "x": x, "y": y, "button": "left", "buttons": 1, "clickCount": 1}),
+            );
+        }
     }
 
     /// The script errors and error messages the page has logged so far.
