@@ -26,6 +26,14 @@
     }
   });
   if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
+  // On a narrow window the contents sit above the text: folded, one line
+  // high, until opened; following a link folds them again.
+  const narrow = window.matchMedia("(max-width: 800px)");
+  const contents = document.querySelector("nav#contents details");
+  if (narrow.matches) contents.open = false;
+  contents.addEventListener("click", (e) => {
+    if (narrow.matches && e.target.closest("a")) contents.open = false;
+  });
 
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const tip = document.getElementById("tip");
