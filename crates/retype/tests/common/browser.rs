@@ -54,15 +54,18 @@ impl Page {
             .stdout(Stdio::null())
             .spawn()
             .expect("chromium starts");
-        // Chromium names its WebSocket on stderr once it listens.
-        let url = BufReader::new(chromium.stderr.take().unwrap())
+        // Chromium names its WebSocket on stderr once it listens; the rest of
+        // stderr is read and dropped, so that its writes never block or fail.
+        let mut stderr = BufReader::new(chromium.stderr.take().unwrap())
             .lines()
-            .map_while(Result::ok)
+            .map_while(Result::ok);
+        let url = stderr
             .find_map(|l| {
                 l.split_once("DevTools listening on ")
                     .map(|(_, u)| u.trim().to_string())
             })
             .expect("chromium prints its DevTools address");
+        std::thread::spawn(move || stderr.for_each(drop));
         let (ws, _) = tungstenite::connect(&url).expect("the DevTools WebSocket opens");
         if let MaybeTlsStream::Plain(s) = ws.get_ref() {
             s.set_read_timeout(Some(HUNG)).unwrap();
