@@ -367,3 +367,25 @@ fn the_report_reads_and_answers_in_a_browser() {
     );
     assert_eq!(page.errors(), Vec::<String>::new(), "script errors");
 }
+
+/// `--traces DIR` takes a data directory like the repository's `traces/`:
+/// its logs for the study and its malloc-lab traces, and says so.
+#[test]
+fn retype_report_takes_a_data_directory() {
+    let dir = scratch("data-dir");
+    let data = std::fs::canonicalize(repo().join("traces")).unwrap();
+    let o = retype_cmd()
+        .args(["report", "-o", "r.html", "--traces"])
+        .arg(&data)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = format!(
+        "study logs from {}, 4 traces replayed",
+        data.join("cantrip/logs").display()
+    );
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    let page = std::fs::read_to_string(dir.join("r.html")).unwrap();
+    assert!(page.contains("perl.rep: heap map at peak"));
+}
