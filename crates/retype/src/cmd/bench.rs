@@ -18,7 +18,8 @@ use retype_core::workload::{Op, Workload};
 
 use crate::progress::Progress;
 use crate::report::chart::{self, Axes, Group};
-use crate::report::{self, Figure, Section};
+use crate::report::table::{Cell, Table};
+use crate::report::{Body, Figure, Page, Part, Section, Summary};
 use crate::study::data;
 use crate::study::spec::{Policies, PolicySpec};
 
@@ -130,23 +131,36 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
         let labels: Vec<String> = counts.iter().map(|n| format!("{n} slabs")).collect();
         let figure = Figure {
             title: "time per request".into(),
-            body: chart::grouped_bars(&Axes { x: "slabs", y: "ns per request", log_y: false }, &labels, &groups),
+            body: Body::Chart(chart::grouped_bars(&Axes { x: "slabs", y: "ns per request", log_y: false }, &labels, &groups)),
             caption: format!("{} requests of seed 000's uniform generator (seed {}, 52 % frees) per policy and number of slabs.", reqs.len(), args.seed),
-            chart: true,
         };
-        let sections = [Section {
+        let mut head = vec![Cell::new("policy (ns per request)")];
+        head.extend(labels.iter().map(|l| Cell::new(l.clone())));
+        let rows = groups
+            .iter()
+            .map(|g| {
+                let mut row = vec![Cell::new(g.name.clone())];
+                row.extend(g.values.iter().map(|v| Cell::new(format!("{v:.1}"))));
+                row
+            })
+            .collect();
+        let part = Part {
+            id: "mm-cost".into(),
             title: "Memory-manager request cost".into(),
-            figures: vec![figure],
-        }];
-        std::fs::write(
-            path,
-            report::html(
-                "retype bench mm",
-                "Time per memory-manager request.",
-                &sections,
-            ),
-        )
-        .with_context(|| format!("cannot write {}", path.display()))?;
+            summary: vec![Summary::Table(Table { head, rows })],
+            sections: vec![Section {
+                title: "Time per request".into(),
+                notes: Vec::new(),
+                figures: vec![figure],
+            }],
+        };
+        let page = Page {
+            title: "retype bench mm",
+            intro: "Time per memory-manager request.",
+            parts: vec![part],
+        };
+        std::fs::write(path, page.html())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

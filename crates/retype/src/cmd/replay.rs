@@ -50,13 +50,13 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
     };
     let figures = replay.run(&mut std::io::stdout().lock())?;
     if let Some(path) = args.report {
-        let intro = "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.";
-        let html = crate::report::html(
-            "retype replay",
-            intro,
-            &crate::report::replay::sections(&figures),
-        );
-        std::fs::write(&path, html).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+        let page = crate::report::Page {
+            title: "retype replay",
+            intro: "Heap replays: utilization per trace and heap, each heap's map at the trace's peak, request sizes and lifetimes; for recorded programs, live bytes over time and each thread's CPU and wait time.",
+            parts: vec![crate::report::replay::part(&figures)],
+        };
+        std::fs::write(&path, page.html())
+            .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! study from its logs, the heaps on the shipped malloc-lab traces, and the
 //! allocator benchmarks when `bench/run.sh` has been run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -12,7 +12,7 @@ use retype_core::mm::PolicyKind;
 
 use crate::replay::score::Timing;
 use crate::replay::Replay;
-use crate::report::{self, bench::Results};
+use crate::report::{self, bench::Results, Page};
 use crate::study::data::data_dir;
 use crate::study::spec::PolicySpec;
 
@@ -21,36 +21,85 @@ pub struct Args {
     /// The HTML file to write.
     #[arg(short, long, default_value = "report.html")]
     output: PathBuf,
-    /// `bench/run.sh`'s results (default: target/bench/results.csv when it exists).
+    /// `bench/run.sh`'s results (default: target/bench/results.csv of the
+    /// working directory or of the workspace, when it exists).
     #[arg(long, value_name = "CSV")]
     benchmarks: Option<PathBuf>,
-    /// Malloc-lab or recorded traces to replay (default: traces/malloclab/*.rep).
-    #[arg(long, value_name = "TRACE", num_args = 1..)]
+    /// The data directory (holding cantrip/logs and malloclab, as traces/
+    /// does), or malloc-lab and recorded traces to replay, or directories of
+    /// `.rep` traces (default: the shipped traces/, found from the working
+    /// directory, $RETYPE_DATA or the binary's workspace).
+    #[arg(long, value_name = "DIR|TRACE", num_args = 1..)]
     traces: Vec<PathBuf>,
 }
 
+/// Where the report's data comes from.
+struct Sources {
+    /// The directory holding `cantrip/logs`.
+    data: PathBuf,
+    /// The traces to replay.
+    traces: Vec<PathBuf>,
+}
+
+/// The `.rep` files of `dir`, sorted.
+fn rep_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut t: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "rep"))
+        .collect();
+    t.sort();
+    Ok(t)
+}
+
+/// A data directory given in `--traces` supplies the study's logs and its
+/// `malloclab` traces; other directories their `.rep` traces; files are
+/// traces. Without a data directory, the shipped one.
+fn sources(given: &[PathBuf]) -> anyhow::Result<Sources> {
+    let is_data = |p: &PathBuf| p.join("cantrip/logs").is_dir();
+    let data = match given.iter().find(|p| is_data(p)) {
+        Some(d) => d.clone(),
+        None => data_dir(None).context("pass --traces DIR (a copy of the repository's traces/)")?,
+    };
+    let mut traces = Vec::new();
+    for p in given {
+        match p {
+            d if is_data(d) => traces.extend(rep_files(&d.join("malloclab"))?),
+            d if d.is_dir() => traces.extend(rep_files(d)?),
+            f => traces.push(f.clone()),
+        }
+    }
+    if given.is_empty() {
+        traces = rep_files(&data.join("malloclab"))?;
+    }
+    Ok(Sources { data, traces })
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut src = sources(&args.traces)?;
+    src.data = std::fs::canonicalize(&src.data).unwrap_or(src.data);
+    eprintln!(
+        "retype: study logs from {}, {} traces replayed{}",
+        src.data.join("cantrip/logs").display(),
+        src.traces.len(),
+        if args.traces.is_empty() {
+            format!(" from {}", src.data.join("malloclab").display())
+        } else {
+            String::new()
+        }
+    );
     let policies = [
         PolicyKind::BestFit,
         PolicyKind::BlindNextFit,
         PolicyKind::ClassFit,
     ];
     let policies: Vec<PolicySpec> = policies.into_iter().map(PolicySpec::kept).collect();
-    let mut sections = crate::cmd::study::cantrip_sections(&policies, None)?;
-    let traces = if args.traces.is_empty() {
-        let dir = data_dir(None)?.join("malloclab");
-        let mut t: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .with_context(|| format!("cannot list {}: pass --traces", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "rep"))
-            .collect();
-        t.sort();
-        t
-    } else {
-        args.traces.clone()
-    };
+    let mut parts = vec![crate::cmd::study::cantrip_part(
+        &policies,
+        Some(src.data.clone()),
+    )?];
     let replay = Replay {
-        traces,
+        traces: src.traces,
         heaps: vec![
             HeapKind::BestFit,
             HeapKind::IndexedBestFit,
@@ -65,21 +114,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         json: false,
     };
-    let figures = replay.run(&mut std::io::sink())?;
-    sections.extend(report::replay::sections(&figures));
+    parts.push(report::replay::part(&replay.run(&mut std::io::sink())?));
+    // bench/run.sh writes into the workspace's target/: the one in the working
+    // directory, or the one beside the data.
     let bench = args.benchmarks.clone().or_else(|| {
-        let default = PathBuf::from("target/bench/results.csv");
-        default.exists().then_some(default)
+        [Path::new("."), src.data.parent().unwrap_or(Path::new("."))]
+            .iter()
+            .map(|w| w.join("target/bench/results.csv"))
+            .find(|p| p.exists())
     });
     if let Some(path) = bench {
-        sections.push(report::bench::section(&Results::read(&path)?));
+        eprintln!("retype: benchmarks from {}", path.display());
+        parts.push(report::bench::part(&Results::read(&path)?));
     }
-    let intro = "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, and the allocator benchmarks against mimalloc when bench/run.sh has been run.";
-    std::fs::write(
-        &args.output,
-        report::html("retype report", intro, &sections),
-    )
-    .with_context(|| format!("cannot write {}", args.output.display()))?;
+    let page = Page {
+        title: "retype report",
+        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, and the allocator benchmarks against mimalloc when bench/run.sh has been run.",
+        parts,
+    };
+    std::fs::write(&args.output, page.html())
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
     eprintln!("retype: wrote {}", args.output.display());
     Ok(())
 }

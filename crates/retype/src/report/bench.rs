@@ -7,7 +7,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 use super::chart::{self, Axes, Group};
-use super::{Figure, Section};
+use super::table::{Cell, Table};
+use super::{Body, Figure, Part, Section, Summary};
 
 /// Medians per (bench, allocator) of wall time and peak RSS, in file order.
 pub struct Results {
@@ -101,11 +102,48 @@ impl Results {
     }
 }
 
+/// The geometric mean of the positive values (benchmarks an allocator ran).
+fn geomean(values: &[f64]) -> Option<f64> {
+    let logs: Vec<f64> = values
+        .iter()
+        .filter(|&&v| v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// The benchmarks' part: wall time and peak RSS as ratios to mimalloc,
+/// summarized by each allocator's geometric mean.
+pub fn part(r: &Results) -> Part {
+    let (time, rss) = (r.ratios(|m| m.0), r.ratios(|m| m.1));
+    let rows = time
+        .iter()
+        .zip(&rss)
+        .map(|(t, m)| {
+            let g = |v: &[f64]| Cell::new(geomean(v).map_or("-".into(), |g| format!("{g:.2}")));
+            vec![Cell::new(t.name.clone()), g(&t.values), g(&m.values)]
+        })
+        .collect();
+    let head = ["allocator (geomean ÷ mimalloc)", "wall time", "peak RSS"].map(Cell::new);
+    Part {
+        id: "benchmarks".into(),
+        title: "Allocator benchmarks".into(),
+        summary: vec![
+            Summary::Line(format!(
+                "{} benchmarks of bench/run.sh: each allocator's geometric mean of its medians divided by mimalloc's (lower is better).",
+                r.benches.len()
+            )),
+            Summary::Table(Table { head: head.to_vec(), rows }),
+        ],
+        sections: vec![section(r)],
+    }
+}
+
 /// The benchmark section: wall time and peak RSS as ratios to mimalloc.
-pub fn section(r: &Results) -> Section {
+fn section(r: &Results) -> Section {
     let fig = |title: &str, y: &str, pick: fn(&(f64, f64)) -> f64| Figure {
         title: title.into(),
-        body: chart::grouped_bars(
+        body: Body::Chart(chart::grouped_bars(
             &Axes {
                 x: "benchmark",
                 y,
@@ -113,14 +151,14 @@ pub fn section(r: &Results) -> Section {
             },
             &r.benches,
             &r.ratios(pick),
-        ),
+        )),
         caption:
             "Medians of the repetitions divided by mimalloc's (1.0 = as mimalloc; lower is better)."
                 .into(),
-        chart: true,
     };
     Section {
-        title: "Allocator benchmarks".into(),
+        title: "Wall time and peak RSS".into(),
+        notes: Vec::new(),
         figures: vec![
             fig("wall time ÷ mimalloc", "time ratio", |m| m.0),
             fig("peak RSS ÷ mimalloc", "RSS ratio", |m| m.1),

@@ -1,60 +1,42 @@
-//! Charts as SVG strings, drawn with `plotters`.
+//! Charts as data: each chart is a small JSON description whose numbers sit
+//! in columns; the page stores every column once (see [`Columns`]) and its
+//! script (`report.js`) draws the charts as SVG in the browser, with hover
+//! values, legend toggles and zoom.
 
-use plotters::prelude::*;
+use serde_json::{json, Value};
 
-/// Data colours: eight colour-blind-safe colours, then four of Paul Tol's
-/// muted scheme, so that every series a chart holds (ten heaps, six
-/// policies) has its own colour. Free space has a grey of its own, never a
-/// series colour; chart furniture is black or white.
-pub const PALETTE: [RGBColor; 12] = [
-    RGBColor(0, 114, 178),
-    RGBColor(213, 94, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(230, 159, 0),
-    RGBColor(86, 180, 233),
-    RGBColor(140, 86, 75),
-    RGBColor(240, 228, 66),
-    RGBColor(51, 34, 136),
-    RGBColor(136, 34, 85),
-    RGBColor(68, 170, 153),
-    RGBColor(153, 153, 51),
+/// Data colours: eight colour-blind-safe colours (Okabe and Ito), then four
+/// of Paul Tol's muted scheme, so that every series a chart holds (ten heaps,
+/// six policies) has its own colour. Free space has a grey of its own, never
+/// a series colour; chart furniture is black or grey.
+pub const PALETTE: [Colour; 12] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
+    "#332288", "#882255", "#44AA99", "#999933",
 ];
 
+/// A colour as CSS writes it.
+pub type Colour = &'static str;
+
 /// Free space in bar charts.
-pub const FREE: RGBColor = RGBColor(220, 220, 220);
+pub const FREE: Colour = "#DCDCDC";
 
 /// The colour of series `i`.
-pub fn color(i: usize) -> RGBColor {
+pub fn color(i: usize) -> Colour {
     PALETTE[i % PALETTE.len()]
-}
-
-/// Every colour a data mark is drawn in: the series colours and free space.
-pub fn mark_colors() -> impl Iterator<Item = RGBColor> {
-    PALETTE.into_iter().chain([FREE])
-}
-
-/// Legend keys are drawn slightly translucent, so that a browser check can
-/// tell them from data marks.
-const LEGEND: f64 = 0.95;
-
-/// `#RRGGBB` as plotters writes it.
-pub fn hex(c: RGBColor) -> String {
-    format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2)
 }
 
 /// A line of `(x, y)` points.
 pub struct Line {
     pub name: String,
-    pub color: RGBColor,
+    pub color: Colour,
     pub points: Vec<(f64, f64)>,
     pub dashed: bool,
 }
 
-/// Events marked on a chart: circles of radius `r` at `(x, y)`.
+/// Events marked on a chart: dots of radius `r` at `(x, y)`.
 pub struct Marks {
     pub name: String,
-    pub color: RGBColor,
+    pub color: Colour,
     pub points: Vec<(f64, f64, u32)>,
 }
 
@@ -65,311 +47,212 @@ pub struct Axes<'a> {
     pub log_y: bool,
 }
 
-type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// A line chart with optional event marks.
-pub fn lines(axes: &Axes, lines: &[Line], marks: &[Marks]) -> String {
-    let mut svg = String::new();
-    draw_lines(&mut svg, axes, lines, marks).expect("drawing into a string cannot fail");
-    svg
+/// One chart: its description, whose `"c"` fields index `columns`.
+pub struct Chart {
+    spec: Value,
+    columns: Vec<Vec<f64>>,
 }
 
-fn bounds(lines: &[Line], marks: &[Marks]) -> (f64, f64, f64) {
-    let xs = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.0))
-        .chain(marks.iter().flat_map(|m| m.points.iter().map(|p| p.0)));
-    let ys = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .chain(marks.iter().flat_map(|m| m.points.iter().map(|p| p.1)));
-    let xmax = xs.fold(0f64, f64::max).max(1.0);
-    let ymax = ys.clone().fold(0f64, f64::max).max(1.0);
-    let ymin_pos = ys.filter(|&y| y > 0.0).fold(f64::INFINITY, f64::min);
-    (
-        xmax,
-        ymax,
-        if ymin_pos.is_finite() { ymin_pos } else { 1.0 },
-    )
-}
-
-fn draw_lines(svg: &mut String, axes: &Axes, lines: &[Line], marks: &[Marks]) -> DrawResult<()> {
-    let root = SVGBackend::with_string(svg, (920, 340)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (xmax, ymax, ymin) = bounds(lines, marks);
-    let mut builder = ChartBuilder::on(&root);
-    builder
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70);
-    if axes.log_y {
-        let mut chart = builder.build_cartesian_2d(
-            0f64..xmax * 1.02,
-            (ymin.max(1e-3) * 0.8..ymax * 1.5).log_scale(),
-        )?;
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_desc(axes.x)
-            .y_desc(axes.y)
-            .draw()?;
-        series(&mut chart, lines, marks, ymin * 0.8)?;
-        legend_box(&mut chart)?;
-    } else {
-        let mut chart = builder.build_cartesian_2d(0f64..xmax * 1.02, 0f64..ymax * 1.08)?;
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_desc(axes.x)
-            .y_desc(axes.y)
-            .draw()?;
-        series(&mut chart, lines, marks, 0.0)?;
-        legend_box(&mut chart)?;
-    }
-    root.present()?;
-    Ok(())
-}
-
-/// The legend box of a chart's labelled series.
-fn legend_box<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>) -> DrawResult<()>
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    CT: plotters::coord::CoordTranslate,
-{
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    Ok(())
-}
-
-fn series<'a, DB, CT>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    lines: &[Line],
-    marks: &[Marks],
-    floor: f64,
-) -> DrawResult<()>
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    CT: plotters::coord::CoordTranslate<From = (f64, f64)>,
-{
-    for l in lines {
-        let style = ShapeStyle::from(l.color).stroke_width(if l.dashed { 1 } else { 2 });
-        let pts: Vec<(f64, f64)> = l.points.iter().map(|&(x, y)| (x, y.max(floor))).collect();
-        let c = l.color;
-        chart
-            .draw_series(LineSeries::new(pts, style))?
-            .label(l.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.mix(LEGEND)));
-    }
-    for m in marks {
-        let c = m.color;
-        chart
-            .draw_series(
-                m.points
-                    .iter()
-                    .map(move |&(x, y, r)| Circle::new((x, y.max(floor)), r.max(2), c.filled())),
-            )?
-            .label(m.name.clone())
-            .legend(move |(x, y)| Circle::new((x + 10, y), 4, c.mix(LEGEND).filled()));
-    }
-    Ok(())
-}
-
-/// One bar of a stacked bar chart: its parts, bottom first, as `(value, colour)`.
-pub struct Bar {
-    pub x: f64,
-    pub width: f64,
-    pub parts: Vec<(f64, RGBColor)>,
-}
-
-/// A stacked bar chart on a 0..=`ymax` axis, with a legend of `(name, colour)`.
-pub fn stacked_bars(
-    axes: &Axes,
-    bars: &[Bar],
-    xmax: f64,
-    ymax: f64,
-    legend: &[(&str, RGBColor)],
-) -> String {
-    let mut svg = String::new();
-    draw_bars(&mut svg, axes, bars, xmax, ymax, legend).expect("drawing into a string cannot fail");
-    svg
-}
-
-fn draw_bars(
-    svg: &mut String,
-    axes: &Axes,
-    bars: &[Bar],
-    xmax: f64,
-    ymax: f64,
-    legend: &[(&str, RGBColor)],
-) -> DrawResult<()> {
-    let root = SVGBackend::with_string(svg, (920, 300)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5f64..xmax, 0f64..ymax)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc(axes.x)
-        .y_desc(axes.y)
-        .draw()?;
-    for b in bars {
-        let mut y = 0.0;
-        for &(v, c) in &b.parts {
-            if v > 0.0 {
-                chart.draw_series(std::iter::once(Rectangle::new(
-                    [(b.x, y), (b.x + b.width, y + v)],
-                    c.filled(),
-                )))?;
-            }
-            y += v;
+impl Chart {
+    fn new(kind: &str, axes: &Axes) -> Chart {
+        Chart {
+            spec: json!({"kind": kind, "x": axes.x, "y": axes.y, "log": axes.log_y}),
+            columns: Vec::new(),
         }
     }
-    for &(name, c) in legend {
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-            .label(name)
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(LEGEND).filled())
-            });
+
+    /// Keeps `values` as a column of this chart; returns its index.
+    fn column(&mut self, values: Vec<f64>) -> usize {
+        self.columns.push(values);
+        self.columns.len() - 1
     }
-    legend_box(&mut chart)?;
-    root.present()?;
-    Ok(())
+
+    /// The description, its column indices turned into the page's.
+    pub fn embed(&self, page: &mut Columns) -> Value {
+        let cols: Vec<usize> = self.columns.iter().map(|c| page.add(c)).collect();
+        let mut spec = self.spec.clone();
+        spec["cols"] = json!(cols);
+        spec
+    }
 }
 
-/// The name of the category at axis position `x` (categories sit at 0, 1, …).
-fn category(names: &[String], x: f64) -> String {
-    let i = x.round();
-    if (x - i).abs() < 1e-6 && i >= 0.0 {
-        names.get(i as usize).cloned().unwrap_or_default()
-    } else {
-        String::new()
+/// Every column of a page's charts, each stored once: the memory profile
+/// and the fragmentation of a run share their x axis, policies that got the
+/// same requests share theirs.
+#[derive(Default)]
+pub struct Columns {
+    list: Vec<Vec<f64>>,
+    index: std::collections::HashMap<Vec<u64>, usize>,
+}
+
+impl Columns {
+    fn add(&mut self, values: &[f64]) -> usize {
+        let values: Vec<f64> = values.iter().map(|&v| round(v)).collect();
+        let key: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+        let next = self.list.len();
+        *self.index.entry(key).or_insert_with(|| {
+            self.list.push(values);
+            next
+        })
     }
+
+    /// The columns as a JSON array of arrays, numbers as short as they go.
+    pub fn json(&self) -> String {
+        let mut out = String::from("[");
+        for (i, c) in self.list.iter().enumerate() {
+            out.push_str(if i == 0 { "[" } else { ",\n[" });
+            for (k, v) in c.iter().enumerate() {
+                if k > 0 {
+                    out.push(',');
+                }
+                out.push_str(&number(*v));
+            }
+            out.push(']');
+        }
+        out.push(']');
+        out
+    }
+}
+
+/// Five significant digits: more than a chart or its hover can show.
+fn round(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_finite() { 0.0 } else { v };
+    }
+    let scale = 10f64.powi(4 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}
+
+/// `v` in JSON: integers without a fraction, the rest as Rust's shortest
+/// representation that reads back the same.
+fn number(v: f64) -> String {
+    if !v.is_finite() {
+        "null".into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Lines longer than this are thinned to the lowest and highest point of
+/// each of `MAX_POINTS / 2` runs of consecutive points, which keeps their
+/// envelope (every peak and trough) at any zoom a screen can show.
+const MAX_POINTS: usize = 8000;
+
+fn thin(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    if points.len() <= MAX_POINTS {
+        return points.to_vec();
+    }
+    let run = points.len().div_ceil(MAX_POINTS / 2);
+    points
+        .chunks(run)
+        .flat_map(|c| {
+            let lo = c
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1));
+            let hi = c
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1));
+            let (lo, hi) = (lo.unwrap(), hi.unwrap());
+            if lo.0 <= hi.0 {
+                [*lo.1, *hi.1]
+            } else {
+                [*hi.1, *lo.1]
+            }
+        })
+        .collect()
+}
+
+/// A line chart with optional event marks. A line whose x values are
+/// 0, 1, 2, … stores none.
+pub fn lines(axes: &Axes, lines: &[Line], marks: &[Marks]) -> Chart {
+    let mut c = Chart::new("lines", axes);
+    let mut series = Vec::new();
+    for l in lines {
+        let pts = thin(&l.points);
+        let indexed = pts.iter().enumerate().all(|(i, p)| p.0 == i as f64);
+        let x = (!indexed).then(|| c.column(pts.iter().map(|p| p.0).collect()));
+        let y = c.column(pts.iter().map(|p| p.1).collect());
+        series.push(json!({"name": l.name, "color": l.color, "x": x, "y": y, "dash": l.dashed}));
+    }
+    for m in marks {
+        let x = c.column(m.points.iter().map(|p| p.0).collect());
+        let y = c.column(m.points.iter().map(|p| p.1).collect());
+        let r = c.column(m.points.iter().map(|p| p.2 as f64).collect());
+        series.push(json!({"name": m.name, "color": m.color, "x": x, "y": y, "r": r}));
+    }
+    c.spec["series"] = json!(series);
+    c
 }
 
 /// One series of a grouped bar chart: a value per category.
 pub struct Group {
     pub name: String,
-    pub color: RGBColor,
+    pub color: Colour,
     pub values: Vec<f64>,
 }
 
 /// Grouped bars over named categories (series side by side in each).
-pub fn grouped_bars(axes: &Axes, categories: &[String], groups: &[Group]) -> String {
-    let mut svg = String::new();
-    draw_grouped(&mut svg, axes, categories, groups).expect("drawing into a string cannot fail");
-    svg
+pub fn grouped_bars(axes: &Axes, categories: &[String], groups: &[Group]) -> Chart {
+    let mut c = Chart::new("bars", axes);
+    let series: Vec<Value> = groups
+        .iter()
+        .map(|g| json!({"name": g.name, "color": g.color, "y": c.column(g.values.clone())}))
+        .collect();
+    c.spec["categories"] = json!(categories);
+    c.spec["series"] = json!(series);
+    c
 }
 
-fn draw_grouped(
-    svg: &mut String,
-    axes: &Axes,
-    categories: &[String],
-    groups: &[Group],
-) -> DrawResult<()> {
-    let root = SVGBackend::with_string(svg, (920, 300)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let ymax = groups
+/// One part of a stacked bar, and its value per group and category.
+pub struct Stack {
+    pub name: String,
+    pub color: Colour,
+    /// `values[group][category]`.
+    pub values: Vec<Vec<f64>>,
+}
+
+/// Stacked bars: in each category, a bar per group side by side, each the
+/// parts stacked bottom first. Categories are numbered from 1.
+pub fn stacked_bars(axes: &Axes, categories: usize, groups: &[String], parts: &[Stack]) -> Chart {
+    let mut c = Chart::new("stacked", axes);
+    let series: Vec<Value> = parts
         .iter()
-        .flat_map(|g| g.values.iter().copied())
-        .fold(0f64, f64::max)
-        .max(1e-9)
-        * 1.1;
-    let n = categories.len().max(1);
-    let labels: Vec<String> = categories.to_vec();
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(50)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..ymax)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc(axes.x)
-        .y_desc(axes.y)
-        .x_labels(n.min(30))
-        .x_label_formatter(&|x| category(&labels, *x))
-        .draw()?;
-    let width = 0.8 / groups.len().max(1) as f64;
-    for (k, g) in groups.iter().enumerate() {
-        let c = g.color;
-        chart
-            .draw_series(
-                g.values
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, v)| **v > 0.0)
-                    .map(|(i, &v)| {
-                        let x = i as f64 - 0.4 + k as f64 * width;
-                        Rectangle::new([(x, 0.0), (x + width * 0.9, v)], c.filled())
-                    }),
-            )?
-            .label(g.name.clone())
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.mix(LEGEND).filled())
-            });
-    }
-    if groups.len() > 1 {
-        legend_box(&mut chart)?;
-    }
-    root.present()?;
-    Ok(())
+        .map(|p| {
+            let cols: Vec<usize> = p.values.iter().map(|v| c.column(v.clone())).collect();
+            json!({"name": p.name, "color": p.color, "y": cols})
+        })
+        .collect();
+    let names: Vec<String> = (1..=categories).map(|i| i.to_string()).collect();
+    c.spec["categories"] = json!(names);
+    c.spec["groups"] = json!(groups);
+    c.spec["series"] = json!(series);
+    c
 }
 
 /// Rows of extents (a heap map): row `i` is named `rows[i].0` and holds
-/// `[start, end)` extents drawn as blocks.
-pub fn extents(axes: &Axes, rows: &[(String, Vec<(f64, f64)>)]) -> String {
-    let mut svg = String::new();
-    draw_extents(&mut svg, axes, rows).expect("drawing into a string cannot fail");
-    svg
-}
-
-fn draw_extents(
-    svg: &mut String,
+/// `[start, end)` extents drawn as blocks in `color`.
+pub fn extents(
     axes: &Axes,
+    name: &str,
+    color: Colour,
     rows: &[(String, Vec<(f64, f64)>)],
-) -> DrawResult<()> {
-    let height = 60 + 26 * rows.len() as u32;
-    let root = SVGBackend::with_string(svg, (920, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let xmax = rows
+) -> Chart {
+    let mut c = Chart::new("extents", axes);
+    let rows: Vec<Value> = rows
         .iter()
-        .flat_map(|r| r.1.iter().map(|e| e.1))
-        .fold(0f64, f64::max)
-        .max(1.0);
-    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
-    let mut chart = ChartBuilder::on(&root)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(130)
-        .build_cartesian_2d(0f64..xmax, -0.5f64..rows.len() as f64 - 0.5)?;
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc(axes.x)
-        .y_labels(rows.len())
-        .y_label_formatter(&|y| category(&names, *y))
-        .draw()?;
-    for (i, (_, ext)) in rows.iter().enumerate() {
-        let c = color(0);
-        let y = i as f64;
-        chart.draw_series(ext.iter().map(|&(a, b)| {
-            Rectangle::new(
-                [(a, y - 0.35), (b.max(a + xmax / 2000.0), y + 0.35)],
-                c.filled(),
-            )
-        }))?;
-    }
-    root.present()?;
-    Ok(())
+        .map(|(n, ext)| {
+            let a = c.column(ext.iter().map(|e| e.0).collect());
+            let b = c.column(ext.iter().map(|e| e.1).collect());
+            json!({"name": n, "a": a, "b": b})
+        })
+        .collect();
+    c.spec["rows"] = json!(rows);
+    c.spec["series"] = json!([{"name": name, "color": color}]);
+    c
 }
 
 #[cfg(test)]
@@ -382,11 +265,44 @@ mod tests {
     #[test]
     fn every_series_of_a_chart_has_its_own_colour_and_none_is_free_space() {
         let series = HeapKind::ALL.len().max(PolicyKind::ALL.len());
-        let colours: Vec<RGBColor> = (0..series).map(color).collect();
+        let colours: Vec<Colour> = (0..series).map(color).collect();
         for (i, c) in colours.iter().enumerate() {
             assert_ne!(*c, FREE, "series {i} is drawn in free space's grey");
             assert!(!colours[..i].contains(c), "series {i} repeats a colour");
         }
         assert!((0..1000).all(|i| color(i) != FREE));
+    }
+
+    #[test]
+    fn columns_are_stored_once_with_short_numbers() {
+        let axes = Axes {
+            x: "x",
+            y: "y",
+            log_y: false,
+        };
+        let line = |name: &str, y: f64| Line {
+            name: name.into(),
+            color: color(0),
+            points: vec![(0.5, y), (1.0 / 3.0, 2.0)],
+            dashed: false,
+        };
+        let chart = lines(&axes, &[line("a", 1.0), line("b", 3.0)], &[]);
+        let mut page = Columns::default();
+        let spec = chart.embed(&mut page);
+        assert_eq!(
+            spec["cols"],
+            json!([0, 1, 0, 2]),
+            "the shared x is stored once"
+        );
+        assert_eq!(page.json(), "[[0.5,0.33333],\n[1,2],\n[3,2]]");
+    }
+
+    #[test]
+    fn long_lines_keep_every_peak_and_trough() {
+        let pts: Vec<(f64, f64)> = (0..100_000).map(|i| (i as f64, (i % 977) as f64)).collect();
+        let t = thin(&pts);
+        assert!(t.len() <= MAX_POINTS);
+        assert_eq!(t.iter().map(|p| p.1).fold(0.0, f64::max), 976.0);
+        assert!(t.windows(2).all(|w| w[0].0 <= w[1].0), "in order");
     }
 }

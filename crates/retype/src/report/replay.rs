@@ -6,7 +6,8 @@ use retype_core::heap::HeapKind;
 use retype_trace::summary::Log2Histogram;
 
 use super::chart::{self, Axes, Group, Line};
-use super::{Figure, Section};
+use super::table::{Cell, Table};
+use super::{Body, Figure, Part, Section, Summary};
 
 /// One heap's replay of one trace.
 pub struct HeapRun {
@@ -57,7 +58,7 @@ fn histogram(title: &str, what: &str, values: &Log2Histogram) -> Figure {
     );
     Figure {
         title: title.into(),
-        body: chart::grouped_bars(
+        body: Body::Chart(chart::grouped_bars(
             &Axes {
                 x: what,
                 y: "count",
@@ -69,17 +70,58 @@ fn histogram(title: &str, what: &str, values: &Log2Histogram) -> Figure {
                 color: chart::color(2),
                 values: counts,
             }],
-        ),
+        )),
         caption: format!(
             "{} values in power-of-two buckets (each bar counts values up to its label).",
             values.total()
         ),
-        chart: true,
     }
 }
 
-/// The report's sections: utilization of every trace, then one per trace.
-pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
+/// The summary: each trace's utilization on each heap, and the best heap.
+fn summary(part: &Part, traces: &[TraceFigures], heaps: &[HeapKind]) -> Table {
+    let mut head = vec![Cell::new("trace (utilization, %)")];
+    head.extend(heaps.iter().map(|h| Cell::new(h.to_string())));
+    head.push(Cell::new("best heap"));
+    let rows = traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            // Section 0 is the utilization of every trace.
+            let mut row = vec![Cell::link(t.name.clone(), &part.section_id(i + 1))];
+            row.extend(
+                t.heaps
+                    .iter()
+                    .map(|h| Cell::new(format!("{:.1}", 100.0 * h.util))),
+            );
+            let best = t.heaps.iter().max_by(|a, b| a.util.total_cmp(&b.util));
+            row.push(Cell::new(best.map_or("-".into(), |h| h.heap.to_string())));
+            row
+        })
+        .collect();
+    Table { head, rows }
+}
+
+/// The replays' part: utilization of every trace, then a section per trace.
+pub fn part(traces: &[TraceFigures]) -> Part {
+    let mut part = Part {
+        id: "heaps".into(),
+        title: "Heap allocators on traces".into(),
+        summary: Vec::new(),
+        sections: sections(traces),
+    };
+    let heaps: Vec<HeapKind> = traces
+        .first()
+        .map(|t| t.heaps.iter().map(|h| h.heap).collect())
+        .unwrap_or_default();
+    part.summary = vec![
+        Summary::Line("Utilization as mdriver computes it (peak live requested bytes ÷ the heap's high-water mark) of every trace on every heap.".into()),
+        Summary::Table(summary(&part, traces, &heaps)),
+    ];
+    part
+}
+
+fn sections(traces: &[TraceFigures]) -> Vec<Section> {
     let heaps: Vec<HeapKind> = traces
         .first()
         .map(|t| t.heaps.iter().map(|h| h.heap).collect())
@@ -99,9 +141,10 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
     let names: Vec<String> = traces.iter().map(|t| t.name.clone()).collect();
     let mut out = vec![Section {
         title: "Utilization".into(),
+        notes: Vec::new(),
         figures: vec![Figure {
             title: "utilization per trace and heap".into(),
-            body: chart::grouped_bars(
+            body: Body::Chart(chart::grouped_bars(
                 &Axes {
                     x: "trace",
                     y: "utilization (%)",
@@ -109,11 +152,10 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
                 },
                 &names,
                 &groups,
-            ),
+            )),
             caption:
                 "Peak live requested bytes ÷ the heap's high-water mark, as mdriver computes it."
                     .into(),
-            chart: true,
         }],
     }];
     for t in traces {
@@ -133,10 +175,9 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
             .collect();
         figures.push(Figure {
             title: format!("{}: heap map at peak", t.name),
-            body: chart::extents(&Axes { x: "KiB from the lowest live block", y: "", log_y: false }, &rows),
+            body: Body::Chart(chart::extents(&Axes { x: "KiB from the lowest live block", y: "", log_y: false }, "live block", chart::color(0), &rows)),
             caption: "Live blocks (blue) at the moment live bytes first reach their peak; white gaps are holes.".into(),
-            chart: true,
-        });
+            });
         figures.push(histogram(
             &format!("{}: request sizes", t.name),
             "bytes requested",
@@ -152,7 +193,7 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
         if let Some(live) = &t.live_over_time {
             figures.push(Figure {
                 title: format!("{}: live bytes over time", t.name),
-                body: chart::lines(
+                body: Body::Chart(chart::lines(
                     &Axes {
                         x: "ms since the first event",
                         y: "live KiB",
@@ -165,9 +206,8 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
                         dashed: false,
                     }],
                     &[],
-                ),
+                )),
                 caption: "Bytes requested and not yet freed, as the program ran.".into(),
-                chart: true,
             });
         }
         if !t.threads.is_empty() {
@@ -181,7 +221,7 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
             };
             figures.push(Figure {
                 title: format!("{}: CPU and wait time per thread", t.name),
-                body: chart::grouped_bars(
+                body: Body::Chart(chart::grouped_bars(
                     &Axes {
                         x: "thread",
                         y: "ms",
@@ -205,13 +245,13 @@ pub fn sections(traces: &[TraceFigures]) -> Vec<Section> {
                             values: ms(|t| t.wait),
                         },
                     ],
-                ),
+                )),
                 caption: "Seed 003's TLM figures: wait = lifetime − (user + system).".into(),
-                chart: true,
             });
         }
         out.push(Section {
             title: t.name.clone(),
+            notes: Vec::new(),
             figures,
         });
     }

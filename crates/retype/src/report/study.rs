@@ -4,9 +4,11 @@
 use retype_core::mm::slab::Slab;
 use retype_core::workload::{Outcome, Step};
 
-use super::chart::{self, Axes, Bar, Line, Marks};
-use super::{escape, Figure, Section};
+use super::chart::{self, Axes, Line, Marks, Stack};
+use super::table::{Cell, Table};
+use super::{Body, Figure, Part, Section, Summary};
 use crate::study::summary::kib;
+use crate::study::tables::{self, Column};
 
 /// One slab at one moment.
 #[derive(Clone, Copy, Debug)]
@@ -47,15 +49,155 @@ pub struct PolicyRun<'a> {
     pub snapshots: &'a [Vec<SlabShot>],
 }
 
+/// What the summary shows of one policy's run of a workload.
+struct Headline {
+    policy: String,
+    /// Peak total fragmentation, KiB: ours and the thesis's.
+    peak: f64,
+    thesis: Option<f64>,
+    /// The fraction of operations that match the policy's own log.
+    agreement: Option<f64>,
+}
+
+/// The study's part of a report, assembled one workload at a time.
+pub struct StudyPart {
+    part: Part,
+    headlines: Vec<Vec<Headline>>,
+}
+
+impl StudyPart {
+    pub fn new(id: &str, title: &str) -> StudyPart {
+        StudyPart {
+            part: Part {
+                id: id.into(),
+                title: title.into(),
+                summary: Vec::new(),
+                sections: Vec::new(),
+            },
+            headlines: Vec::new(),
+        }
+    }
+
+    /// Adds a workload's section: `title`'s first line names it, the others
+    /// are notes; `columns` are its table, `runs` its charts.
+    pub fn add(
+        &mut self,
+        title: &str,
+        columns: &[Column],
+        runs: &[PolicyRun],
+        agreements: &[(String, f64)],
+    ) {
+        let mut lines = title.lines().map(str::trim);
+        let name = lines.next().unwrap_or_default();
+        let mut notes: Vec<String> = lines.map(String::from).collect();
+        notes.extend(agreements.iter().map(|(p, f)| {
+            format!(
+                "{p}: {:.1} % of operations match its log exactly",
+                100.0 * f
+            )
+        }));
+        let mut section = section(name, tables::html(columns), runs);
+        section.notes = notes;
+        self.part.sections.push(section);
+        let mut row = Vec::new();
+        for (i, c) in columns.iter().enumerate() {
+            let Some(ours) = &c.ours else { continue };
+            let thesis = columns
+                .get(i + 1)
+                .and_then(|n| n.published.as_ref())
+                .map(|p| p.peak[2]);
+            row.push(Headline {
+                policy: c.label.clone(),
+                peak: kib(ours.peak_frag_total as f64),
+                thesis,
+                agreement: agreements.iter().find(|a| a.0 == c.label).map(|a| a.1),
+            });
+        }
+        self.headlines.push(row);
+    }
+
+    /// The part, its summary a table of every workload: each policy's peak
+    /// fragmentation beside the thesis's, and how well the logs are matched.
+    pub fn part(mut self, line: &str) -> Part {
+        let policies: Vec<String> = self
+            .headlines
+            .first()
+            .map(|r| r.iter().map(|h| h.policy.clone()).collect())
+            .unwrap_or_default();
+        let any = |p: &str, f: fn(&Headline) -> bool| {
+            self.headlines
+                .iter()
+                .flatten()
+                .any(|h| h.policy == p && f(h))
+        };
+        let thesis: Vec<bool> = policies
+            .iter()
+            .map(|p| any(p, |h| h.thesis.is_some()))
+            .collect();
+        let logged: Vec<bool> = policies
+            .iter()
+            .map(|p| any(p, |h| h.agreement.is_some()))
+            .collect();
+        let mut head = vec![Cell::new("workload (peak total fragmentation, KiB)")];
+        for (k, p) in policies.iter().enumerate() {
+            head.push(Cell::new(p.clone()));
+            if thesis[k] {
+                head.push(Cell {
+                    reference: true,
+                    ..Cell::new("thesis")
+                });
+            }
+        }
+        for (k, p) in policies.iter().enumerate() {
+            if logged[k] {
+                head.push(Cell::new(format!("{p}: log match")));
+            }
+        }
+        let mut rows = Vec::new();
+        for (i, (s, hs)) in self.part.sections.iter().zip(&self.headlines).enumerate() {
+            let find = |p: &str| hs.iter().find(|h| h.policy == p);
+            let mut row = vec![Cell::link(s.title.clone(), &self.part.section_id(i))];
+            for (k, p) in policies.iter().enumerate() {
+                let h = find(p);
+                let (ours, theirs) = (h.map(|h| h.peak), h.and_then(|h| h.thesis));
+                row.push(Cell {
+                    differs: ours.zip(theirs).and_then(|(a, b)| {
+                        ((a - b).abs() > tables::NOTABLE * b.max(1.0))
+                            .then(|| format!("the thesis: {b:.2}"))
+                    }),
+                    ..Cell::new(ours.map_or("-".into(), |v| format!("{v:.2}")))
+                });
+                if thesis[k] {
+                    row.push(Cell {
+                        reference: true,
+                        ..Cell::new(theirs.map_or("-".into(), |v| format!("{v:.2}")))
+                    });
+                }
+            }
+            for (k, p) in policies.iter().enumerate() {
+                if logged[k] {
+                    let a = find(p).and_then(|h| h.agreement);
+                    row.push(Cell::new(
+                        a.map_or("-".into(), |f| format!("{:.1} %", 100.0 * f)),
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+        self.part.summary = vec![
+            Summary::Line(line.into()),
+            Summary::Table(Table { head, rows }),
+        ];
+        self.part
+    }
+}
+
 /// The section of one workload.
-pub fn section(title: &str, table: &str, runs: &[PolicyRun]) -> Section {
+fn section(title: &str, table: Table, runs: &[PolicyRun]) -> Section {
     let mut figures = vec![Figure {
         title: format!("{title}: figures"),
-        body: format!("<pre>{}</pre>", escape(table)),
-        caption:
-            "The study's table for this workload: the charts below are drawn from the same runs."
-                .into(),
-        chart: false,
+        body: Body::Table(table),
+        caption: "The study's table for this workload, the thesis's figures beside ours (ours marked where they differ by more than 5 %): the charts below are drawn from the same runs.".into(),
     }];
     figures.push(profile(title, runs));
     figures.push(fragmentation(title, runs));
@@ -72,6 +214,7 @@ pub fn section(title: &str, table: &str, runs: &[PolicyRun]) -> Section {
     figures.push(latency(title, runs));
     Section {
         title: title.into(),
+        notes: Vec::new(),
         figures,
     }
 }
@@ -130,8 +273,7 @@ fn profile(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: memory profile"),
-        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB in use", log_y: false }, &lines, &marks),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB in use", log_y: false }, &lines, &marks)),
         caption: "Bytes in use against cumulative bytes requested; small dots mark slab resets, large dots OOMs.".into(),
     }
 }
@@ -163,56 +305,59 @@ fn fragmentation(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: fragmentation"),
-        body: chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB lost", log_y: false }, &lines, &[]),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "cumulative KiB requested", y: "KiB lost", log_y: false }, &lines, &[])),
         caption: "Watermarking (thick) and alignment (thin) fragmentation over the same axis as the profile.".into(),
     }
 }
 
 fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
-    let n = runs.len() as f64;
-    let width = 0.8 / n;
-    let (live_c, wm_c, al_c) = (chart::color(0), chart::color(1), chart::color(4));
-    let free_c = chart::FREE;
-    let mut bars = Vec::new();
+    let parts = [
+        ("in use", chart::color(0)),
+        ("watermarking", chart::color(1)),
+        ("alignment", chart::color(4)),
+        ("free", chart::FREE),
+    ];
+    let mut stacks: Vec<Stack> = parts
+        .iter()
+        .map(|&(name, color)| Stack {
+            name: name.into(),
+            color,
+            values: Vec::new(),
+        })
+        .collect();
+    let mut groups = Vec::new();
     let mut slabs_n = 0;
-    for (p, r) in runs.iter().enumerate() {
+    for r in runs {
         let Some(shot) = r.snapshots.get(k) else {
             continue;
         };
+        groups.push(r.label.clone());
         // Slabs by decreasing size, as the thesis draws them.
         let mut order: Vec<&SlabShot> = shot.iter().collect();
         order.sort_by_key(|s| std::cmp::Reverse(s.size));
-        slabs_n = order.len();
-        for (i, s) in order.iter().enumerate() {
-            let pc = |v: u64| 100.0 * v as f64 / s.size as f64;
-            bars.push(Bar {
-                x: i as f64 - 0.4 + p as f64 * width,
-                width: width * 0.9,
-                parts: vec![
-                    (pc(s.live), live_c),
-                    (pc(s.frag_watermark), wm_c),
-                    (pc(s.frag_alignment), al_c),
-                    (
-                        100.0 - pc(s.live + s.frag_watermark + s.frag_alignment),
-                        free_c,
-                    ),
-                ],
-            });
+        slabs_n = slabs_n.max(order.len());
+        let pc = |s: &SlabShot, v: u64| 100.0 * v as f64 / s.size as f64;
+        let per_part: [fn(&SlabShot) -> u64; 4] = [
+            |s| s.live,
+            |s| s.frag_watermark,
+            |s| s.frag_alignment,
+            |s| s.size - (s.live + s.frag_watermark + s.frag_alignment).min(s.size),
+        ];
+        for (stack, f) in stacks.iter_mut().zip(per_part) {
+            stack
+                .values
+                .push(order.iter().map(|s| pc(s, f(s))).collect());
         }
     }
-    let order: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     Figure {
         title: format!("{title}: slabs at {pct} % of the run"),
-        body: chart::stacked_bars(
+        body: Body::Chart(chart::stacked_bars(
             &Axes { x: "slab (largest first)", y: "% of the slab", log_y: false },
-            &bars,
-            slabs_n as f64 - 0.5,
-            100.0,
-            &[("in use", live_c), ("watermarking", wm_c), ("alignment", al_c)],
-        ),
-        chart: true,
-        caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right: {}.", order.join(", ")),
+            slabs_n,
+            &groups,
+            &stacks,
+        )),
+        caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right in each slab: {}.", groups.join(", ")),
     }
 }
 
@@ -254,8 +399,7 @@ fn latency(title: &str, runs: &[PolicyRun]) -> Figure {
     }
     Figure {
         title: format!("{title}: time per request"),
-        body: chart::lines(&Axes { x: "request", y: "ns (log)", log_y: true }, &lines, &marks),
-        chart: true,
+        body: Body::Chart(chart::lines(&Axes { x: "request", y: "ns (log)", log_y: true }, &lines, &marks)),
         caption: "Our model's time per request on this machine; circles mark requests with failed retypes, larger for more.".into(),
     }
 }

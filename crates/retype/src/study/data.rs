@@ -33,8 +33,9 @@ pub fn sequence(n: usize) -> Script {
 }
 
 /// The directory holding `cantrip/logs`: `--data`, else `$RETYPE_DATA`, else
-/// `traces/` in the working directory or beside the repository the binary
-/// was built in.
+/// `traces/` in the working directory, in a directory above the binary (a
+/// workspace's `target/release/retype`, moved or not), or beside the
+/// repository the binary was built in.
 pub fn data_dir(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(d) = explicit {
         return Ok(d.to_path_buf());
@@ -44,6 +45,9 @@ pub fn data_dir(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         .into_iter()
         .collect();
     candidates.push(PathBuf::from("traces"));
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.extend(exe.ancestors().skip(1).map(|d| d.join("traces")));
+    }
     candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces"));
     candidates
         .into_iter()

@@ -1,8 +1,10 @@
 //! What the CLI's test binaries share: running the built `retype`, the
 //! repository's root, scratch directories, JSON-lines output, and opening a
-//! report in headless Chromium. Each test binary compiles this module and uses
+//! report in headless Chromium (through [`browser`]). Each test binary compiles this module and uses
 //! part of it, hence the `allow`.
 #![allow(dead_code)]
+
+pub mod browser;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -69,22 +71,23 @@ pub fn chromium() -> Option<&'static str> {
     found
 }
 
-/// Loads `html` in the browser and returns each chart's count of drawn marks,
-/// as the page's own check counted them.
+/// Each chart's count of data marks the browser drew with a size, by name.
+pub const MARKS: &str = r#"(() => {
+  const marks = {};
+  for (const fig of document.querySelectorAll("figure.chart")) {
+    marks[fig.dataset.name] = [...fig.querySelectorAll("svg .mark")]
+      .filter((e) => { const b = e.getBBox(); return b.width > 0 || b.height > 0; }).length;
+  }
+  return marks;
+})()"#;
+
+/// Loads `html` in the browser, checks that its script ran without errors,
+/// and returns each chart's count of drawn marks.
 pub fn marks_in_browser(browser: &str, html: &Path) -> serde_json::Map<String, serde_json::Value> {
-    let dom = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    let marks = dom
-        .split("data-marks=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("the page's check ran");
-    let marks: serde_json::Value = serde_json::from_str(&marks.replace("&quot;", "\"")).unwrap();
-    marks.as_object().unwrap().clone()
+    let mut page = browser::Page::open(browser, html, 1400, 1000);
+    let errors = page.errors();
+    assert!(errors.is_empty(), "script errors: {errors:?}");
+    page.eval(MARKS).as_object().unwrap().clone()
 }
 
 /// `retype replay --heap HEAPS`, validated and timed once (the tests check
