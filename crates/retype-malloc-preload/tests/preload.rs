@@ -169,6 +169,78 @@ fn hardened_mode_aborts_on_double_and_invalid_frees() {
     );
 }
 
+/// Runs `tests/c/harden.c`, committing error `case` on a block of `size` bytes, with `env`.
+fn harden(case: &str, size: usize, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(compile("harden"));
+    cmd.args([case, &size.to_string()])
+        .envs(env.iter().copied());
+    run(cmd, true)
+}
+
+/// Asserts that `out` was killed by `signal` after printing `message` (if not empty).
+fn assert_caught(out: &Output, signal: i32, message: &str, what: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(signal),
+        "{what}: expected signal {signal}, got {:?}; stderr {err}",
+        out.status
+    );
+    assert!(
+        err.contains(&format!("retype-malloc: {message}")),
+        "{what}: stderr was {err:?}"
+    );
+}
+
+const HARDENED: [(&str, &str); 1] = [("RETYPE_MALLOC_HARDENED", "1")];
+
+#[test]
+fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries() {
+    let cases = [
+        ("overflow-1", "heap overflow (canary)"),
+        ("overflow-32", "heap overflow (canary)"),
+        ("overflow-realloc", "heap overflow (canary)"),
+        ("underflow-1", "heap underflow (canary of the block before)"),
+        (
+            "underflow-32",
+            "heap underflow (canary of the block before)",
+        ),
+    ];
+    for size in [8, 4096] {
+        for (case, message) in cases {
+            let out = harden(case, size, &HARDENED);
+            let class = if size == 8 { 16 } else { 4608 };
+            let message = format!("{message} of pointer 0x");
+            assert_caught(&out, libc::SIGABRT, &message, &format!("{case} {size}"));
+            assert!(text(&out.stderr).contains(&format!("in size class {class} B")));
+        }
+        let clean = harden("clean", size, &HARDENED);
+        assert!(clean.status.success(), "clean {size}: {clean:?}");
+    }
+}
+
+#[test]
+fn each_measure_has_its_own_switch() {
+    let off = harden(
+        "overflow-1",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_CANARY", "0"),
+        ],
+    );
+    assert!(off.status.success(), "canaries off: {off:?}");
+    let alone = harden("overflow-1", 8, &[("RETYPE_MALLOC_CANARY", "1")]);
+    assert_caught(
+        &alone,
+        libc::SIGABRT,
+        "heap overflow (canary)",
+        "canaries alone",
+    );
+    let default = harden("overflow-1", 8, &[]);
+    assert!(default.status.success(), "default mode: {default:?}");
+}
+
 /// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`
 /// and asserts identical stdout and exit status.
 fn same_as_glibc(name: &str, setup: impl Fn(&Path), args: &[&str], env: &[(&str, &str)]) {

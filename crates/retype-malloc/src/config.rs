@@ -10,8 +10,12 @@ pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
-/// Detect double and invalid frees (`RETYPE_MALLOC_HARDENED`, default off).
+/// Validate every free and realloc, catching double and invalid frees: on with
+/// `RETYPE_MALLOC_HARDENED` and with any of the measures below, which rely on it.
 pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
+/// Canaries after blocks, checked on free and realloc (`RETYPE_MALLOC_CANARY`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static CANARY: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
 /// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
@@ -21,6 +25,11 @@ pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn canary() -> bool {
+    CANARY.load(Ordering::Relaxed)
 }
 
 /// The value of environment variable `name` as bytes, if set.
@@ -57,7 +66,11 @@ fn number(v: &[u8]) -> Option<u64> {
 /// may close their standard streams before exit.
 pub(crate) fn load() {
     HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
-    HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
+    // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
+    let all = flag(c"RETYPE_MALLOC_HARDENED", false);
+    let canary = flag(c"RETYPE_MALLOC_CANARY", all);
+    CANARY.store(canary, Ordering::Relaxed);
+    HARDENED.store(all || canary, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);

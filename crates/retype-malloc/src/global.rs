@@ -5,8 +5,10 @@
 use core::ptr;
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
-use crate::{cache, config, os, pool, registry, stats};
+use crate::size_class::{self, MEDIUM_MAX};
+use crate::{cache, canary, config, large, os, pool, registry, stats};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -34,6 +36,9 @@ pub fn init() {
     if config::hardened() {
         registry::enable();
     }
+    if config::canary() {
+        canary::init();
+    }
     // SAFETY: KEY is written once, here, before STATE becomes DONE.
     unsafe { libc::pthread_key_create(&raw mut KEY, Some(thread_exit)) };
     STATE.store(DONE, Ordering::Release);
@@ -46,20 +51,43 @@ pub fn init() {
     }
 }
 
-/// malloc's slow path. A thread's first malloc finds the empty heap (see `heap::current`) and
-/// is given its heap here, above `heap`, because that takes the pool and the exit key; then
-/// the heap's own slow path serves it.
+/// malloc's slow path for `size` bytes of `class`. A thread's first malloc finds the empty
+/// heap (see `heap::current`) and is given its heap here, above `heap`, because that takes
+/// the pool and the exit key; then the heap's own slow path serves it.
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
+pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize, size: usize) -> *mut u8 {
     if heap::is_empty(heap) {
         heap = thread_init();
         if heap.is_null() {
             return ptr::null_mut();
         }
     }
+    if config::canary() {
+        // SAFETY: as below.
+        return unsafe { alloc_sealed(heap, size) };
+    }
     // SAFETY: `heap` is the calling thread's own heap; `class` < CLASSES (the caller's).
     unsafe { heap::alloc_slow(heap, class) }
+}
+
+/// Canary mode: a block with room for the canary's tag after `size` bytes (in the next
+/// class up when the tag does not fit in the slack), sealed; large past the medium classes.
+unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
+    let need = size + canary::TAIL;
+    if need > MEDIUM_MAX {
+        // SAFETY: large blocks take any size.
+        return unsafe { large::alloc(size, MIN_ALIGN, false) };
+    }
+    let class = size_class::class_of(need);
+    // SAFETY: `heap` is the calling thread's own heap; the class is in range.
+    unsafe {
+        let p = heap::alloc_slow(heap, class);
+        if !p.is_null() {
+            canary::seal(p, size_class::block_size(class), size);
+        }
+        p
+    }
 }
 
 /// Gives the calling thread its heap on its first malloc; null when out of memory.

@@ -17,7 +17,7 @@ use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
-use crate::{config, hardened, large, os, tls};
+use crate::{canary, config, hardened, large, os, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -134,11 +134,15 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
         } else {
             p
         };
+        let heap = current();
+        let local = (*page).heap == id(heap);
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
+            if config::canary() {
+                check_canaries(seg, page, block, local);
+            }
         }
-        let heap = current();
-        if (*page).heap == id(heap) {
+        if local {
             let b = block.cast::<Block>();
             (*b).next = (*page).free;
             (*page).free = b;
@@ -152,6 +156,27 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             return;
         }
         remote_free(page, block.cast());
+    }
+}
+
+/// Checks the canary of `block`, freed, and (by the page's owner, the only thread that
+/// reseals its blocks) that of the live block before it, which an underflow of `block`
+/// overwrites.
+unsafe fn check_canaries(seg: *mut Segment, page: *mut Page, block: *mut u8, local: bool) {
+    // SAFETY: `block` is a sealed block of `page`; so is the block before it while live.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        canary::size(block, bs);
+        if local && block > (*page).area {
+            let before = block.sub(bs);
+            if hardened::is_live(seg, page, before) && canary::intact(before, bs).is_none() {
+                os::die(
+                    "heap underflow (canary of the block before)",
+                    block,
+                    Some(bs),
+                );
+            }
+        }
     }
 }
 

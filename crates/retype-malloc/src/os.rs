@@ -96,6 +96,40 @@ pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
     }
 }
 
+/// A hardened-mode check failed: writes `retype-malloc: <what> of pointer <p>`, the block
+/// size of its size class when known, to standard error and aborts, so that a core dump or a
+/// debugger stops where the error was found.
+#[cold]
+pub(crate) fn die(what: &str, p: *const u8, block_size: Option<usize>) -> ! {
+    let mut hex = *b"0x0000000000000000";
+    for (i, d) in hex[2..].iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[(p as usize >> (60 - 4 * i)) & 15];
+    }
+    write_all(2, b"retype-malloc: ");
+    write_all(2, what.as_bytes());
+    write_all(2, b" of pointer ");
+    write_all(2, &hex);
+    if let Some(size) = block_size {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = size;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        write_all(2, b" in size class ");
+        write_all(2, &digits[at..]);
+        write_all(2, b" B");
+    }
+    write_all(2, b" (RETYPE_MALLOC_HARDENED); aborting\n");
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
 /// Writes `retype-malloc: internal inconsistency: <what>` to standard error and aborts. Not a
 /// panic: unwinding out of malloc is undefined behaviour, and the panic message would allocate
 /// from the very heap found broken.
