@@ -126,6 +126,15 @@ fn fork_while_other_threads_allocate() {
 }
 
 #[test]
+fn hardened_mode_runs_the_c_programs_unchanged() {
+    for name in ["semantics", "stress", "fork"] {
+        let mut cmd = Command::new(compile(name));
+        cmd.envs(HARDENED);
+        assert_ok(&run(cmd, true), &format!("{name} in hardened mode"));
+    }
+}
+
+#[test]
 fn works_when_loaded_with_dlopen() {
     let mut cmd = Command::new(compile("dlopen"));
     cmd.arg(lib());
@@ -199,6 +208,7 @@ fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries(
     let cases = [
         ("overflow-1", "heap overflow (canary)"),
         ("overflow-32", "heap overflow (canary)"),
+        ("overflow-block", "heap overflow (canary)"),
         ("overflow-realloc", "heap overflow (canary)"),
         ("underflow-1", "heap underflow (canary of the block before)"),
         (
@@ -214,6 +224,60 @@ fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries(
             assert_caught(&out, libc::SIGABRT, &message, &format!("{case} {size}"));
             assert!(text(&out.stderr).contains(&format!("in size class {class} B")));
         }
+        let clean = harden("clean", size, &HARDENED);
+        assert!(clean.status.success(), "clean {size}: {clean:?}");
+    }
+}
+
+/// Whether `out` was killed by SIGSEGV (a guard page) with nothing from us on stderr.
+fn assert_faulted(out: &Output, what: &str) {
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "{what}: expected a fault, got {:?}; stderr {}",
+        out.status,
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
+    // 1 MiB ends at its last page's end: any access past either end faults there.
+    let mib = 1 << 20;
+    for case in [
+        "overflow-1",
+        "overflow-32",
+        "overflow-block",
+        "overflow-realloc",
+        "underflow-1",
+        "underflow-32",
+    ] {
+        assert_faulted(&harden(case, mib, &HARDENED), &format!("{case} 1 MiB"));
+    }
+    // One byte more: 15 bytes of canary after the block, 4080 before it in its first page.
+    let odd = mib + 1;
+    let cases = [
+        ("overflow-1", "heap overflow (canary)"),
+        ("overflow-realloc", "heap overflow (canary)"),
+        ("underflow-1", "heap underflow (canary)"),
+        ("underflow-32", "heap underflow (canary)"),
+    ];
+    for (case, message) in cases {
+        let out = harden(case, odd, &HARDENED);
+        let what = format!("{case} 1 MiB + 1");
+        assert_caught(
+            &out,
+            libc::SIGABRT,
+            &format!("{message} of pointer 0x"),
+            &what,
+        );
+        assert!(text(&out.stderr).contains(&format!("in size class {odd} B")));
+    }
+    assert_faulted(
+        &harden("overflow-32", odd, &HARDENED),
+        "overflow-32 1 MiB + 1",
+    );
+    for size in [mib, odd] {
         let clean = harden("clean", size, &HARDENED);
         assert!(clean.status.success(), "clean {size}: {clean:?}");
     }
@@ -239,6 +303,24 @@ fn each_measure_has_its_own_switch() {
     );
     let default = harden("overflow-1", 8, &[]);
     assert!(default.status.success(), "default mode: {default:?}");
+    // Without guard pages a large block starts its mapping's pages: the canaries in its last
+    // page catch what a guard page would have.
+    let unguarded = harden(
+        "overflow-32",
+        (1 << 20) + 1,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_GUARD", "0"),
+        ],
+    );
+    assert_caught(
+        &unguarded,
+        libc::SIGABRT,
+        "heap overflow (canary)",
+        "guard off",
+    );
+    let guard_alone = harden("overflow-1", 1 << 20, &[("RETYPE_MALLOC_GUARD", "1")]);
+    assert_faulted(&guard_alone, "guard pages alone");
 }
 
 /// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`

@@ -115,3 +115,22 @@ pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<usize
         sound.then_some(size)
     }
 }
+/// Fills the slack `[from, to)` around the large block at `block` with its pattern.
+pub(crate) unsafe fn fill_slack(block: *const u8, from: *mut u8, to: *mut u8) {
+    // SAFETY: the caller's contract.
+    unsafe { fill(block, from, to) }
+}
+
+/// Aborts if the slack `[from, to)` around the large block at `block` of `size` bytes lost
+/// its pattern, naming an underflow if the broken byte lies before the block.
+pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8, to: *const u8) {
+    // SAFETY: the caller's contract.
+    if let Some(at) = unsafe { first_broken(block, from, to) } {
+        let what = if at < block {
+            "heap underflow (canary)"
+        } else {
+            "heap overflow (canary)"
+        };
+        os::die(what, block, Some(size));
+    }
+}

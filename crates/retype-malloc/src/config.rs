@@ -16,6 +16,9 @@ pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
 /// Canaries after blocks, checked on free and realloc (`RETYPE_MALLOC_CANARY`, default: as
 /// `RETYPE_MALLOC_HARDENED`).
 pub(crate) static CANARY: AtomicBool = AtomicBool::new(false);
+/// Guard pages around large blocks (`RETYPE_MALLOC_GUARD`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
 /// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
@@ -30,6 +33,11 @@ pub(crate) fn hardened() -> bool {
 #[inline]
 pub(crate) fn canary() -> bool {
     CANARY.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn guard() -> bool {
+    GUARD.load(Ordering::Relaxed)
 }
 
 /// The value of environment variable `name` as bytes, if set.
@@ -69,8 +77,10 @@ pub(crate) fn load() {
     // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
     let all = flag(c"RETYPE_MALLOC_HARDENED", false);
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);
+    let guard = flag(c"RETYPE_MALLOC_GUARD", all);
     CANARY.store(canary, Ordering::Relaxed);
-    HARDENED.store(all || canary, Ordering::Relaxed);
+    GUARD.store(guard, Ordering::Relaxed);
+    HARDENED.store(all || canary || guard, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);

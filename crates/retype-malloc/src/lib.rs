@@ -16,7 +16,8 @@
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
-//! - `large`: objects over 128 KiB are mapped on their own;
+//! - `large`: objects over 128 KiB are mapped on their own (between guard pages in hardened
+//!   mode);
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `pool`: heaps of exited threads, adopted whole by new threads;
@@ -33,7 +34,8 @@
 //! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
-//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (the block grows by at least 8 bytes), checked on free and realloc: an overflow aborts with "heap overflow (canary)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
 //! relies on) or off in hardened mode. A failed check writes one line to standard error,

@@ -59,6 +59,20 @@ pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
+/// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any
+/// access faults) or readable and writable again (`open` true).
+pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {
+    let prot = if open {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: the pages are part of the caller's mapping; nothing else refers to them.
+    if unsafe { libc::mprotect(p.cast(), len, prot) } != 0 {
+        fatal("mprotect failed");
+    }
+}
+
 /// Asks the kernel to back `[p, p+len)` with transparent huge pages (THP in madvise mode).
 pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
     // SAFETY: advice on our own mapping; failure (THP off) is harmless.

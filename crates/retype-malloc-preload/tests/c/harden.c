@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
   memset(p, 'a', n);
   if (!strcmp(what, "overflow-1")) memset(p, 'A', n + 1);
   else if (!strcmp(what, "overflow-32")) memset(p, 'A', n + 32);
+  else if (!strcmp(what, "overflow-block")) memset(p, 'A', 2 * n);
   else if (!strcmp(what, "underflow-1")) p[-1] = 'A';
   else if (!strcmp(what, "underflow-32")) memset(p - 32, 'A', 32);
   else if (!strcmp(what, "overflow-realloc")) { p[n] = 0; p = realloc(p, 2 * n); }
