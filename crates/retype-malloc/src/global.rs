@@ -51,12 +51,12 @@ pub fn init() {
     }
 }
 
-/// malloc's slow path for `size` bytes of `class`. A thread's first malloc finds the empty
-/// heap (see `heap::current`) and is given its heap here, above `heap`, because that takes
-/// the pool and the exit key; then the heap's own slow path serves it.
+/// malloc's slow path for `size` bytes (at most `MEDIUM_MAX`). A thread's first malloc finds
+/// the empty heap (see `heap::current`) and is given its heap here, above `heap`, because that
+/// takes the pool and the exit key; then the heap's own slow path serves it.
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize, size: usize) -> *mut u8 {
+pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, size: usize) -> *mut u8 {
     if heap::is_empty(heap) {
         heap = thread_init();
         if heap.is_null() {
@@ -67,8 +67,8 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize, size: usize) 
         // SAFETY: as below.
         return unsafe { alloc_sealed(heap, size) };
     }
-    // SAFETY: `heap` is the calling thread's own heap; `class` < CLASSES (the caller's).
-    unsafe { heap::alloc_slow(heap, class) }
+    // SAFETY: `heap` is the calling thread's own heap; the class is in range.
+    unsafe { heap::alloc_slow(heap, size_class::class_of(size)) }
 }
 
 /// Canary mode: a block with room for the canary's tag after `size` bytes (in the next

@@ -316,8 +316,6 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 /// class with a free block, else a fresh page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
-    // malloc(0) arrives as class 0, whose direct page stays empty.
-    let class = class.max(1);
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
         take_notified(heap);

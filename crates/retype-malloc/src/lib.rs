@@ -93,7 +93,8 @@ use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
 /// Allocates a block of `class` (for `size` bytes) from the calling thread's heap: the fast
 /// path pops from the class's direct page; anything else (including a thread's first malloc,
-/// and every malloc in hardened mode) takes the slow path.
+/// and every malloc in hardened mode) takes the slow path, which is given the size alone so
+/// that the fast path need not keep both in registers.
 #[inline(always)]
 unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
     let heap = heap::current();
@@ -103,7 +104,7 @@ unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
         if !(*page).free.is_null() {
             return page::pop(page);
         }
-        global::alloc_slow(heap, class, size)
+        global::alloc_slow(heap, size)
     }
 }
 
