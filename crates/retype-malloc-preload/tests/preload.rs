@@ -284,6 +284,20 @@ fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
 }
 
 #[test]
+fn hardened_mode_zero_size_blocks_fault_on_access_and_free_cleanly() {
+    for case in ["zero-read", "zero-write", "zero-calloc"] {
+        assert_faulted(&harden(case, 8, &HARDENED), case);
+    }
+    for size in [8, 4096, 1 << 20] {
+        let out = harden("zero-free", size, &HARDENED);
+        assert!(
+            out.status.success() && text(&out.stdout) == "zero-free\n",
+            "zero-free {size}: {out:?}"
+        );
+    }
+}
+
+#[test]
 fn each_measure_has_its_own_switch() {
     let off = harden(
         "overflow-1",
@@ -321,6 +335,20 @@ fn each_measure_has_its_own_switch() {
     );
     let guard_alone = harden("overflow-1", 1 << 20, &[("RETYPE_MALLOC_GUARD", "1")]);
     assert_faulted(&guard_alone, "guard pages alone");
+    let zero_off = harden(
+        "zero-write",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_ZERO_FAULT", "0"),
+        ],
+    );
+    assert!(
+        zero_off.status.success(),
+        "zero-size faults off: {zero_off:?}"
+    );
+    let zero_alone = harden("zero-write", 8, &[("RETYPE_MALLOC_ZERO_FAULT", "1")]);
+    assert_faulted(&zero_alone, "zero-size faults alone");
 }
 
 /// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`

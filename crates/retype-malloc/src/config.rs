@@ -19,6 +19,9 @@ pub(crate) static CANARY: AtomicBool = AtomicBool::new(false);
 /// Guard pages around large blocks (`RETYPE_MALLOC_GUARD`, default: as
 /// `RETYPE_MALLOC_HARDENED`).
 pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
+/// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
+/// default: as `RETYPE_MALLOC_HARDENED`).
+pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
 /// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
@@ -33,6 +36,11 @@ pub(crate) fn hardened() -> bool {
 #[inline]
 pub(crate) fn canary() -> bool {
     CANARY.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn zero_fault() -> bool {
+    ZERO_FAULT.load(Ordering::Relaxed)
 }
 
 #[inline]
@@ -78,9 +86,11 @@ pub(crate) fn load() {
     let all = flag(c"RETYPE_MALLOC_HARDENED", false);
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);
     let guard = flag(c"RETYPE_MALLOC_GUARD", all);
+    let zero_fault = flag(c"RETYPE_MALLOC_ZERO_FAULT", all);
     CANARY.store(canary, Ordering::Relaxed);
     GUARD.store(guard, Ordering::Relaxed);
-    HARDENED.store(all || canary || guard, Ordering::Relaxed);
+    ZERO_FAULT.store(zero_fault, Ordering::Relaxed);
+    HARDENED.store(all || canary || guard || zero_fault, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);

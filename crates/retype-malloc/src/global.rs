@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{cache, canary, config, large, os, pool, registry, stats};
+use crate::{cache, canary, config, large, os, pool, registry, stats, zero};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -39,6 +39,9 @@ pub fn init() {
     if config::canary() {
         canary::init();
     }
+    if config::zero_fault() {
+        zero::reserve();
+    }
     // SAFETY: KEY is written once, here, before STATE becomes DONE.
     unsafe { libc::pthread_key_create(&raw mut KEY, Some(thread_exit)) };
     STATE.store(DONE, Ordering::Release);
@@ -61,6 +64,12 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, size: usize) -> *mut u8 {
         heap = thread_init();
         if heap.is_null() {
             return ptr::null_mut();
+        }
+    }
+    if size == 0 && config::zero_fault() {
+        let p = zero::block();
+        if !p.is_null() {
+            return p;
         }
     }
     if config::canary() {

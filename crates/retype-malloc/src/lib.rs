@@ -7,7 +7,8 @@
 //! - on `consts` only: [`size_class`] (16-byte classes to 1 KiB, then eight per doubling to
 //!   128 KiB), `stats` (counters and the report), `config` (settings);
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
-//! - `canary`: hardened mode's keyed patterns after blocks, which catch overflows;
+//! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
+//!   the inaccessible zero-size block;
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, returned
@@ -35,6 +36,7 @@
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
 //! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
@@ -65,6 +67,7 @@ mod stats;
 mod os;
 
 mod canary;
+mod zero;
 
 mod list;
 mod registry;
@@ -188,6 +191,9 @@ pub unsafe fn free(p: *mut u8) {
     // SAFETY: `p` is live; its header is at the masked address (or behind its back pointer).
     unsafe {
         let seg = if config::hardened() {
+            if zero::contains(p) {
+                return;
+            }
             hardened::validate(p)
         } else if p as usize & consts::SEGMENT_MASK == 0 {
             large::header_of_aligned(p)
@@ -207,6 +213,9 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
     // SAFETY: as for `free`.
     unsafe {
         if config::hardened() {
+            if zero::contains(p) {
+                return 0;
+            }
             hardened::check_live(p);
         }
         let seg = if p as usize & consts::SEGMENT_MASK == 0 {

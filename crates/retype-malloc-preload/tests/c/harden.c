@@ -17,6 +17,18 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "underflow-1")) p[-1] = 'A';
   else if (!strcmp(what, "underflow-32")) memset(p - 32, 'A', 32);
   else if (!strcmp(what, "overflow-realloc")) { p[n] = 0; p = realloc(p, 2 * n); }
+  else if (!strcmp(what, "zero-read")) { char *z = malloc(0); printf("%d\n", z[0]); }
+  else if (!strcmp(what, "zero-write")) { char *z = malloc(0); sink = z; z[0] = 'A'; }
+  else if (!strcmp(what, "zero-calloc")) { char *z = calloc(0, 8); sink = z; z[0] = 'A'; }
+  else if (!strcmp(what, "zero-free")) {
+    char *z = malloc(0), *y = malloc(0);
+    if (!z || !y) return 3;
+    free(z);
+    y = realloc(y, n);
+    memset(y, 'y', n);
+    free(y);
+    free(realloc(malloc(0), 0));
+  }
   else if (strcmp(what, "clean")) { printf("unknown case %s\n", what); return 2; }
   free(p);
   free(before);
