@@ -83,6 +83,8 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, size: usize) -> *mut u8 {
 /// Canary mode: a block with room for the canary's tag after `size` bytes (in the next
 /// class up when the tag does not fit in the slack), sealed; large past the medium classes.
 unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
+    // Every block has a byte of its own (inaccessible zero-size blocks are `zero`'s measure).
+    let size = size.max(1);
     let need = size + canary::TAIL;
     if need > MEDIUM_MAX {
         // SAFETY: large blocks take any size.

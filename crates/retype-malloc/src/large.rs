@@ -84,7 +84,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         (*seg).pages[0].flags.store(FLAG_LARGE, Ordering::Relaxed);
         (*seg).map_len = len;
         (*seg).large_ptr = p;
-        (*seg).large_size = size;
+        (*seg).large_size = size.max(1);
         (*seg).large_end = end;
         (*seg).large_guarded = guarded;
         if offset >= SEGMENT_SIZE {
@@ -96,7 +96,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         if config::canary() {
             let (from, to) = slack(seg);
             canary::fill_slack(p, from, p);
-            canary::fill_slack(p, p.add(size), to);
+            canary::fill_slack(p, p.add(size.max(1)), to);
         }
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, len);
         p

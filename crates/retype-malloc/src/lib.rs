@@ -205,7 +205,7 @@ pub unsafe fn free(p: *mut u8) {
 }
 
 /// Usable bytes at `p`: at least the size asked for, and exactly what may be written (with
-/// canaries, exactly the size asked for; their check runs here too).
+/// canaries, exactly the size asked for, at least 1; their check runs here too).
 ///
 /// # Safety
 /// `p` must be a live pointer from this allocator.
