@@ -297,6 +297,30 @@ fn hardened_mode_zero_size_blocks_fault_on_access_and_free_cleanly() {
     }
 }
 
+/// Hardened mode with a time bound no test run reaches, so blocks leave quarantine by its
+/// byte and block bounds only.
+const HARDENED_UNTIMED: [(&str, &str); 2] = [
+    ("RETYPE_MALLOC_HARDENED", "1"),
+    ("RETYPE_MALLOC_QUARANTINE_MS", "100000000"),
+];
+
+#[test]
+fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {
+    for (size, class) in [(8, 16), (4096, 4608)] {
+        let out = harden("write-after-free", size, &HARDENED_UNTIMED);
+        let what = format!("write-after-free {size}");
+        assert_caught(&out, libc::SIGABRT, "write after free (quarantine)", &what);
+        assert!(text(&out.stderr).contains(&format!("in size class {class} B")));
+        for (case, seen) in [("read-after-free", "junk\n"), ("reuse", "not reused\n")] {
+            let out = harden(case, size, &HARDENED_UNTIMED);
+            assert!(
+                out.status.success() && text(&out.stdout) == seen,
+                "{case} {size}: {out:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn each_measure_has_its_own_switch() {
     let off = harden(
@@ -349,6 +373,29 @@ fn each_measure_has_its_own_switch() {
     );
     let zero_alone = harden("zero-write", 8, &[("RETYPE_MALLOC_ZERO_FAULT", "1")]);
     assert_faulted(&zero_alone, "zero-size faults alone");
+    let no_quarantine = harden(
+        "write-after-free",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_QUARANTINE_BYTES", "0"),
+        ],
+    );
+    assert!(
+        no_quarantine.status.success(),
+        "quarantine off: {no_quarantine:?}"
+    );
+    let quarantine_alone = harden(
+        "write-after-free",
+        4096,
+        &[("RETYPE_MALLOC_QUARANTINE_BYTES", "65536")],
+    );
+    assert_caught(
+        &quarantine_alone,
+        libc::SIGABRT,
+        "write after free (quarantine)",
+        "quarantine alone",
+    );
 }
 
 /// Runs `args` under both allocators in fresh copies of a work directory prepared by `setup`

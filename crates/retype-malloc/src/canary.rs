@@ -115,6 +115,23 @@ pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<usize
         sound.then_some(size)
     }
 }
+/// Fills the freed block at `block`, `size` bytes (a multiple of 8), with its pattern, a word
+/// at a time.
+pub(crate) unsafe fn fill_words(block: *mut u8, size: usize) {
+    let word = pattern(block);
+    // SAFETY: the block is 8-aligned and `size` bytes long, the caller's to write.
+    unsafe { core::slice::from_raw_parts_mut(block.cast::<u64>(), size / 8).fill(word) }
+}
+
+/// Whether the block filled by [`fill_words`] still holds its pattern.
+pub(crate) unsafe fn words_intact(block: *const u8, size: usize) -> bool {
+    let word = pattern(block);
+    // SAFETY: as for `fill_words`; the block is read only.
+    unsafe { core::slice::from_raw_parts(block.cast::<u64>(), size / 8) }
+        .iter()
+        .all(|&w| w == word)
+}
+
 /// Fills the slack `[from, to)` around the large block at `block` with its pattern.
 pub(crate) unsafe fn fill_slack(block: *const u8, from: *mut u8, to: *mut u8) {
     // SAFETY: the caller's contract.

@@ -25,6 +25,13 @@ pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
 /// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
+/// Byte bound of each thread's quarantine of freed blocks, 0 for none
+/// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).
+pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// Milliseconds a freed block stays in quarantine at most (`RETYPE_MALLOC_QUARANTINE_MS`).
+pub(crate) static QUARANTINE_MS: AtomicU64 = AtomicU64::new(1000);
+/// Hardened mode's default quarantine bound in bytes.
+const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -36,6 +43,11 @@ pub(crate) fn hardened() -> bool {
 #[inline]
 pub(crate) fn canary() -> bool {
     CANARY.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn quarantine() -> bool {
+    QUARANTINE_BYTES.load(Ordering::Relaxed) > 0
 }
 
 #[inline]
@@ -90,7 +102,15 @@ pub(crate) fn load() {
     CANARY.store(canary, Ordering::Relaxed);
     GUARD.store(guard, Ordering::Relaxed);
     ZERO_FAULT.store(zero_fault, Ordering::Relaxed);
-    HARDENED.store(all || canary || guard || zero_fault, Ordering::Relaxed);
+    let default_bytes = if all { HARDENED_QUARANTINE_BYTES } else { 0 };
+    let bytes = env(c"RETYPE_MALLOC_QUARANTINE_BYTES").and_then(number);
+    let bytes = bytes.unwrap_or(default_bytes) as usize;
+    QUARANTINE_BYTES.store(bytes, Ordering::Relaxed);
+    if let Some(ms) = env(c"RETYPE_MALLOC_QUARANTINE_MS").and_then(number) {
+        QUARANTINE_MS.store(ms, Ordering::Relaxed);
+    }
+    let any = all || canary || guard || zero_fault || bytes > 0;
+    HARDENED.store(any, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);

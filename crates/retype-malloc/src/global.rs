@@ -36,7 +36,7 @@ pub fn init() {
     if config::hardened() {
         registry::enable();
     }
-    if config::canary() {
+    if config::canary() || config::quarantine() {
         canary::init();
     }
     if config::zero_fault() {

@@ -17,7 +17,7 @@ use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
-use crate::{canary, config, hardened, large, os, tls};
+use crate::{canary, config, hardened, large, os, quarantine, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -34,6 +34,8 @@ pub(crate) struct Heap {
     segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
+    quarantine: *mut quarantine::Ring,
 }
 
 struct SyncPage(Page);
@@ -54,6 +56,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    quarantine: ptr::null_mut(),
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -135,19 +138,37 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             p
         };
         let heap = current();
-        let local = (*page).heap == id(heap);
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
             if config::canary() {
-                check_canaries(seg, page, block, local);
+                check_canaries(seg, page, block, (*page).heap == id(heap));
+            }
+            if config::quarantine()
+                && !is_empty(heap)
+                && quarantine::admit(&mut (*heap).quarantine, block, (*page).block_size as usize)
+            {
+                while let Some(b) = quarantine::leaving((*heap).quarantine) {
+                    let seg = segment::of(b);
+                    release(heap, segment::page_of(seg, b), b);
+                }
+                return;
             }
         }
-        if local {
+        release(heap, page, block)
+    }
+}
+
+/// Puts the freed `block` of `page` back: on its free list, or on its remote list when
+/// `heap`, the calling thread's, does not own it.
+unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a freed block of `page`, still counted as used.
+    unsafe {
+        if (*page).heap == id(heap) {
             let b = block.cast::<Block>();
             (*b).next = (*page).free;
             (*page).free = b;
             (*page).used -= 1;
-            if flags & FLAG_FULL != 0 {
+            if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
                 unfull(heap, page);
             }
             if (*page).used == 0 {

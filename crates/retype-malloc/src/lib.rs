@@ -9,6 +9,7 @@
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
+//! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, returned
@@ -37,6 +38,8 @@
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
 //! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; `0` turns the quarantine off, a number alone turns it on |
+//! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
@@ -68,6 +71,8 @@ mod os;
 
 mod canary;
 mod zero;
+
+mod quarantine;
 
 mod list;
 mod registry;

@@ -29,6 +29,28 @@ int main(int argc, char **argv) {
     free(y);
     free(realloc(malloc(0), 0));
   }
+  else if (!strcmp(what, "write-after-free")) {
+    free(p);
+    ((volatile char *)p)[n / 2] = 'A'; /* volatile: the compiler drops stores to freed memory */
+    /* Push the block out of quarantine: free more than its byte bound after it. */
+    for (int i = 0; i < 4096; i++) { sink = malloc(n); free(sink); }
+    p = malloc(n);
+  }
+  else if (!strcmp(what, "read-after-free")) {
+    free(p);
+    char *q = malloc(n);
+    memset(q, 'q', n);
+    char seen = ((volatile char *)p)[n / 2];
+    printf("%s\n", q == p ? "reused" : seen == 'a' ? "old data" : seen == 'q' ? "new owner's data" : "junk");
+    free(q);
+    return 0;
+  }
+  else if (!strcmp(what, "reuse")) {
+    free(p);
+    char *q = malloc(n), *r = realloc(malloc(n / 2 + 1), n);
+    printf("%s\n", q == p || r == p ? "reused" : "not reused");
+    return 0;
+  }
   else if (strcmp(what, "clean")) { printf("unknown case %s\n", what); return 2; }
   free(p);
   free(before);
