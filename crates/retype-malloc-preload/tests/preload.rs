@@ -319,6 +319,19 @@ fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {
             );
         }
     }
+    // A freed large block is inaccessible while in quarantine.
+    let mib = 1 << 20;
+    for case in ["write-after-free", "read-after-free"] {
+        assert_faulted(
+            &harden(case, mib, &HARDENED_UNTIMED),
+            &format!("{case} 1 MiB"),
+        );
+    }
+    let out = harden("reuse", mib, &HARDENED_UNTIMED);
+    assert!(
+        out.status.success() && text(&out.stdout) == "not reused\n",
+        "reuse 1 MiB: {out:?}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{cache, canary, config, large, os, pool, registry, stats, zero};
+use crate::{cache, canary, config, large, os, pool, quarantine, registry, stats, zero};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -137,11 +137,13 @@ extern "C" fn report_at_exit() {
 extern "C" fn fork_prepare() {
     pool::POOL.acquire();
     cache::CACHE.acquire();
+    quarantine::LARGE.acquire();
 }
 
 /// Releases the locks after fork, in the parent and in the child alike: in the child only
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
+    quarantine::LARGE.release();
     cache::CACHE.release();
     pool::POOL.release();
 }

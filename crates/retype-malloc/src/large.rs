@@ -11,14 +11,15 @@
 //! gets an inaccessible page before and after its pages and ends where its last page ends
 //! (rounded to its alignment), so an overflow or underflow past its pages faults at the
 //! access, and the header cannot be reached from the block. With canaries the slack in the
-//! block's first and last pages holds a keyed pattern, checked at free and realloc.
+//! block's first and last pages holds a keyed pattern, checked at free and realloc. With
+//! quarantine a freed block's pages are inaccessible until it leaves the quarantine.
 
 use core::sync::atomic::Ordering;
 
 use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
 use crate::segment::{self, Segment, KIND_LARGE};
-use crate::{cache, canary, config, os, registry, stats};
+use crate::{cache, canary, config, os, quarantine, registry, stats};
 
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
@@ -146,20 +147,40 @@ pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
 }
 
 /// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
-/// has checked it first).
+/// has checked it first). With quarantine its pages become inaccessible and the mapping
+/// waits in the quarantine before it can be reused.
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
         if config::canary() {
             check_slack(seg);
         }
-        if (*seg).large_guarded {
-            let end = (*seg).large_end;
-            os::protect(seg.cast::<u8>().add(HEADER_SIZE), OS_PAGE, true);
-            os::protect(end, OS_PAGE, true);
+        let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
+        if config::quarantine() {
+            let p = (*seg).large_ptr;
+            let from = p.sub(p as usize & (OS_PAGE - 1));
+            os::protect(from, base.add(len) as usize - from as usize, false);
+            if quarantine::hold_large(base, len) {
+                while let Some((b, l)) = quarantine::large_leaving() {
+                    retire(b, l, true);
+                }
+                return;
+            }
+            return retire(base, len, true);
         }
-        let len = (*seg).map_len;
+        retire(base, len, (*seg).large_guarded)
+    }
+}
+
+/// Gives the freed large mapping `[base, base+len)` to the cache, with everything after its
+/// header made accessible again if `protected` (guard pages, quarantine).
+unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
+    // SAFETY: the mapping is the caller's to give up.
+    unsafe {
+        if protected {
+            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
+        }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(seg.cast(), len);
+        cache::put(base, len);
     }
 }

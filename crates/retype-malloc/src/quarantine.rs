@@ -8,10 +8,14 @@
 //!
 //! The ring lives in its own mapping, apart from user data, made on a heap's first
 //! quarantined free, so heaps in the default mode do not grow.
+//!
+//! A freed large block is made inaccessible instead, so a use after free faults at the
+//! access, and waits in one process-wide ring (large frees are rare) under the same bounds.
 
 use core::sync::atomic::Ordering;
 
 use crate::config::{QUARANTINE_BYTES, QUARANTINE_MS};
+use crate::lock::SpinLock;
 use crate::{canary, os};
 
 /// Most blocks one thread's quarantine holds.
@@ -91,4 +95,74 @@ pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
         );
     }
     Some(oldest.block)
+}
+
+/// Most large blocks held at once.
+const LARGE_CAPACITY: usize = 64;
+
+#[derive(Clone, Copy)]
+struct Held {
+    base: *mut u8,
+    len: usize,
+    at: u32,
+}
+
+/// The freed large mappings held back, oldest at `head`.
+pub(crate) struct LargeRing {
+    held: [Held; LARGE_CAPACITY],
+    head: usize,
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: the ring only records mappings; it is touched under its lock.
+unsafe impl Send for LargeRing {}
+
+pub(crate) static LARGE: SpinLock<LargeRing> = SpinLock::new(LargeRing {
+    held: [Held {
+        base: core::ptr::null_mut(),
+        len: 0,
+        at: 0,
+    }; LARGE_CAPACITY],
+    head: 0,
+    len: 0,
+    bytes: 0,
+});
+
+/// Holds the freed large mapping `[base, base+len)`, whose block the caller made
+/// inaccessible; false if the ring is full (the caller gives the mapping back at once).
+pub(crate) fn hold_large(base: *mut u8, len: usize) -> bool {
+    let mut r = LARGE.lock();
+    if r.len == LARGE_CAPACITY {
+        return false; // not reached: `large_leaving` takes one out whenever the ring fills
+    }
+    let at = (r.head + r.len) % LARGE_CAPACITY;
+    r.held[at] = Held {
+        base,
+        len,
+        at: os::now_ms() as u32,
+    };
+    r.len += 1;
+    r.bytes += len;
+    true
+}
+
+/// Takes the oldest large mapping out if the ring is over its bounds (the newest one stays,
+/// however big) or holds one past the time bound.
+pub(crate) fn large_leaving() -> Option<(*mut u8, usize)> {
+    let mut r = LARGE.lock();
+    if r.len == 0 {
+        return None;
+    }
+    let oldest = r.held[r.head];
+    let over = (r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) && r.len > 1)
+        || r.len == LARGE_CAPACITY;
+    let age = (os::now_ms() as u32).wrapping_sub(oldest.at) as u64;
+    if !over && age <= QUARANTINE_MS.load(Ordering::Relaxed) {
+        return None;
+    }
+    r.head = (r.head + 1) % LARGE_CAPACITY;
+    r.len -= 1;
+    r.bytes -= oldest.len;
+    Some((oldest.base, oldest.len))
 }
