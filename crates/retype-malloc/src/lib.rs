@@ -41,12 +41,12 @@
 //! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
 //! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
 //! relies on) or off in hardened mode. A failed check writes one line to standard error,
 //! naming the error, the pointer and, when known, the block size of its size class, then
 //! calls `abort()`.
-//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |
 //!
 //! The same allocator serves Rust programs through [`RetypeMalloc`] and C programs through
 //! the `retype-malloc-preload` cdylib (`LD_PRELOAD=libretype_malloc_preload.so`).

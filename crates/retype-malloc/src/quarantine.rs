@@ -53,7 +53,7 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) ->
         if r.len == CAPACITY {
             return false; // not reached: `leaving` takes one out whenever the ring fills
         }
-        canary::fill_words(block, size);
+        canary::fill_block(block, size);
         let entry = Entry {
             block,
             size: size as u32,
@@ -87,7 +87,7 @@ pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
     r.len -= 1;
     r.bytes -= oldest.size as usize;
     // SAFETY: the block was filled when admitted and is still ours.
-    if unsafe { !canary::words_intact(oldest.block, oldest.size as usize) } {
+    if unsafe { !canary::block_intact(oldest.block, oldest.size as usize) } {
         os::die(
             "write after free (quarantine)",
             oldest.block,
