@@ -334,6 +334,17 @@ fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {
     );
 }
 
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_heap_is_never_executable() {
+    for size in [8, 4096, 1 << 20] {
+        for env in [&HARDENED[..], &[]] {
+            let what = format!("execute {size} {env:?}");
+            assert_faulted(&harden("execute", size, env), &what);
+        }
+    }
+}
+
 #[test]
 fn each_measure_has_its_own_switch() {
     let off = harden(

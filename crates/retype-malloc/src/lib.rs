@@ -47,6 +47,7 @@
 //! relies on) or off in hardened mode. A failed check writes one line to standard error,
 //! naming the error, the pointer and, when known, the block size of its size class, then
 //! calls `abort()`.
+//! In every mode the heap's memory is readable and writable, never executable.
 //!
 //! The same allocator serves Rust programs through [`RetypeMalloc`] and C programs through
 //! the `retype-malloc-preload` cdylib (`LD_PRELOAD=libretype_malloc_preload.so`).

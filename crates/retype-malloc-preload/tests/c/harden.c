@@ -51,6 +51,10 @@ int main(int argc, char **argv) {
     printf("%s\n", q == p || r == p ? "reused" : "not reused");
     return 0;
   }
+  else if (!strcmp(what, "execute")) {
+    p[0] = (char)0xc3; /* x86-64 `ret`: returns at once if the heap were executable */
+    ((void (*)(void))(void *)p)();
+  }
   else if (strcmp(what, "clean")) { printf("unknown case %s\n", what); return 2; }
   free(p);
   free(before);
