@@ -126,6 +126,15 @@ fn fork_while_other_threads_allocate() {
 }
 
 #[test]
+fn hardened_mode_runs_the_c_programs_unchanged() {
+    for name in ["semantics", "stress", "fork"] {
+        let mut cmd = Command::new(compile(name));
+        cmd.envs(HARDENED);
+        assert_ok(&run(cmd, true), &format!("{name} in hardened mode"));
+    }
+}
+
+#[test]
 fn works_when_loaded_with_dlopen() {
     let mut cmd = Command::new(compile("dlopen"));
     cmd.arg(lib());
@@ -166,6 +175,250 @@ fn hardened_mode_aborts_on_double_and_invalid_frees() {
     assert!(
         clean.status.success() && text(&clean.stdout) == "clean\n",
         "clean run: {clean:?}"
+    );
+}
+
+/// Runs `tests/c/harden.c`, committing error `case` on a block of `size` bytes, with `env`.
+fn harden(case: &str, size: usize, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(compile("harden"));
+    cmd.args([case, &size.to_string()])
+        .envs(env.iter().copied());
+    run(cmd, true)
+}
+
+/// Asserts that `out` was killed by `signal` after printing `message` (if not empty).
+fn assert_caught(out: &Output, signal: i32, message: &str, what: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(signal),
+        "{what}: expected signal {signal}, got {:?}; stderr {err}",
+        out.status
+    );
+    assert!(
+        err.contains(&format!("retype-malloc: {message}")),
+        "{what}: stderr was {err:?}"
+    );
+}
+
+const HARDENED: [(&str, &str); 1] = [("RETYPE_MALLOC_HARDENED", "1")];
+
+#[test]
+fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries() {
+    let cases = [
+        ("overflow-1", "heap overflow (canary)"),
+        ("overflow-32", "heap overflow (canary)"),
+        ("overflow-block", "heap overflow (canary)"),
+        ("overflow-realloc", "heap overflow (canary)"),
+        ("underflow-1", "heap underflow (canary of the block before)"),
+        (
+            "underflow-32",
+            "heap underflow (canary of the block before)",
+        ),
+    ];
+    for size in [8, 4096] {
+        for (case, message) in cases {
+            let out = harden(case, size, &HARDENED);
+            let class = if size == 8 { 16 } else { 4608 };
+            let message = format!("{message} of pointer 0x");
+            assert_caught(&out, libc::SIGABRT, &message, &format!("{case} {size}"));
+            assert!(text(&out.stderr).contains(&format!("in size class {class} B")));
+        }
+        let clean = harden("clean", size, &HARDENED);
+        assert!(clean.status.success(), "clean {size}: {clean:?}");
+    }
+}
+
+/// Whether `out` was killed by SIGSEGV (a guard page) with nothing from us on stderr.
+fn assert_faulted(out: &Output, what: &str) {
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "{what}: expected a fault, got {:?}; stderr {}",
+        out.status,
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
+    // 1 MiB ends at its last page's end: any access past either end faults there.
+    let mib = 1 << 20;
+    for case in [
+        "overflow-1",
+        "overflow-32",
+        "overflow-block",
+        "overflow-realloc",
+        "underflow-1",
+        "underflow-32",
+    ] {
+        assert_faulted(&harden(case, mib, &HARDENED), &format!("{case} 1 MiB"));
+    }
+    // One byte more: 15 bytes of canary after the block, 4080 before it in its first page.
+    let odd = mib + 1;
+    let cases = [
+        ("overflow-1", "heap overflow (canary)"),
+        ("overflow-realloc", "heap overflow (canary)"),
+        ("underflow-1", "heap underflow (canary)"),
+        ("underflow-32", "heap underflow (canary)"),
+    ];
+    for (case, message) in cases {
+        let out = harden(case, odd, &HARDENED);
+        let what = format!("{case} 1 MiB + 1");
+        assert_caught(
+            &out,
+            libc::SIGABRT,
+            &format!("{message} of pointer 0x"),
+            &what,
+        );
+        assert!(text(&out.stderr).contains(&format!("in size class {odd} B")));
+    }
+    assert_faulted(
+        &harden("overflow-32", odd, &HARDENED),
+        "overflow-32 1 MiB + 1",
+    );
+    for size in [mib, odd] {
+        let clean = harden("clean", size, &HARDENED);
+        assert!(clean.status.success(), "clean {size}: {clean:?}");
+    }
+}
+
+#[test]
+fn hardened_mode_zero_size_blocks_fault_on_access_and_free_cleanly() {
+    for case in ["zero-read", "zero-write", "zero-calloc"] {
+        assert_faulted(&harden(case, 8, &HARDENED), case);
+    }
+    for size in [8, 4096, 1 << 20] {
+        let out = harden("zero-free", size, &HARDENED);
+        assert!(
+            out.status.success() && text(&out.stdout) == "zero-free\n",
+            "zero-free {size}: {out:?}"
+        );
+    }
+}
+
+/// Hardened mode with a time bound no test run reaches, so blocks leave quarantine by its
+/// byte and block bounds only.
+const HARDENED_UNTIMED: [(&str, &str); 2] = [
+    ("RETYPE_MALLOC_HARDENED", "1"),
+    ("RETYPE_MALLOC_QUARANTINE_MS", "100000000"),
+];
+
+#[test]
+fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {
+    for (size, class) in [(8, 16), (4096, 4608)] {
+        let out = harden("write-after-free", size, &HARDENED_UNTIMED);
+        let what = format!("write-after-free {size}");
+        assert_caught(&out, libc::SIGABRT, "write after free (quarantine)", &what);
+        assert!(text(&out.stderr).contains(&format!("in size class {class} B")));
+        for (case, seen) in [("read-after-free", "junk\n"), ("reuse", "not reused\n")] {
+            let out = harden(case, size, &HARDENED_UNTIMED);
+            assert!(
+                out.status.success() && text(&out.stdout) == seen,
+                "{case} {size}: {out:?}"
+            );
+        }
+    }
+    // A freed large block is inaccessible while in quarantine.
+    let mib = 1 << 20;
+    for case in ["write-after-free", "read-after-free"] {
+        assert_faulted(
+            &harden(case, mib, &HARDENED_UNTIMED),
+            &format!("{case} 1 MiB"),
+        );
+    }
+    let out = harden("reuse", mib, &HARDENED_UNTIMED);
+    assert!(
+        out.status.success() && text(&out.stdout) == "not reused\n",
+        "reuse 1 MiB: {out:?}"
+    );
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn the_heap_is_never_executable() {
+    for size in [8, 4096, 1 << 20] {
+        for env in [&HARDENED[..], &[]] {
+            let what = format!("execute {size} {env:?}");
+            assert_faulted(&harden("execute", size, env), &what);
+        }
+    }
+}
+
+#[test]
+fn each_measure_has_its_own_switch() {
+    let off = harden(
+        "overflow-1",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_CANARY", "0"),
+        ],
+    );
+    assert!(off.status.success(), "canaries off: {off:?}");
+    let alone = harden("overflow-1", 8, &[("RETYPE_MALLOC_CANARY", "1")]);
+    assert_caught(
+        &alone,
+        libc::SIGABRT,
+        "heap overflow (canary)",
+        "canaries alone",
+    );
+    let default = harden("overflow-1", 8, &[]);
+    assert!(default.status.success(), "default mode: {default:?}");
+    // Without guard pages a large block starts its mapping's pages: the canaries in its last
+    // page catch what a guard page would have.
+    let unguarded = harden(
+        "overflow-32",
+        (1 << 20) + 1,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_GUARD", "0"),
+        ],
+    );
+    assert_caught(
+        &unguarded,
+        libc::SIGABRT,
+        "heap overflow (canary)",
+        "guard off",
+    );
+    let guard_alone = harden("overflow-1", 1 << 20, &[("RETYPE_MALLOC_GUARD", "1")]);
+    assert_faulted(&guard_alone, "guard pages alone");
+    let zero_off = harden(
+        "zero-write",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_ZERO_FAULT", "0"),
+        ],
+    );
+    assert!(
+        zero_off.status.success(),
+        "zero-size faults off: {zero_off:?}"
+    );
+    let zero_alone = harden("zero-write", 8, &[("RETYPE_MALLOC_ZERO_FAULT", "1")]);
+    assert_faulted(&zero_alone, "zero-size faults alone");
+    let no_quarantine = harden(
+        "write-after-free",
+        8,
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_QUARANTINE_BYTES", "0"),
+        ],
+    );
+    assert!(
+        no_quarantine.status.success(),
+        "quarantine off: {no_quarantine:?}"
+    );
+    let quarantine_alone = harden(
+        "write-after-free",
+        4096,
+        &[("RETYPE_MALLOC_QUARANTINE_BYTES", "65536")],
+    );
+    assert_caught(
+        &quarantine_alone,
+        libc::SIGABRT,
+        "write after free (quarantine)",
+        "quarantine alone",
     );
 }
 

@@ -10,17 +10,54 @@ pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
-/// Detect double and invalid frees (`RETYPE_MALLOC_HARDENED`, default off).
+/// Validate every free and realloc, catching double and invalid frees: on with
+/// `RETYPE_MALLOC_HARDENED` and with any of the measures below, which rely on it.
 pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
+/// Canaries after blocks, checked on free and realloc (`RETYPE_MALLOC_CANARY`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static CANARY: AtomicBool = AtomicBool::new(false);
+/// Guard pages around large blocks (`RETYPE_MALLOC_GUARD`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
+/// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
+/// default: as `RETYPE_MALLOC_HARDENED`).
+pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is kept before it goes back to the OS
 /// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
+/// Byte bound of each thread's quarantine of freed blocks, 0 for none
+/// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).
+pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// Milliseconds a freed block stays in quarantine at most (`RETYPE_MALLOC_QUARANTINE_MS`).
+pub(crate) static QUARANTINE_MS: AtomicU64 = AtomicU64::new(1000);
+/// Hardened mode's default quarantine bound in bytes.
+const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
 
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn canary() -> bool {
+    CANARY.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn quarantine() -> bool {
+    QUARANTINE_BYTES.load(Ordering::Relaxed) > 0
+}
+
+#[inline]
+pub(crate) fn zero_fault() -> bool {
+    ZERO_FAULT.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn guard() -> bool {
+    GUARD.load(Ordering::Relaxed)
 }
 
 /// The value of environment variable `name` as bytes, if set.
@@ -57,7 +94,23 @@ fn number(v: &[u8]) -> Option<u64> {
 /// may close their standard streams before exit.
 pub(crate) fn load() {
     HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
-    HARDENED.store(flag(c"RETYPE_MALLOC_HARDENED", false), Ordering::Relaxed);
+    // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
+    let all = flag(c"RETYPE_MALLOC_HARDENED", false);
+    let canary = flag(c"RETYPE_MALLOC_CANARY", all);
+    let guard = flag(c"RETYPE_MALLOC_GUARD", all);
+    let zero_fault = flag(c"RETYPE_MALLOC_ZERO_FAULT", all);
+    CANARY.store(canary, Ordering::Relaxed);
+    GUARD.store(guard, Ordering::Relaxed);
+    ZERO_FAULT.store(zero_fault, Ordering::Relaxed);
+    let default_bytes = if all { HARDENED_QUARANTINE_BYTES } else { 0 };
+    let bytes = env(c"RETYPE_MALLOC_QUARANTINE_BYTES").and_then(number);
+    let bytes = bytes.unwrap_or(default_bytes) as usize;
+    QUARANTINE_BYTES.store(bytes, Ordering::Relaxed);
+    if let Some(ms) = env(c"RETYPE_MALLOC_QUARANTINE_MS").and_then(number) {
+        QUARANTINE_MS.store(ms, Ordering::Relaxed);
+    }
+    let any = all || canary || guard || zero_fault || bytes > 0;
+    HARDENED.store(any, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);

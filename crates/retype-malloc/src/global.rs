@@ -5,8 +5,10 @@
 use core::ptr;
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
-use crate::{cache, config, os, pool, registry, stats};
+use crate::size_class::{self, MEDIUM_MAX};
+use crate::{cache, canary, config, large, os, pool, quarantine, registry, stats, zero};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -34,6 +36,12 @@ pub fn init() {
     if config::hardened() {
         registry::enable();
     }
+    if config::canary() || config::quarantine() {
+        canary::init();
+    }
+    if config::zero_fault() {
+        zero::reserve();
+    }
     // SAFETY: KEY is written once, here, before STATE becomes DONE.
     unsafe { libc::pthread_key_create(&raw mut KEY, Some(thread_exit)) };
     STATE.store(DONE, Ordering::Release);
@@ -46,20 +54,51 @@ pub fn init() {
     }
 }
 
-/// malloc's slow path. A thread's first malloc finds the empty heap (see `heap::current`) and
-/// is given its heap here, above `heap`, because that takes the pool and the exit key; then
-/// the heap's own slow path serves it.
+/// malloc's slow path for `size` bytes (at most `MEDIUM_MAX`). A thread's first malloc finds
+/// the empty heap (see `heap::current`) and is given its heap here, above `heap`, because that
+/// takes the pool and the exit key; then the heap's own slow path serves it.
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, class: usize) -> *mut u8 {
+pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, size: usize) -> *mut u8 {
     if heap::is_empty(heap) {
         heap = thread_init();
         if heap.is_null() {
             return ptr::null_mut();
         }
     }
-    // SAFETY: `heap` is the calling thread's own heap; `class` < CLASSES (the caller's).
-    unsafe { heap::alloc_slow(heap, class) }
+    if size == 0 && config::zero_fault() {
+        let p = zero::block();
+        if !p.is_null() {
+            return p;
+        }
+    }
+    if config::canary() {
+        // SAFETY: as below.
+        return unsafe { alloc_sealed(heap, size) };
+    }
+    // SAFETY: `heap` is the calling thread's own heap; the class is in range.
+    unsafe { heap::alloc_slow(heap, size_class::class_of(size)) }
+}
+
+/// Canary mode: a block with room for the canary's tag after `size` bytes (in the next
+/// class up when the tag does not fit in the slack), sealed; large past the medium classes.
+unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
+    // Every block has a byte of its own (inaccessible zero-size blocks are `zero`'s measure).
+    let size = size.max(1);
+    let need = size + canary::TAIL;
+    if need > MEDIUM_MAX {
+        // SAFETY: large blocks take any size.
+        return unsafe { large::alloc(size, MIN_ALIGN, false) };
+    }
+    let class = size_class::class_of(need);
+    // SAFETY: `heap` is the calling thread's own heap; the class is in range.
+    unsafe {
+        let p = heap::alloc_slow(heap, class);
+        if !p.is_null() {
+            canary::seal(p, size_class::block_size(class), size);
+        }
+        p
+    }
 }
 
 /// Gives the calling thread its heap on its first malloc; null when out of memory.
@@ -98,11 +137,13 @@ extern "C" fn report_at_exit() {
 extern "C" fn fork_prepare() {
     pool::POOL.acquire();
     cache::CACHE.acquire();
+    quarantine::LARGE.acquire();
 }
 
 /// Releases the locks after fork, in the parent and in the child alike: in the child only
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
+    quarantine::LARGE.release();
     cache::CACHE.release();
     pool::POOL.release();
 }

@@ -17,7 +17,7 @@ use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
-use crate::{config, hardened, large, os, tls};
+use crate::{canary, config, hardened, large, os, quarantine, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -34,6 +34,8 @@ pub(crate) struct Heap {
     segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
+    quarantine: *mut quarantine::Ring,
 }
 
 struct SyncPage(Page);
@@ -54,6 +56,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    quarantine: ptr::null_mut(),
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -134,16 +137,38 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
         } else {
             p
         };
+        let heap = current();
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
+            if config::canary() {
+                check_canaries(seg, page, block, (*page).heap == id(heap));
+            }
+            if config::quarantine()
+                && !is_empty(heap)
+                && quarantine::admit(&mut (*heap).quarantine, block, (*page).block_size as usize)
+            {
+                while let Some(b) = quarantine::leaving((*heap).quarantine) {
+                    let seg = segment::of(b);
+                    release(heap, segment::page_of(seg, b), b);
+                }
+                return;
+            }
         }
-        let heap = current();
+        release(heap, page, block)
+    }
+}
+
+/// Puts the freed `block` of `page` back: on its free list, or on its remote list when
+/// `heap`, the calling thread's, does not own it.
+unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a freed block of `page`, still counted as used.
+    unsafe {
         if (*page).heap == id(heap) {
             let b = block.cast::<Block>();
             (*b).next = (*page).free;
             (*page).free = b;
             (*page).used -= 1;
-            if flags & FLAG_FULL != 0 {
+            if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
                 unfull(heap, page);
             }
             if (*page).used == 0 {
@@ -152,6 +177,27 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             return;
         }
         remote_free(page, block.cast());
+    }
+}
+
+/// Checks the canary of `block`, freed, and (by the page's owner, the only thread that
+/// reseals its blocks) that of the live block before it, which an underflow of `block`
+/// overwrites.
+unsafe fn check_canaries(seg: *mut Segment, page: *mut Page, block: *mut u8, local: bool) {
+    // SAFETY: `block` is a sealed block of `page`; so is the block before it while live.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        canary::size(block, bs);
+        if local && block > (*page).area {
+            let before = block.sub(bs);
+            if hardened::is_live(seg, page, before) && canary::intact(before, bs).is_none() {
+                os::die(
+                    "heap underflow (canary of the block before)",
+                    block,
+                    Some(bs),
+                );
+            }
+        }
     }
 }
 
@@ -291,8 +337,6 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 /// class with a free block, else a fresh page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
-    // malloc(0) arrives as class 0, whose direct page stays empty.
-    let class = class.max(1);
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
         take_notified(heap);

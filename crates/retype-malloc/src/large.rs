@@ -6,27 +6,41 @@
 //!
 //! An alignment of 2 MiB or more puts the block at a segment boundary, where the mask would
 //! find no header; the word before such a block points back to the header instead.
+//!
+//! With guard pages (`RETYPE_MALLOC_GUARD`, hardened mode) a block aligned to at most a page
+//! gets an inaccessible page before and after its pages and ends where its last page ends
+//! (rounded to its alignment), so an overflow or underflow past its pages faults at the
+//! access, and the header cannot be reached from the block. With canaries the slack in the
+//! block's first and last pages holds a keyed pattern, checked at free and realloc. With
+//! quarantine a freed block's pages are inaccessible until it leaves the quarantine.
 
 use core::sync::atomic::Ordering;
 
 use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
 use crate::segment::{self, Segment, KIND_LARGE};
-use crate::{cache, os, registry, stats};
+use crate::{cache, canary, config, os, quarantine, registry, stats};
 
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
-    let offset = if align < SEGMENT_SIZE {
-        (HEADER_SIZE + align - 1) & !(align - 1)
-    } else {
-        align
-    };
+    let guarded = config::guard() && align <= OS_PAGE;
     // At least one byte, even for size 0, so the block lies inside its mapping (a block at
     // the mapping's end would be outside, and unknown to hardened mode's registry).
+    let Some(rounded) = size.max(1).checked_add(align - 1).map(|n| n & !(align - 1)) else {
+        return core::ptr::null_mut();
+    };
+    // Guarded: header, guard page, the block's pages, guard page.
+    let (offset, tail) = if guarded {
+        (HEADER_SIZE + OS_PAGE, OS_PAGE)
+    } else if align < SEGMENT_SIZE {
+        ((HEADER_SIZE + align - 1) & !(align - 1), 0)
+    } else {
+        (align, 0)
+    };
     let Some(need) = offset
-        .checked_add(size.max(1))
-        .and_then(|n| n.checked_add(OS_PAGE - 1))
+        .checked_add(rounded)
+        .and_then(|n| n.checked_add(OS_PAGE - 1 + tail))
     else {
         return core::ptr::null_mut();
     };
@@ -57,21 +71,59 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
             os::advise_huge(base, len & !SEGMENT_MASK);
         }
         let seg = base.cast::<Segment>();
-        let p = base.add(offset);
+        let (p, end) = if guarded {
+            let end = base.add(need - OS_PAGE);
+            os::protect(base.add(HEADER_SIZE), OS_PAGE, false);
+            os::protect(end, OS_PAGE, false);
+            (end.sub(rounded), end)
+        } else {
+            (base.add(offset), base.add(len))
+        };
         (*seg).kind = KIND_LARGE;
         (*seg).large_live.store(1, Ordering::Release);
         (*seg).slice_head = [0; SLICES];
         (*seg).pages[0].flags.store(FLAG_LARGE, Ordering::Relaxed);
         (*seg).map_len = len;
         (*seg).large_ptr = p;
+        (*seg).large_size = size.max(1);
+        (*seg).large_end = end;
+        (*seg).large_guarded = guarded;
         if offset >= SEGMENT_SIZE {
             p.cast::<*mut Segment>().sub(1).write(seg);
         }
         if zero && !fresh {
             p.write_bytes(0, size);
         }
+        if config::canary() {
+            let (from, to) = slack(seg);
+            canary::fill_slack(p, from, p);
+            canary::fill_slack(p, p.add(size.max(1)), to);
+        }
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, len);
         p
+    }
+}
+
+/// The pages of the large block with header `seg`: from the start of its first page to the
+/// end of its last (its mapping's end at most).
+unsafe fn slack(seg: *mut Segment) -> (*mut u8, *mut u8) {
+    // SAFETY: `seg` is the header of a live large block.
+    unsafe {
+        let p = (*seg).large_ptr;
+        let end = (p as usize + (*seg).large_size).next_multiple_of(OS_PAGE);
+        let from = p.sub(p as usize & (OS_PAGE - 1));
+        (from, (end as *mut u8).min((*seg).large_end))
+    }
+}
+
+/// Aborts if the canaries in the slack of the large block with header `seg` were overwritten.
+unsafe fn check_slack(seg: *mut Segment) {
+    // SAFETY: `seg` is the header of a live large block whose slack holds its canaries.
+    unsafe {
+        let (p, size) = ((*seg).large_ptr, (*seg).large_size);
+        let (from, to) = slack(seg);
+        canary::check_slack(p, size, from, p);
+        canary::check_slack(p, size, p.add(size), to);
     }
 }
 
@@ -81,19 +133,54 @@ pub(crate) unsafe fn header_of_aligned(p: *mut u8) -> *mut Segment {
     unsafe { p.cast::<*mut Segment>().sub(1).read() }
 }
 
-/// Usable bytes from `p` to the end of its mapping.
+/// Usable bytes from `p` to the end of its block (with canaries, which are checked here, the
+/// size asked for).
 pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
     // SAFETY: `seg` is the header of the live block `p`.
-    unsafe { (*seg).map_len - (p as usize - seg as usize) }
+    unsafe {
+        if config::canary() {
+            check_slack(seg);
+            return (*seg).large_size;
+        }
+        (*seg).large_end as usize - p as usize
+    }
 }
 
 /// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
-/// has checked it first).
+/// has checked it first). With quarantine its pages become inaccessible and the mapping
+/// waits in the quarantine before it can be reused.
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
-        let len = (*seg).map_len;
+        if config::canary() {
+            check_slack(seg);
+        }
+        let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
+        if config::quarantine() {
+            let p = (*seg).large_ptr;
+            let from = p.sub(p as usize & (OS_PAGE - 1));
+            os::protect(from, base.add(len) as usize - from as usize, false);
+            if quarantine::hold_large(base, len) {
+                while let Some((b, l)) = quarantine::large_leaving() {
+                    retire(b, l, true);
+                }
+                return;
+            }
+            return retire(base, len, true);
+        }
+        retire(base, len, (*seg).large_guarded)
+    }
+}
+
+/// Gives the freed large mapping `[base, base+len)` to the cache, with everything after its
+/// header made accessible again if `protected` (guard pages, quarantine).
+unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
+    // SAFETY: the mapping is the caller's to give up.
+    unsafe {
+        if protected {
+            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
+        }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(seg.cast(), len);
+        cache::put(base, len);
     }
 }

@@ -7,6 +7,9 @@
 //! - on `consts` only: [`size_class`] (16-byte classes to 1 KiB, then eight per doubling to
 //!   128 KiB), `stats` (counters and the report), `config` (settings);
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
+//! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
+//!   the inaccessible zero-size block;
+//! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, returned
@@ -15,8 +18,9 @@
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
-//! - `large`: objects over 128 KiB are mapped on their own;
-//! - `hardened`: optional detection of double and invalid frees;
+//! - `large`: objects over 128 KiB are mapped on their own (between guard pages in hardened
+//!   mode);
+//! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `pool`: heaps of exited threads, adopted whole by new threads;
 //! - `global`: start-up, each thread's first malloc and exit, fork handlers;
@@ -31,8 +35,19 @@
 //! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
 //! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
-//! | `RETYPE_MALLOC_HARDENED` | `0` | `1` validates every free/realloc and aborts with a message on a double or invalid free |
+//! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
+//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
+//! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
+//! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |
+//!
+//! Each measure may be switched on alone (it brings the validation of frees with it, which it
+//! relies on) or off in hardened mode. A failed check writes one line to standard error,
+//! naming the error, the pointer and, when known, the block size of its size class, then
+//! calls `abort()`.
+//! In every mode the heap's memory is readable and writable, never executable.
 //!
 //! The same allocator serves Rust programs through [`RetypeMalloc`] and C programs through
 //! the `retype-malloc-preload` cdylib (`LD_PRELOAD=libretype_malloc_preload.so`).
@@ -54,6 +69,11 @@ pub mod size_class;
 mod stats;
 
 mod os;
+
+mod canary;
+mod zero;
+
+mod quarantine;
 
 mod list;
 mod registry;
@@ -80,10 +100,12 @@ pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::init;
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
-/// Allocates a block of `class` from the calling thread's heap: the fast path pops from the
-/// class's direct page; anything else (including a thread's first malloc) takes the slow path.
+/// Allocates a block of `class` (for `size` bytes) from the calling thread's heap: the fast
+/// path pops from the class's direct page; anything else (including a thread's first malloc,
+/// and every malloc in hardened mode) takes the slow path, which is given the size alone so
+/// that the fast path need not keep both in registers.
 #[inline(always)]
-unsafe fn alloc(class: usize) -> *mut u8 {
+unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
     let heap = heap::current();
     // SAFETY: `class` < CLASSES; the direct page is a live page of this heap or the empty page.
     unsafe {
@@ -91,7 +113,7 @@ unsafe fn alloc(class: usize) -> *mut u8 {
         if !(*page).free.is_null() {
             return page::pop(page);
         }
-        global::alloc_slow(heap, class)
+        global::alloc_slow(heap, size)
     }
 }
 
@@ -104,10 +126,10 @@ pub unsafe fn malloc(size: usize) -> *mut u8 {
     // SAFETY: the classes passed are in range.
     unsafe {
         if size <= SMALL_FAST_MAX {
-            return alloc((size + 15) >> 4);
+            return alloc((size + 15) >> 4, size);
         }
         if size <= MEDIUM_MAX {
-            return alloc(size_class::class_of(size));
+            return alloc(size_class::class_of(size), size);
         }
         large::alloc(size, MIN_ALIGN, false)
     }
@@ -175,6 +197,9 @@ pub unsafe fn free(p: *mut u8) {
     // SAFETY: `p` is live; its header is at the masked address (or behind its back pointer).
     unsafe {
         let seg = if config::hardened() {
+            if zero::contains(p) {
+                return;
+            }
             hardened::validate(p)
         } else if p as usize & consts::SEGMENT_MASK == 0 {
             large::header_of_aligned(p)
@@ -185,7 +210,8 @@ pub unsafe fn free(p: *mut u8) {
     }
 }
 
-/// Usable bytes at `p`: at least the size asked for, and exactly what may be written.
+/// Usable bytes at `p`: at least the size asked for, and exactly what may be written (with
+/// canaries, exactly the size asked for, at least 1; their check runs here too).
 ///
 /// # Safety
 /// `p` must be a live pointer from this allocator.
@@ -193,6 +219,9 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
     // SAFETY: as for `free`.
     unsafe {
         if config::hardened() {
+            if zero::contains(p) {
+                return 0;
+            }
             hardened::check_live(p);
         }
         let seg = if p as usize & consts::SEGMENT_MASK == 0 {
@@ -210,7 +239,13 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
         } else {
             p
         };
-        (*page).block_size as usize - (p as usize - start as usize)
+        let block_size = (*page).block_size as usize;
+        let end = if config::canary() {
+            canary::size(start, block_size)
+        } else {
+            block_size
+        };
+        end - (p as usize - start as usize)
     }
 }
 

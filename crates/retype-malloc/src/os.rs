@@ -59,6 +59,20 @@ pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
+/// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any
+/// access faults) or readable and writable again (`open` true).
+pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {
+    let prot = if open {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: the pages are part of the caller's mapping; nothing else refers to them.
+    if unsafe { libc::mprotect(p.cast(), len, prot) } != 0 {
+        fatal("mprotect failed");
+    }
+}
+
 /// Asks the kernel to back `[p, p+len)` with transparent huge pages (THP in madvise mode).
 pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
     // SAFETY: advice on our own mapping; failure (THP off) is harmless.
@@ -94,6 +108,40 @@ pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
         }
         bytes = &bytes[n as usize..];
     }
+}
+
+/// A hardened-mode check failed: writes `retype-malloc: <what> of pointer <p>`, the block
+/// size of its size class when known, to standard error and aborts, so that a core dump or a
+/// debugger stops where the error was found.
+#[cold]
+pub(crate) fn die(what: &str, p: *const u8, block_size: Option<usize>) -> ! {
+    let mut hex = *b"0x0000000000000000";
+    for (i, d) in hex[2..].iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[(p as usize >> (60 - 4 * i)) & 15];
+    }
+    write_all(2, b"retype-malloc: ");
+    write_all(2, what.as_bytes());
+    write_all(2, b" of pointer ");
+    write_all(2, &hex);
+    if let Some(size) = block_size {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = size;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        write_all(2, b" in size class ");
+        write_all(2, &digits[at..]);
+        write_all(2, b" B");
+    }
+    write_all(2, b" (RETYPE_MALLOC_HARDENED); aborting\n");
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
 }
 
 /// Writes `retype-malloc: internal inconsistency: <what>` to standard error and aborts. Not a

@@ -40,6 +40,12 @@ pub(crate) struct Segment {
     pub map_len: usize,
     /// For large blocks: the pointer handed out.
     pub large_ptr: *mut u8,
+    /// For large blocks: the size asked for (canaries fill the rest of its pages).
+    pub large_size: usize,
+    /// For large blocks: the end of the usable memory (a guard page follows when guarded).
+    pub large_end: *mut u8,
+    /// For large blocks: guard pages surround the block's pages.
+    pub large_guarded: bool,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],

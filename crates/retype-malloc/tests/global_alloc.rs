@@ -77,3 +77,21 @@ fn eight_threads_exchange_strings() {
     assert_eq!(total, 8 * 200 * 100);
     retype_malloc::check_consistency();
 }
+
+/// Every test of this file again, in a child process with hardened mode on: there retype-malloc
+/// serves the whole program, test harness included, with every measure.
+#[test]
+fn the_same_in_hardened_mode() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", "the_same_in_hardened_mode"])
+        .env("RETYPE_MALLOC_HARDENED", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok") && !stdout.contains(" 0 passed"),
+        "hardened run: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

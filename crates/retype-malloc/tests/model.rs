@@ -218,3 +218,25 @@ fn aligned_empty_blocks_stay_inside_their_blocks() {
     }
     rm::check_consistency();
 }
+
+/// Every test of this file again, in a child process with hardened mode's measures on
+/// (settings are read once per process, at its first allocation). Zero-size blocks stay
+/// ordinary there: the model gives every block a byte of its own; the preload tests cover
+/// inaccessible zero-size blocks.
+#[test]
+fn the_model_holds_in_hardened_mode() {
+    let me = "the_model_holds_in_hardened_mode";
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", me])
+        .env("RETYPE_MALLOC_HARDENED", "1")
+        .env("RETYPE_MALLOC_ZERO_FAULT", "0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok") && !stdout.contains(" 0 passed"),
+        "hardened run: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

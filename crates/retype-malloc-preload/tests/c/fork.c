@@ -19,7 +19,7 @@ static void *churn(void *arg) {
     s = s * 1103515245 + 12345;
     int k = (s >> 8) % 64;
     free(slot[k]);
-    slot[k] = malloc((s >> 16) % 3000 + ((s % 97) == 0 ? 300000 : 0));
+    slot[k] = malloc((s >> 16) % 3000 + 16 + ((s % 97) == 0 ? 300000 : 0));
     memset(slot[k], 1, 16);
     if (s % 5 == 0) slot[k] = __atomic_exchange_n(&box, slot[k], __ATOMIC_ACQ_REL);
   }

@@ -1,0 +1,63 @@
+/* Commits the heap error named by argv[1] on a block of argv[2] bytes, for the tests of
+ * hardened mode's measures; "clean" stays in bounds and prints "clean". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* Keeps the compiler from removing or moving the allocations and the bad accesses. */
+void *volatile sink;
+int main(int argc, char **argv) {
+  const char *what = argc > 1 ? argv[1] : "";
+  size_t n = argc > 2 ? strtoul(argv[2], 0, 10) : 8;
+  char *before = malloc(n), *p = malloc(n);
+  sink = before; sink = p;
+  memset(p, 'a', n);
+  if (!strcmp(what, "overflow-1")) memset(p, 'A', n + 1);
+  else if (!strcmp(what, "overflow-32")) memset(p, 'A', n + 32);
+  else if (!strcmp(what, "overflow-block")) memset(p, 'A', 2 * n);
+  else if (!strcmp(what, "underflow-1")) p[-1] = 'A';
+  else if (!strcmp(what, "underflow-32")) memset(p - 32, 'A', 32);
+  else if (!strcmp(what, "overflow-realloc")) { p[n] = 0; p = realloc(p, 2 * n); }
+  else if (!strcmp(what, "zero-read")) { char *z = malloc(0); printf("%d\n", z[0]); }
+  else if (!strcmp(what, "zero-write")) { char *z = malloc(0); sink = z; z[0] = 'A'; }
+  else if (!strcmp(what, "zero-calloc")) { char *z = calloc(0, 8); sink = z; z[0] = 'A'; }
+  else if (!strcmp(what, "zero-free")) {
+    char *z = malloc(0), *y = malloc(0);
+    if (!z || !y) return 3;
+    free(z);
+    y = realloc(y, n);
+    memset(y, 'y', n);
+    free(y);
+    free(realloc(malloc(0), 0));
+  }
+  else if (!strcmp(what, "write-after-free")) {
+    free(p);
+    ((volatile char *)p)[n / 2] = 'A'; /* volatile: the compiler drops stores to freed memory */
+    /* Push the block out of quarantine: free more than its byte bound after it. */
+    for (int i = 0; i < 4096; i++) { sink = malloc(n); free(sink); }
+    p = malloc(n);
+  }
+  else if (!strcmp(what, "read-after-free")) {
+    free(p);
+    char *q = malloc(n);
+    memset(q, 'q', n);
+    char seen = ((volatile char *)p)[n / 2];
+    printf("%s\n", q == p ? "reused" : seen == 'a' ? "old data" : seen == 'q' ? "new owner's data" : "junk");
+    free(q);
+    return 0;
+  }
+  else if (!strcmp(what, "reuse")) {
+    free(p);
+    char *q = malloc(n), *r = realloc(malloc(n / 2 + 1), n);
+    printf("%s\n", q == p || r == p ? "reused" : "not reused");
+    return 0;
+  }
+  else if (!strcmp(what, "execute")) {
+    p[0] = (char)0xc3; /* x86-64 `ret`: returns at once if the heap were executable */
+    ((void (*)(void))(void *)p)();
+  }
+  else if (strcmp(what, "clean")) { printf("unknown case %s\n", what); return 2; }
+  free(p);
+  free(before);
+  printf("%s\n", what);
+  return 0;
+}

@@ -1,0 +1,168 @@
+//! Quarantine (`RETYPE_MALLOC_QUARANTINE_BYTES`, `RETYPE_MALLOC_QUARANTINE_MS`, hardened
+//! mode): a freed small or medium block is not handed out again at once. It is filled with a
+//! keyed pattern and waits in its freeing thread's quarantine, oldest first, until the
+//! quarantine holds more than its bytes or blocks, or the block is older than the time bound
+//! (checked at that thread's next free). When it leaves, the pattern is checked: a write
+//! after free stops the program there; a read after free, meanwhile, reads the pattern,
+//! never a new owner's data.
+//!
+//! The ring lives in its own mapping, apart from user data, made on a heap's first
+//! quarantined free, so heaps in the default mode do not grow.
+//!
+//! A freed large block is made inaccessible instead, so a use after free faults at the
+//! access, and waits in one process-wide ring (large frees are rare) under the same bounds.
+
+use core::sync::atomic::Ordering;
+
+use crate::config::{QUARANTINE_BYTES, QUARANTINE_MS};
+use crate::lock::SpinLock;
+use crate::{canary, os};
+
+/// Most blocks one thread's quarantine holds.
+const CAPACITY: usize = 1024;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    block: *mut u8,
+    size: u32,
+    /// `os::now_ms` when freed, truncated (compared with wrapping arithmetic).
+    at: u32,
+}
+
+/// One thread's quarantine: a ring of blocks, oldest at `head`.
+pub(crate) struct Ring {
+    entries: [Entry; CAPACITY],
+    head: usize,
+    len: usize,
+    bytes: usize,
+}
+
+/// Quarantines `block` of `size` bytes (a multiple of 16), freed, in `*ring` (mapped here on
+/// first use). False if the ring could not be mapped or is full: the caller frees the block
+/// at once.
+pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) -> bool {
+    // SAFETY: the ring is the calling thread's own; the block is freed and `size` long.
+    unsafe {
+        if ring.is_null() {
+            *ring = os::map(core::mem::size_of::<Ring>()).cast();
+            if ring.is_null() {
+                return false;
+            }
+        }
+        let r = &mut **ring;
+        if r.len == CAPACITY {
+            return false; // not reached: `leaving` takes one out whenever the ring fills
+        }
+        canary::fill_block(block, size);
+        let entry = Entry {
+            block,
+            size: size as u32,
+            at: os::now_ms() as u32,
+        };
+        r.entries[(r.head + r.len) % CAPACITY] = entry;
+        r.len += 1;
+        r.bytes += size;
+        true
+    }
+}
+
+/// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
+/// block past the time bound; its pattern is checked first (aborting on a write after free).
+pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
+    if ring.is_null() {
+        return None;
+    }
+    // SAFETY: the ring is the calling thread's own.
+    let r = unsafe { &mut *ring };
+    if r.len == 0 {
+        return None;
+    }
+    let oldest = r.entries[r.head];
+    let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
+    let age = (os::now_ms() as u32).wrapping_sub(oldest.at) as u64;
+    if !over && age <= QUARANTINE_MS.load(Ordering::Relaxed) {
+        return None;
+    }
+    r.head = (r.head + 1) % CAPACITY;
+    r.len -= 1;
+    r.bytes -= oldest.size as usize;
+    // SAFETY: the block was filled when admitted and is still ours.
+    if unsafe { !canary::block_intact(oldest.block, oldest.size as usize) } {
+        os::die(
+            "write after free (quarantine)",
+            oldest.block,
+            Some(oldest.size as usize),
+        );
+    }
+    Some(oldest.block)
+}
+
+/// Most large blocks held at once.
+const LARGE_CAPACITY: usize = 64;
+
+#[derive(Clone, Copy)]
+struct Held {
+    base: *mut u8,
+    len: usize,
+    at: u32,
+}
+
+/// The freed large mappings held back, oldest at `head`.
+pub(crate) struct LargeRing {
+    held: [Held; LARGE_CAPACITY],
+    head: usize,
+    len: usize,
+    bytes: usize,
+}
+
+// SAFETY: the ring only records mappings; it is touched under its lock.
+unsafe impl Send for LargeRing {}
+
+pub(crate) static LARGE: SpinLock<LargeRing> = SpinLock::new(LargeRing {
+    held: [Held {
+        base: core::ptr::null_mut(),
+        len: 0,
+        at: 0,
+    }; LARGE_CAPACITY],
+    head: 0,
+    len: 0,
+    bytes: 0,
+});
+
+/// Holds the freed large mapping `[base, base+len)`, whose block the caller made
+/// inaccessible; false if the ring is full (the caller gives the mapping back at once).
+pub(crate) fn hold_large(base: *mut u8, len: usize) -> bool {
+    let mut r = LARGE.lock();
+    if r.len == LARGE_CAPACITY {
+        return false; // not reached: `large_leaving` takes one out whenever the ring fills
+    }
+    let at = (r.head + r.len) % LARGE_CAPACITY;
+    r.held[at] = Held {
+        base,
+        len,
+        at: os::now_ms() as u32,
+    };
+    r.len += 1;
+    r.bytes += len;
+    true
+}
+
+/// Takes the oldest large mapping out if the ring is over its bounds (the newest one stays,
+/// however big) or holds one past the time bound.
+pub(crate) fn large_leaving() -> Option<(*mut u8, usize)> {
+    let mut r = LARGE.lock();
+    if r.len == 0 {
+        return None;
+    }
+    let oldest = r.held[r.head];
+    let over = (r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) && r.len > 1)
+        || r.len == LARGE_CAPACITY;
+    let age = (os::now_ms() as u32).wrapping_sub(oldest.at) as u64;
+    if !over && age <= QUARANTINE_MS.load(Ordering::Relaxed) {
+        return None;
+    }
+    r.head = (r.head + 1) % LARGE_CAPACITY;
+    r.len -= 1;
+    r.bytes -= oldest.len;
+    Some((oldest.base, oldest.len))
+}
