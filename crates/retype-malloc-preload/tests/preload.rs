@@ -7,38 +7,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
-/// The preload library of this build: cargo uplifts it next to the `deps` directory that holds
-/// this test; if it is missing (a test run without the cdylib), build it.
+/// The preload library of this build, brought up to date first: a test run does not build the
+/// package's cdylib (nothing links it), so a library left by an earlier build could be stale.
 fn lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
-        let deps = exe.parent().expect("deps directory");
-        let candidates = [
-            deps.join("../libretype_malloc_preload.so"),
-            deps.join("libretype_malloc_preload.so"),
-        ];
-        let newest = |c: &[PathBuf]| {
-            c.iter()
-                .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p.clone())))
-                .max()
-                .map(|(_, p)| p)
-        };
-        if let Some(p) = newest(&candidates) {
-            return p.canonicalize().unwrap();
+        // <target>/<profile>/deps/preload-…: the library goes to <target>/<profile>.
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("profile directory");
+        let target_dir = profile_dir.parent().expect("target directory");
+        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cargo
+            .args(["build", "-p", "retype-malloc-preload", "--target-dir"])
+            .arg(target_dir);
+        if profile_dir.ends_with("release") {
+            cargo.arg("--release");
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "retype-malloc-preload", "--release"])
-            .status()
-            .expect("run cargo build");
+        let status = cargo.status().expect("run cargo build");
         assert!(
             status.success(),
             "cargo build -p retype-malloc-preload failed"
         );
-        let built = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/release/libretype_malloc_preload.so");
-        built
+        profile_dir
+            .join("libretype_malloc_preload.so")
             .canonicalize()
             .expect("libretype_malloc_preload.so after cargo build")
     })
