@@ -190,7 +190,14 @@ unsafe fn check_canaries(seg: *mut Segment, page: *mut Page, block: *mut u8, loc
         canary::size(block, bs);
         if local && block > (*page).area {
             let before = block.sub(bs);
-            if hardened::is_live(seg, page, before) && canary::intact(before, bs).is_none() {
+            // Another thread may be freeing `before` meanwhile: its free clears the live bit
+            // before it writes into the block (its list link, the quarantine's pattern). So a
+            // broken canary counts only if the block is still live once the canary was read
+            // (stores are seen in order on x86-64; the fence keeps the two loads in order).
+            if hardened::is_live(seg, page, before) && canary::intact(before, bs).is_none() && {
+                core::sync::atomic::fence(Ordering::SeqCst);
+                hardened::is_live(seg, page, before)
+            } {
                 os::die(
                     "heap underflow (canary of the block before)",
                     block,

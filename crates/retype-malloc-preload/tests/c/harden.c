@@ -5,18 +5,27 @@
 #include <string.h>
 /* Keeps the compiler from removing or moving the allocations and the bad accesses. */
 void *volatile sink;
+/* A one-byte error flips bits of the byte it hits: writing a fixed value would leave a canary
+ * byte that happens to hold that value (one chance in 256) unchanged, and so uncaught. */
+static void flip(char *b) { *(volatile char *)b ^= 0x5a; }
+/* Whether the freed block still holds the owner's bytes (all 'a'): a pattern can match 'a' in a
+ * byte by chance, not in all of them. */
+static int all_a(const volatile char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) if (p[i] != 'a') return 0;
+  return 1;
+}
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "";
   size_t n = argc > 2 ? strtoul(argv[2], 0, 10) : 8;
   char *before = malloc(n), *p = malloc(n);
   sink = before; sink = p;
   memset(p, 'a', n);
-  if (!strcmp(what, "overflow-1")) memset(p, 'A', n + 1);
+  if (!strcmp(what, "overflow-1")) { memset(p, 'A', n); flip(p + n); }
   else if (!strcmp(what, "overflow-32")) memset(p, 'A', n + 32);
   else if (!strcmp(what, "overflow-block")) memset(p, 'A', 2 * n);
-  else if (!strcmp(what, "underflow-1")) p[-1] = 'A';
+  else if (!strcmp(what, "underflow-1")) flip(p - 1);
   else if (!strcmp(what, "underflow-32")) memset(p - 32, 'A', 32);
-  else if (!strcmp(what, "overflow-realloc")) { p[n] = 0; p = realloc(p, 2 * n); }
+  else if (!strcmp(what, "overflow-realloc")) { flip(p + n); p = realloc(p, 2 * n); }
   else if (!strcmp(what, "zero-read")) { char *z = malloc(0); printf("%d\n", z[0]); }
   else if (!strcmp(what, "zero-write")) { char *z = malloc(0); sink = z; z[0] = 'A'; }
   else if (!strcmp(what, "zero-calloc")) { char *z = calloc(0, 8); sink = z; z[0] = 'A'; }
@@ -41,7 +50,7 @@ int main(int argc, char **argv) {
     char *q = malloc(n);
     memset(q, 'q', n);
     char seen = ((volatile char *)p)[n / 2];
-    printf("%s\n", q == p ? "reused" : seen == 'a' ? "old data" : seen == 'q' ? "new owner's data" : "junk");
+    printf("%s\n", q == p ? "reused" : all_a(p, n) ? "old data" : seen == 'q' ? "new owner's data" : "junk");
     free(q);
     return 0;
   }
