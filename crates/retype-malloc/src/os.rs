@@ -119,27 +119,18 @@ pub(crate) fn die(what: &str, p: *const u8, block_size: Option<usize>) -> ! {
     for (i, d) in hex[2..].iter_mut().enumerate() {
         *d = b"0123456789abcdef"[(p as usize >> (60 - 4 * i)) & 15];
     }
-    write_all(2, b"retype-malloc: ");
-    write_all(2, what.as_bytes());
-    write_all(2, b" of pointer ");
-    write_all(2, &hex);
+    let mut line = retype_stackstr::StackStr::<256>::new();
+    line.push(b"retype-malloc: ")
+        .push(what.as_bytes())
+        .push(b" of pointer ")
+        .push(&hex);
     if let Some(size) = block_size {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut n = size;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        write_all(2, b" in size class ");
-        write_all(2, &digits[at..]);
-        write_all(2, b" B");
+        line.push(b" in size class ")
+            .push_num(size as u64)
+            .push(b" B");
     }
-    write_all(2, b" (RETYPE_MALLOC_HARDENED); aborting\n");
+    line.push(b" (RETYPE_MALLOC_HARDENED); aborting\n");
+    write_all(2, line.as_bytes());
     // SAFETY: abort has no preconditions.
     unsafe { libc::abort() }
 }

@@ -1,6 +1,8 @@
 //! retype-malloc as this test program's `#[global_allocator]`: the test harness, std and the
 //! tests below all allocate through it.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::mpsc;
 
@@ -82,16 +84,8 @@ fn eight_threads_exchange_strings() {
 /// serves the whole program, test harness included, with every measure.
 #[test]
 fn the_same_in_hardened_mode() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--skip", "the_same_in_hardened_mode"])
-        .env("RETYPE_MALLOC_HARDENED", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("test result: ok") && !stdout.contains(" 0 passed"),
-        "hardened run: {:?}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    common::rerun_with(
+        "the_same_in_hardened_mode",
+        &[("RETYPE_MALLOC_HARDENED", "1")],
     );
 }

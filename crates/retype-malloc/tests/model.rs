@@ -5,6 +5,8 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -225,18 +227,11 @@ fn aligned_empty_blocks_stay_inside_their_blocks() {
 /// inaccessible zero-size blocks.
 #[test]
 fn the_model_holds_in_hardened_mode() {
-    let me = "the_model_holds_in_hardened_mode";
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--skip", me])
-        .env("RETYPE_MALLOC_HARDENED", "1")
-        .env("RETYPE_MALLOC_ZERO_FAULT", "0")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("test result: ok") && !stdout.contains(" 0 passed"),
-        "hardened run: {:?}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    common::rerun_with(
+        "the_model_holds_in_hardened_mode",
+        &[
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            ("RETYPE_MALLOC_ZERO_FAULT", "0"),
+        ],
     );
 }
