@@ -8,10 +8,10 @@ void *volatile sink;
 /* A one-byte error flips bits of the byte it hits: writing a fixed value would leave a canary
  * byte that happens to hold that value (one chance in 256) unchanged, and so uncaught. */
 static void flip(char *b) { *(volatile char *)b ^= 0x5a; }
-/* Whether the freed block still holds the owner's bytes (all 'a'): a pattern can match 'a' in a
- * byte by chance, not in all of them. */
-static int all_a(const volatile char *p, size_t n) {
-  for (size_t i = 0; i < n; i++) if (p[i] != 'a') return 0;
+/* Whether all n bytes at p are c: a keyed pattern matches c in one byte by chance (one time in
+ * 256), not in all of them. */
+static int all(const volatile char *p, size_t n, char c) {
+  for (size_t i = 0; i < n; i++) if (p[i] != c) return 0;
   return 1;
 }
 int main(int argc, char **argv) {
@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
   }
   else if (!strcmp(what, "write-after-free")) {
     free(p);
-    ((volatile char *)p)[n / 2] = 'A'; /* volatile: the compiler drops stores to freed memory */
+    flip(p + n / 2); /* through a volatile access: the compiler drops stores to freed memory */
     /* Push the block out of quarantine: free more than its byte bound after it. */
     for (int i = 0; i < 4096; i++) { sink = malloc(n); free(sink); }
     p = malloc(n);
@@ -49,8 +49,7 @@ int main(int argc, char **argv) {
     free(p);
     char *q = malloc(n);
     memset(q, 'q', n);
-    char seen = ((volatile char *)p)[n / 2];
-    printf("%s\n", q == p ? "reused" : all_a(p, n) ? "old data" : seen == 'q' ? "new owner's data" : "junk");
+    printf("%s\n", q == p ? "reused" : all(p, n, 'a') ? "old data" : all(p, n, 'q') ? "new owner's data" : "junk");
     free(q);
     return 0;
   }
