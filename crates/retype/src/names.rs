@@ -46,21 +46,31 @@ where
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
-        let mut out = Vec::new();
-        for name in s.split(',').map(str::trim) {
-            let items = if name == "all" {
-                T::VARIANTS.to_vec()
-            } else {
-                vec![one_of(T::WHAT, name)?]
-            };
-            for item in items {
-                if !out.contains(&item) {
-                    out.push(item);
-                }
+        parse_list(s, || T::VARIANTS.to_vec(), |name| one_of(T::WHAT, name)).map(List)
+    }
+}
+
+/// A comma-separated list of items parsed by `one`, `all` standing for
+/// `every`; each item once, in the order first given.
+pub fn parse_list<T: PartialEq>(
+    s: &str,
+    every: impl Fn() -> Vec<T>,
+    one: impl Fn(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<Vec<T>> {
+    let mut out = Vec::new();
+    for name in s.split(',').map(str::trim) {
+        let items = if name == "all" {
+            every()
+        } else {
+            vec![one(name)?]
+        };
+        for item in items {
+            if !out.contains(&item) {
+                out.push(item);
             }
         }
-        Ok(List(out))
     }
+    Ok(out)
 }
 
 #[cfg(test)]

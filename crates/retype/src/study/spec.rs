@@ -138,12 +138,7 @@ impl FromStr for PolicySpec {
             Some((_, other)) => bail!("unknown watermark rule {other:?} in {s:?} (only :lifted)"),
             None => (s, WatermarkRule::Kept),
         };
-        let kind = name.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "unknown policy {name:?}: expected one of {}",
-                crate::names::choices(PolicyKind::ALL)
-            )
-        })?;
+        let kind = crate::names::one_of("policy", name)?;
         Ok(PolicySpec { kind, rule })
     }
 }
@@ -157,7 +152,7 @@ impl fmt::Display for PolicySpec {
     }
 }
 
-/// `--policy`: a comma-separated list; `all` expands to every policy under
+/// `--policy`: a comma-separated list; `all` stands for every policy under
 /// the kept rule. A policy named twice runs once.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policies(pub Vec<PolicySpec>);
@@ -166,10 +161,7 @@ impl FromStr for Policies {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
-        // clap prints an error's outermost message only: give it the whole chain.
-        parse_policies(s)
-            .map(Policies)
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
+        crate::names::parse_list(s, PolicySpec::all, str::parse).map(Policies)
     }
 }
 
@@ -181,27 +173,11 @@ impl FromStr for Workloads {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> anyhow::Result<Self> {
+        // clap prints an error's outermost message only: give it the whole chain.
         parse_workloads(s)
             .map(Workloads)
             .map_err(|e| anyhow::anyhow!("{e:#}"))
     }
-}
-
-fn parse_policies(list: &str) -> anyhow::Result<Vec<PolicySpec>> {
-    let mut out: Vec<PolicySpec> = Vec::new();
-    for item in list.split(',') {
-        let specs = if item == "all" {
-            PolicySpec::all()
-        } else {
-            vec![item.parse()?]
-        };
-        for s in specs {
-            if !out.contains(&s) {
-                out.push(s);
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Splits a `--workload` list on commas that start a new workload (the
@@ -257,19 +233,25 @@ mod tests {
         ] {
             assert!(parse_workloads(bad).is_err(), "{bad}");
         }
-        let e = parse_policies("best-fit,fastest-fit")
+        let e = "best-fit,fastest-fit"
+            .parse::<Policies>()
             .unwrap_err()
             .to_string();
         assert!(e.contains("fastest-fit") && e.contains("best-fit"), "{e}");
         assert_eq!(
-            parse_policies("best-fit:lifted").unwrap()[0].rule,
+            "best-fit:lifted".parse::<Policies>().unwrap().0[0].rule,
             WatermarkRule::Lifted
         );
-        assert!(parse_policies("best-fit:loose").is_err());
-        assert_eq!(parse_policies("all").unwrap().len(), PolicyKind::ALL.len());
+        assert!("best-fit:loose".parse::<Policies>().is_err());
         assert_eq!(
-            parse_policies("all,best-fit:lifted,best-fit")
+            "all".parse::<Policies>().unwrap().0.len(),
+            PolicyKind::ALL.len()
+        );
+        assert_eq!(
+            "all,best-fit:lifted,best-fit"
+                .parse::<Policies>()
                 .unwrap()
+                .0
                 .len(),
             PolicyKind::ALL.len() + 1
         );
