@@ -26,6 +26,7 @@
 pub mod bench;
 pub mod cap;
 pub mod cspace;
+pub mod distributed;
 pub mod error;
 pub mod mdb;
 pub mod system;

@@ -6,7 +6,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use super::cap::{Cap, MapInfo, Rights};
+use super::cap::{Cap, Key, MapInfo, Rights};
 use super::cspace::{CSpace, CapRef, Slots};
 use super::error::CapError;
 use super::mdb::{CapId, Mdb, Relation};
@@ -26,6 +26,43 @@ pub struct Boot {
     pub phys: CapRef,
     /// Root slot 2: the RAM below the root CNode, from address 0.
     pub ram: CapRef,
+}
+
+/// A retype that passed every check but the search for descendants in the
+/// way: what [`Caps::retype_into`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetypePlan {
+    /// The source capability.
+    pub src: Cap,
+    pub ty: CapType,
+    /// The first object's base address.
+    pub base: u64,
+    pub objsize: u64,
+    pub count: u64,
+}
+
+impl RetypePlan {
+    /// The bytes the objects cover.
+    pub fn bytes(&self) -> u64 {
+        self.objsize * self.count
+    }
+}
+
+/// What deleting one capability does beyond emptying its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fate {
+    /// No copy is left anywhere: the object is destroyed.
+    pub last: bool,
+    /// Nothing else covers its memory either: the memory is reclaimed.
+    pub orphan: bool,
+}
+
+impl Fate {
+    /// Other copies remain: just the slot goes.
+    pub const COPY: Fate = Fate {
+        last: false,
+        orphan: false,
+    };
 }
 
 /// A capability system over the mapping database `M`.
@@ -205,7 +242,24 @@ impl<M: Mdb> Caps<M> {
         count: u64,
         dest: CapRef,
     ) -> Result<(), CapError> {
-        let (sid, s) = self.s.lookup(src)?;
+        let plan = self.retype_plan(src, ty, offset, objsize, count)?;
+        if self.descendant_overlaps(&plan.src.key(), plan.base, plan.bytes()) {
+            return Err(CapError::RevokeFirst);
+        }
+        self.retype_into(&plan, dest).map(|_| ())
+    }
+
+    /// The checks of [`Caps::retype`] that come before the search for
+    /// descendants in the way, in the same order.
+    pub fn retype_plan(
+        &self,
+        src: CapRef,
+        ty: CapType,
+        offset: u64,
+        objsize: u64,
+        count: u64,
+    ) -> Result<RetypePlan, CapError> {
+        let (_, s) = self.s.lookup(src)?;
         if ty.is_mapping() {
             return Err(CapError::RetypeMappingExplicit);
         }
@@ -228,16 +282,26 @@ impl<M: Mdb> Caps<M> {
         if offset > s.size - count * objsize {
             return Err(CapError::InvalidOffset { offset });
         }
-        let base = s.base + offset;
-        self.check_region_free(sid, &s, base, count * objsize)?;
-        let first = self.s.empty_window(dest, count)?;
-        let slots = (objsize / SLOT_BYTES) as u32;
-        for i in 0..count {
-            let cap = Cap::new(ty, base + i * objsize, objsize);
+        Ok(RetypePlan {
+            src: s,
+            ty,
+            base: s.base + offset,
+            objsize,
+            count,
+        })
+    }
+
+    /// Makes the objects of a checked plan in `count` empty slots from
+    /// `dest`; returns the first slot id.
+    pub fn retype_into(&mut self, plan: &RetypePlan, dest: CapRef) -> Result<CapId, CapError> {
+        let first = self.s.empty_window(dest, plan.count)?;
+        let slots = (plan.objsize / SLOT_BYTES) as u32;
+        for i in 0..plan.count {
+            let cap = Cap::new(plan.ty, plan.base + i * plan.objsize, plan.objsize);
             self.create_object(&cap, slots);
             self.install(first + i as u32, cap);
         }
-        Ok(())
+        Ok(first)
     }
 
     fn check_objsize(&self, ty: CapType, size: u64) -> Result<(), CapError> {
@@ -257,28 +321,20 @@ impl<M: Mdb> Caps<M> {
         }
     }
 
-    /// Retyping `[base, base + len)` of `src` is allowed when `src` has no
-    /// descendants, or when no entry lies inside or across the region and
-    /// the tightest entry around it is `src` or a copy of it.
-    fn check_region_free(
-        &self,
-        sid: CapId,
-        src: &Cap,
-        base: u64,
-        len: u64,
-    ) -> Result<(), CapError> {
-        if !self.mdb.has_descendants(sid) {
-            return Ok(());
-        }
-        let found = self
-            .mdb
-            .query(src.ty.root(), base, len, Relation::Surrounding);
-        let own = found.relation == Relation::Surrounding
-            && found.id.and_then(|id| self.mdb.key(id)) == Some(src.key());
-        if own {
-            Ok(())
-        } else {
-            Err(CapError::RevokeFirst)
+    /// Whether a descendant of the capabilities with key `k` overlaps
+    /// `[base, base + len)`: the region is free for a retype of `k` when
+    /// nothing lies inside or across it and the tightest entry around it is
+    /// `k` or one of its ancestors. Asked of a node that holds no copy of `k`,
+    /// it answers for that node's part of the system.
+    pub fn descendant_overlaps(&self, k: &Key, base: u64, len: u64) -> bool {
+        let found = self.mdb.query(k.root, base, len, Relation::Surrounding);
+        match found.relation {
+            Relation::NotFound => false,
+            Relation::Surrounding => {
+                let tightest = found.id.and_then(|id| self.mdb.key(id));
+                tightest.is_some_and(|t| t > *k)
+            }
+            Relation::Inner | Relation::Partial => true,
         }
     }
 
@@ -331,7 +387,9 @@ impl<M: Mdb> Caps<M> {
             .retype(&self.config, ty, size_bits, count, dest)
             .map_err(CapError::Sel4)?;
         let base = s.base + p.first;
-        self.check_region_free(sid, &s, base, p.bytes())?;
+        if self.descendant_overlaps(&s.key(), base, p.bytes()) {
+            return Err(CapError::RevokeFirst);
+        }
         self.untypeds.insert(sid, ut);
         let cty = CapType::from_sel4(ty, &self.config, device);
         for i in 0..count {
@@ -385,8 +443,7 @@ impl<M: Mdb> Caps<M> {
         self.delete_one(id, &mut marked);
         let mut i = 0;
         while i < marked.len() {
-            let cn = &self.s.cnodes[self.s.by_base[&marked[i]] as usize];
-            for slot in cn.first..cn.first + cn.slots {
+            for slot in self.cnode_slots(marked[i]) {
                 self.delete_one(slot, &mut marked);
             }
             i += 1;
@@ -397,23 +454,47 @@ impl<M: Mdb> Caps<M> {
     }
 
     fn delete_one(&mut self, id: CapId, marked: &mut Vec<u64>) {
-        let Some(cap) = self.s.slots[id as usize] else {
-            return;
-        };
+        if self.s.slots[id as usize].is_some() {
+            let fate = self.local_fate(id);
+            self.remove_as(id, fate, marked);
+        }
+    }
+
+    /// What deleting `id` would do if this system were the whole system.
+    pub(crate) fn local_fate(&self, id: CapId) -> Fate {
         let last = !self.mdb.has_copies(id);
-        let orphan = last
-            && cap.ty.is_ram_backed()
-            && !self.mdb.has_ancestors(id)
-            && !self.mdb.has_descendants(id);
+        let ram = self.s.cap(id).is_some_and(|c| c.ty.is_ram_backed());
+        Fate {
+            last,
+            orphan: last && ram && !self.mdb.has_ancestors(id) && !self.mdb.has_descendants(id),
+        }
+    }
+
+    /// Deletes the capability in slot `id` as `fate` says: the last copy
+    /// destroys its object (a CNode is marked and its base pushed on
+    /// `marked`, its slots left to the caller), an orphan's memory goes to
+    /// [`Caps::take_reclaimed`]. The cross-core protocol decides `fate`.
+    pub(crate) fn remove_as(&mut self, id: CapId, fate: Fate, marked: &mut Vec<u64>) {
+        let cap = self.s.slots[id as usize].take().expect("a live slot");
         self.mdb.remove(id).expect("a live cap is in the mdb");
-        self.s.slots[id as usize] = None;
         self.untypeds.remove(&id);
-        if last {
+        if fate.last {
             self.destroy(&cap, marked);
         }
-        if orphan {
+        if fate.orphan {
             self.reclaimed.push((cap.base, cap.size));
         }
+    }
+
+    /// The slot ids of the CNode object at `base`.
+    pub(crate) fn cnode_slots(&self, base: u64) -> core::ops::Range<CapId> {
+        let cn = &self.s.cnodes[self.s.by_base[&base] as usize];
+        cn.first..cn.first + cn.slots
+    }
+
+    /// Frees the CNode object at `base`, whose slots are all empty.
+    pub(crate) fn free_cnode(&mut self, base: u64) {
+        self.s.destroy_cnode(base);
     }
 
     /// What deleting the last capability to an object does.
@@ -470,6 +551,98 @@ impl<M: Mdb> Caps<M> {
             n = self.mdb.successor(id);
         }
         out
+    }
+
+    // ----- what a replica in the cross-core protocol asks -----
+
+    /// A core's system that starts with just `root`, an L1 CNode capability
+    /// made by another core: its object is made here and the capability put
+    /// in its own slot 0, as `boot` does for the first domain.
+    pub(crate) fn with_root(config: Config, root: Cap) -> (Caps<M>, CSpace) {
+        let mut caps = Caps {
+            config,
+            s: Slots::default(),
+            mdb: M::new(),
+            vnodes: BTreeMap::new(),
+            untypeds: BTreeMap::new(),
+            reclaimed: Vec::new(),
+        };
+        caps.create_object(&root, (root.size / SLOT_BYTES) as u32);
+        let cspace = caps.s.cspace_of(root.base).expect("just made");
+        let first = caps.s.cnodes[cspace.cnode as usize].first;
+        caps.install(first, root);
+        (caps, cspace)
+    }
+
+    /// The slot id and capability `r` names.
+    pub(crate) fn lookup(&self, r: CapRef) -> Result<(CapId, Cap), CapError> {
+        self.s.lookup(r)
+    }
+
+    /// The capability in slot `id`.
+    pub(crate) fn cap(&self, id: CapId) -> Option<Cap> {
+        self.s.cap(id).copied()
+    }
+
+    /// Puts `cap`, received from another core, in the empty slot `dest`.
+    pub(crate) fn install_at(&mut self, dest: CapRef, cap: Cap) -> Result<CapId, CapError> {
+        let id = self.s.empty_window(dest, 1)?;
+        self.install(id, cap);
+        Ok(id)
+    }
+
+    /// The slots holding a capability with key `k`.
+    pub(crate) fn copies_of(&self, k: &Key) -> Vec<CapId> {
+        let mut out = Vec::new();
+        let mut n = self.mdb.seek(k, true);
+        while let Some(id) = n.filter(|&id| self.mdb.key(id) == Some(*k)) {
+            out.push(id);
+            n = self.mdb.successor(id);
+        }
+        out
+    }
+
+    /// What a revoke of `k` deletes here: every copy and every descendant.
+    pub(crate) fn revoke_scope(&self, k: &Key) -> Vec<CapId> {
+        let mut out = Vec::new();
+        let mut n = self.mdb.seek(k, true);
+        while let Some(id) = n {
+            let nk = self.mdb.key(id).expect("seek returns entries");
+            if nk != *k && (nk.root != k.root || nk.base >= k.end()) {
+                break;
+            }
+            out.push(id);
+            n = self.mdb.successor(id);
+        }
+        out
+    }
+
+    /// Whether any capability here overlaps `[base, base + size)`.
+    pub(crate) fn overlaps(&self, root: u8, base: u64, size: u64) -> bool {
+        let found = self.mdb.query(root, base, size, Relation::NotFound);
+        found.relation != Relation::NotFound
+    }
+
+    /// Every capability reachable in the CSpace `cs`: its root CNode's slots
+    /// and the slots of the L2 CNodes they hold, by reference.
+    pub fn cspace_caps(&self, cs: CSpace) -> Result<Vec<(CapRef, Cap)>, CapError> {
+        let (root, _) = self.s.resolve_cnode(CapRef::l1(cs, 0))?;
+        let mut out = Vec::new();
+        for i in 0..root.slots {
+            let Some(c) = self.s.slots[(root.first + i) as usize] else {
+                continue;
+            };
+            out.push((CapRef::l1(cs, i), c));
+            if c.ty == L2CNode {
+                for j in 0..=u8::MAX {
+                    let r = CapRef::l2(cs, i, j);
+                    if let Ok((_, c2)) = self.s.lookup(r) {
+                        out.push((r, c2));
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     // ----- page tables -----

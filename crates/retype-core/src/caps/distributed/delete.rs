@@ -1,0 +1,332 @@
+//! The delete job (seed 001 §4.3, §4.6): deletes a list of slots one at a
+//! time, as Barrelfish's delete stepping does. Each slot is one of the
+//! cases of §4.7.3: a foreign copy, or a local one with local copies, just
+//! goes; the owner's last copy first asks whether copies remain elsewhere
+//! and hands ownership to one of them; the last copy in the system destroys
+//! its object, and its memory is reclaimed if no capability on any node
+//! covers or lies inside it. A CNode whose last copy goes is marked and its
+//! slots joined to the list; when the list is done, the emptied CNodes are
+//! freed in reverse order, as a stack. Every slot on the list is marked in
+//! delete, so no other operation starts on it.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use super::node::{Node, SlotState};
+use super::{Done, Msg, NodeId, OpRef};
+use crate::caps::mdb::CapId;
+use crate::caps::system::Fate;
+
+/// Whom the job answers when it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JobReply {
+    /// The user's delete request.
+    User,
+    /// A revoke's commit, from node `to`.
+    Commit { to: NodeId },
+}
+
+/// What the job waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    No,
+    /// Answers to "do you hold a copy?"; the lowest node that does.
+    Copies {
+        item: CapId,
+        pending: usize,
+        found: Option<NodeId>,
+    },
+    /// Node `to` taking ownership.
+    Move { item: CapId, to: NodeId },
+    /// The other nodes learning that `to` owns the capability now.
+    Owners {
+        item: CapId,
+        to: NodeId,
+        pending: usize,
+    },
+    /// Answers to "do you hold a capability over this memory?".
+    Relations {
+        item: CapId,
+        pending: usize,
+        found: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Job {
+    items: VecDeque<CapId>,
+    /// CNodes whose last copy went: their slots join the list, in order.
+    marked: Vec<u64>,
+    swept: usize,
+    wait: Wait,
+    reply: JobReply,
+    reclaimed: Vec<(u64, u64)>,
+}
+
+/// Whether a slot still belongs to the job `op` or may become its.
+enum Claim {
+    Mine,
+    /// Held by an operation in flight: later.
+    Later,
+    /// Gone, or another delete holds it.
+    Drop,
+}
+
+impl Node {
+    pub(crate) fn start_job(&mut self, op: OpRef, items: Vec<CapId>, reply: JobReply) {
+        for &id in &items {
+            if self.meta[&id].state == SlotState::Ready {
+                self.set_state(id, SlotState::InDelete(op));
+            }
+        }
+        let job = Job {
+            items: items.into(),
+            marked: Vec::new(),
+            swept: 0,
+            wait: Wait::No,
+            reply,
+            reclaimed: Vec::new(),
+        };
+        self.jobs.insert(op, job);
+        self.advance(op);
+    }
+
+    fn claim(&mut self, op: OpRef, id: CapId) -> Claim {
+        match self.meta.get(&id).map(|m| m.state) {
+            None => Claim::Drop,
+            Some(SlotState::Ready) => {
+                self.set_state(id, SlotState::InDelete(op));
+                Claim::Mine
+            }
+            Some(SlotState::InDelete(o)) if o == op => Claim::Mine,
+            Some(SlotState::InDelete(_)) => Claim::Drop,
+            Some(SlotState::Locked(_)) => Claim::Later,
+        }
+    }
+
+    /// Works through the job until it waits or ends; returns whether it
+    /// did anything.
+    pub(crate) fn advance(&mut self, op: OpRef) -> bool {
+        let mut moved = false;
+        loop {
+            let Some(job) = self.jobs.get(&op) else {
+                return moved;
+            };
+            if job.wait != Wait::No {
+                return moved;
+            }
+            let mut next = None;
+            for i in 0..job.items.len() {
+                let id = self.jobs[&op].items[i];
+                match self.claim(op, id) {
+                    Claim::Mine => {
+                        next = Some(i);
+                        break;
+                    }
+                    Claim::Later => {}
+                    Claim::Drop => {
+                        next = Some(usize::MAX - i);
+                        break;
+                    }
+                }
+            }
+            let job = self.jobs.get_mut(&op).expect("checked");
+            match next {
+                Some(i) if i > usize::MAX / 2 => {
+                    job.items.remove(usize::MAX - i);
+                    moved = true;
+                }
+                Some(i) => {
+                    let id = job.items.remove(i).expect("in range");
+                    moved = true;
+                    self.delete_item(op, id);
+                }
+                None if !job.items.is_empty() => return moved,
+                None if job.swept < job.marked.len() => {
+                    let base = job.marked[job.swept];
+                    job.swept += 1;
+                    let slots: Vec<CapId> = self
+                        .caps
+                        .cnode_slots(base)
+                        .filter(|&s| self.caps.cap(s).is_some())
+                        .collect();
+                    self.jobs.get_mut(&op).expect("checked").items.extend(slots);
+                    moved = true;
+                }
+                None => {
+                    let busy = job
+                        .marked
+                        .iter()
+                        .any(|&b| self.caps.cnode_slots(b).any(|s| self.caps.cap(s).is_some()));
+                    if busy {
+                        return moved;
+                    }
+                    let job = self.jobs.remove(&op).expect("checked");
+                    for &base in job.marked.iter().rev() {
+                        self.caps.free_cnode(base);
+                    }
+                    let done = Done {
+                        reclaimed: job.reclaimed,
+                    };
+                    match job.reply {
+                        JobReply::User => self.finish(op, Ok(done)),
+                        JobReply::Commit { to } => self.send(
+                            to,
+                            Msg::Committed {
+                                op,
+                                reclaimed: done.reclaimed,
+                            },
+                        ),
+                    }
+                    return true;
+                }
+            }
+        }
+    }
+
+    fn set_wait(&mut self, op: OpRef, wait: Wait) {
+        self.jobs.get_mut(&op).expect("a job").wait = wait;
+    }
+
+    /// One slot of the list, by the cases of §4.7.3.
+    fn delete_item(&mut self, op: OpRef, id: CapId) {
+        let cap = self.caps.cap(id).expect("claimed");
+        let foreign = self.meta[&id].owner != self.id;
+        if foreign || self.caps.copies_of(&cap.key()).len() > 1 {
+            return self.remove_item(op, id, Fate::COPY);
+        }
+        if self.nodes > 1 && self.exported.contains(cap.base, cap.size) {
+            return self.find_copies(op, id);
+        }
+        self.last_copy(op, id);
+    }
+
+    fn find_copies(&mut self, op: OpRef, item: CapId) {
+        let key = self.caps.cap(item).expect("claimed").key();
+        let pending = self.broadcast(self.id, || Msg::FindCopies { op, key });
+        let found = None;
+        self.set_wait(op, Wait::Copies {
+            item,
+            pending,
+            found,
+        });
+    }
+
+    /// The last copy in the system: destroy, and reclaim the memory unless
+    /// a capability on some node covers or lies inside it.
+    fn last_copy(&mut self, op: OpRef, item: CapId) {
+        let cap = self.caps.cap(item).expect("claimed");
+        let fate = self.caps.local_fate(item);
+        if fate.orphan && self.nodes > 1 && self.exported.overlaps(cap.base, cap.size) {
+            let (root, base, size) = (cap.ty.root(), cap.base, cap.size);
+            let pending = self.broadcast(self.id, || Msg::FindRelations {
+                op,
+                root,
+                base,
+                size,
+            });
+            let found = false;
+            self.set_wait(op, Wait::Relations {
+                item,
+                pending,
+                found,
+            });
+            return;
+        }
+        self.remove_item(op, item, fate);
+    }
+
+    fn remove_item(&mut self, op: OpRef, id: CapId, fate: Fate) {
+        self.meta.remove(&id);
+        let job = self.jobs.get_mut(&op).expect("a job");
+        self.caps.remove_as(id, fate, &mut job.marked);
+        job.reclaimed.extend(self.caps.take_reclaimed());
+        job.wait = Wait::No;
+    }
+
+    pub(crate) fn job_copies(&mut self, op: OpRef, from: NodeId, has: bool) {
+        let Some(Wait::Copies {
+            item,
+            pending,
+            found,
+        }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
+        else {
+            unreachable!("copies answer without a search")
+        };
+        *pending -= 1;
+        if has {
+            *found = Some(found.map_or(from, |f| f.min(from)));
+        }
+        if *pending > 0 {
+            return;
+        }
+        let (item, found) = (*item, *found);
+        match found {
+            Some(to) => {
+                let key = self.caps.cap(item).expect("claimed").key();
+                self.send(to, Msg::Move { op, key });
+                self.set_wait(op, Wait::Move { item, to });
+            }
+            None => {
+                self.set_wait(op, Wait::No);
+                self.last_copy(op, item);
+            }
+        }
+    }
+
+    pub(crate) fn job_moved(&mut self, op: OpRef, ok: bool) {
+        let Some(Wait::Move { item, to }) = self.jobs.get(&op).map(|j| j.wait) else {
+            unreachable!("moved without a move")
+        };
+        if !ok {
+            return self.find_copies(op, item);
+        }
+        let key = self.caps.cap(item).expect("claimed").key();
+        for id in self.caps.copies_of(&key) {
+            self.meta.get_mut(&id).expect("live").owner = to;
+        }
+        let pending = self.broadcast(to, || Msg::OwnerUpdate { op, key, owner: to });
+        self.set_wait(op, Wait::Owners { item, to, pending });
+        if pending == 0 {
+            self.moved_everywhere(op);
+        }
+    }
+
+    pub(crate) fn job_owner_ack(&mut self, op: OpRef) {
+        let Some(Wait::Owners { pending, .. }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
+        else {
+            unreachable!("owner ack without a move")
+        };
+        *pending -= 1;
+        if *pending == 0 {
+            self.moved_everywhere(op);
+        }
+    }
+
+    fn moved_everywhere(&mut self, op: OpRef) {
+        let Some(Wait::Owners { item, to, .. }) = self.jobs.get(&op).map(|j| j.wait) else {
+            unreachable!()
+        };
+        let key = self.caps.cap(item).expect("claimed").key();
+        self.send(to, Msg::MoveDone { op, key });
+        self.remove_item(op, item, Fate::COPY);
+    }
+
+    pub(crate) fn job_relations(&mut self, op: OpRef, has: bool) {
+        let Some(Wait::Relations {
+            item,
+            pending,
+            found,
+        }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
+        else {
+            unreachable!("relations answer without a search")
+        };
+        *pending -= 1;
+        *found |= has;
+        if *pending == 0 {
+            let orphan = !*found;
+            let item = *item;
+            self.remove_item(op, item, Fate { last: true, orphan });
+        }
+    }
+}

@@ -1,0 +1,885 @@
+//! A node: one core's replica and the protocol steps it takes.
+//!
+//! Per live slot a node keeps what the protocol adds to a capability (the
+//! owner node and the slot state of Figure 4.7); per capability key the
+//! operation that holds it at its owner; and the operations it coordinates,
+//! each waiting for replies. Messages a node sends to itself are handled in
+//! the same step, so a request whose work is all local finishes at once.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+
+use super::delete::{Job, JobReply};
+use super::exported::Exported;
+use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
+use crate::caps::cap::{Cap, Key};
+use crate::caps::cspace::{CSpace, CapRef};
+use crate::caps::mdb::{AaTree, CapId};
+use crate::caps::system::{Caps, RetypePlan};
+use crate::caps::types::{CapType, SLOT_BYTES};
+use crate::caps::CapError;
+use crate::objects::Config;
+
+/// The state of one slot (seed 001 Figure 4.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    Ready,
+    /// An operation in flight uses it (a copy leaving, a retype, a revoke's
+    /// own capability); other operations on it are refused.
+    Locked(OpRef),
+    /// Marked for deletion by a delete or revoke; it will go.
+    InDelete(OpRef),
+}
+
+/// What the protocol keeps per slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub owner: NodeId,
+    pub state: SlotState,
+}
+
+/// Whether relations of a capability may exist on other nodes (Barrelfish's
+/// remote copies, descendants and ancestors bits), from [`Exported`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relations {
+    pub copies: bool,
+    pub descendants: bool,
+    pub ancestors: bool,
+}
+
+/// An operation this node coordinates, waiting for replies.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Work {
+    /// A copy to another node: its source slot, locked until the reply.
+    Copy { src: CapId },
+    /// The owner routing a non-owner's copy; the reply goes to `origin`.
+    Route { origin: NodeId },
+    /// A retype waiting for the owner's grant or, at the owner, for the
+    /// other nodes' checks.
+    Retype {
+        src: CapId,
+        plan: RetypePlan,
+        dest: Slot,
+        pending: usize,
+        conflict: bool,
+    },
+    /// The owner checking a non-owner's retype; it holds the key until the
+    /// retype is done.
+    Grant {
+        origin: NodeId,
+        key: Key,
+        pending: usize,
+        conflict: bool,
+    },
+    /// The owner handing ownership to `origin`, waiting for the updates.
+    Retrieve { origin: NodeId, pending: usize },
+    /// A revoke of the capability in `slot`: first ownership, then the
+    /// marks, then the commits.
+    Revoke {
+        slot: CapId,
+        key: Key,
+        targets: Vec<NodeId>,
+        phase: RevokePhase,
+        pending: usize,
+        reclaimed: Vec<(u64, u64)>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RevokePhase {
+    Retrieve,
+    Mark,
+    Commit,
+}
+
+/// One core's replica of the capability system.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub(crate) id: NodeId,
+    pub(crate) nodes: u8,
+    pub(crate) caps: Caps<AaTree>,
+    root: CSpace,
+    pub(crate) meta: BTreeMap<CapId, Meta>,
+    pub(crate) exported: Exported,
+    /// Keys held at their owner by a multi-step operation.
+    pub(crate) key_locks: BTreeMap<Key, OpRef>,
+    pub(crate) ops: BTreeMap<OpRef, Work>,
+    pub(crate) jobs: BTreeMap<OpRef, Job>,
+    /// Marks waiting for a locked slot: (from, message).
+    parked: Vec<(NodeId, Msg)>,
+    /// Messages to itself, handled within the step.
+    local: VecDeque<Msg>,
+    pub(crate) out: Output,
+}
+
+/// Boots `nodes` nodes on a machine with `ram` bytes of RAM: node 0 as
+/// [`Caps::boot`] (its root CNode of `root_slots` slots at the end of RAM,
+/// PhysAddr in slot 1, the RAM below in slot 2), and every other node `k` a
+/// root CNode of its own, retyped from node 0's RAM just below node 0's,
+/// owned by `k` and held in its slot 0.
+pub fn boot(config: Config, ram: u64, root_slots: u32, nodes: u8) -> Result<Vec<Node>, CapError> {
+    let cnode = root_slots as u64 * SLOT_BYTES;
+    if nodes == 0 || (nodes as u64 + 1) * cnode >= ram {
+        return Err(CapError::InvalidCount {
+            count: nodes as u64,
+            max: (ram / cnode).saturating_sub(2),
+        });
+    }
+    let (caps, boot) = Caps::boot(config, ram, root_slots)?;
+    let mut first = Node::new(0, nodes, caps, boot.cspace);
+    let mut out = Vec::with_capacity(nodes as usize);
+    for k in 1..nodes {
+        let root = Cap::new(CapType::L1CNode, root_base(ram, cnode, k), cnode);
+        first.exported.add(root.base, root.size);
+        let (caps, cspace) = Caps::with_root(config, root);
+        let mut node = Node::new(k, nodes, caps, cspace);
+        node.exported.add(root.base, root.size);
+        out.push(node);
+    }
+    out.insert(0, first);
+    Ok(out)
+}
+
+/// Where node `k`'s root CNode is (`k` ≥ 1): below node 0's.
+pub fn root_base(ram: u64, cnode_bytes: u64, k: u8) -> u64 {
+    ram - (k as u64 + 1) * cnode_bytes
+}
+
+impl Node {
+    fn new(id: NodeId, nodes: u8, caps: Caps<AaTree>, root: CSpace) -> Node {
+        let meta = caps
+            .live()
+            .map(|(id_, _)| {
+                let m = Meta {
+                    owner: id,
+                    state: SlotState::Ready,
+                };
+                (id_, m)
+            })
+            .collect();
+        Node {
+            id,
+            nodes,
+            caps,
+            root,
+            meta,
+            exported: Exported::default(),
+            key_locks: BTreeMap::new(),
+            ops: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            parked: Vec::new(),
+            local: VecDeque::new(),
+            out: Output::default(),
+        }
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The node's capability system.
+    pub fn caps(&self) -> &Caps<AaTree> {
+        &self.caps
+    }
+
+    /// The node's own CSpace.
+    pub fn cspace(&self) -> CSpace {
+        self.root
+    }
+
+    /// The reference to `s` in this node's CSpace.
+    pub fn r(&self, s: Slot) -> CapRef {
+        CapRef {
+            cspace: self.root,
+            addr: s.addr,
+            level: s.level,
+        }
+    }
+
+    /// The owner and state of the capability in `s`.
+    pub fn slot(&self, s: Slot) -> Result<(Cap, NodeId, SlotState), CapError> {
+        let (id, cap) = self.caps.lookup(self.r(s))?;
+        let m = self.meta[&id];
+        Ok((cap, m.owner, m.state))
+    }
+
+    /// Whether relations of the capability in `s` may be on other nodes.
+    pub fn relations(&self, s: Slot) -> Result<Relations, CapError> {
+        let (_, c) = self.caps.lookup(self.r(s))?;
+        let x = &self.exported;
+        Ok(Relations {
+            copies: x.contains(c.base, c.size),
+            descendants: x.inside(c.base, c.size),
+            ancestors: x.around(c.base, c.size),
+        })
+    }
+
+    /// Every live slot with its capability, owner and state.
+    pub fn live(&self) -> impl Iterator<Item = (CapId, Cap, NodeId, SlotState)> + '_ {
+        self.caps.live().map(|(id, c)| {
+            let m = self.meta[&id];
+            (id, *c, m.owner, m.state)
+        })
+    }
+
+    /// No operation in flight, nothing held, nothing waiting.
+    pub fn is_idle(&self) -> bool {
+        self.ops.is_empty()
+            && self.jobs.is_empty()
+            && self.key_locks.is_empty()
+            && self.parked.is_empty()
+            && self.meta.values().all(|m| m.state == SlotState::Ready)
+    }
+
+    /// Takes one request or message; returns what to send and what finished.
+    pub fn step(&mut self, input: Input) -> Output {
+        match input {
+            Input::Request(id, req) => self.request(OpRef { node: self.id, id }, req),
+            Input::Message(from, msg) => self.message(from, msg),
+        }
+        self.settle();
+        core::mem::take(&mut self.out)
+    }
+
+    /// Handles messages to itself, and retries what waits for a slot, until
+    /// nothing moves.
+    fn settle(&mut self) {
+        loop {
+            while let Some(m) = self.local.pop_front() {
+                self.message(self.id, m);
+            }
+            let parked = core::mem::take(&mut self.parked);
+            let before = parked.len();
+            for (from, m) in parked {
+                self.message(from, m);
+            }
+            let jobs: Vec<OpRef> = self.jobs.keys().copied().collect();
+            let mut moved = self.parked.len() < before;
+            for op in jobs {
+                moved |= self.advance(op);
+            }
+            if !moved && self.local.is_empty() {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn send(&mut self, to: NodeId, msg: Msg) {
+        if to == self.id {
+            self.local.push_back(msg);
+        } else {
+            self.out.sends.push((to, msg));
+        }
+    }
+
+    /// Sends one message per other node; returns how many.
+    pub(crate) fn broadcast(&mut self, except: NodeId, msg: impl Fn() -> Msg) -> usize {
+        let to: Vec<NodeId> = (0..self.nodes)
+            .filter(|&n| n != self.id && n != except)
+            .collect();
+        for &n in &to {
+            self.send(n, msg());
+        }
+        to.len()
+    }
+
+    pub(crate) fn finish(&mut self, op: OpRef, r: Outcome) {
+        debug_assert_eq!(op.node, self.id);
+        self.out.done.push((op.id, r));
+    }
+
+    pub(crate) fn set_state(&mut self, id: CapId, state: SlotState) {
+        self.meta.get_mut(&id).expect("a live slot").state = state;
+    }
+
+    fn set_owner(&mut self, key: &Key, owner: NodeId) {
+        for id in self.caps.copies_of(key) {
+            self.meta.get_mut(&id).expect("a live slot").owner = owner;
+        }
+    }
+
+    /// The slot `s` names, if no operation holds it or its capability.
+    fn take(&self, s: Slot) -> Result<(CapId, Cap), Error> {
+        let (id, cap) = self.caps.lookup(self.r(s)).map_err(Error::Cap)?;
+        if self.meta[&id].state != SlotState::Ready || self.key_locks.contains_key(&cap.key()) {
+            return Err(Error::Locked);
+        }
+        Ok((id, cap))
+    }
+
+    /// This node owns `key`, holds a copy that is not going, and no other
+    /// operation holds the key: it may serve an operation on it.
+    fn may_serve(&self, key: &Key) -> bool {
+        !self.key_locks.contains_key(key)
+            && self.caps.copies_of(key).iter().any(|id| {
+                let m = self.meta[id];
+                m.owner == self.id && !matches!(m.state, SlotState::InDelete(_))
+            })
+    }
+
+    /// Memory outside every region that crossed: no relation elsewhere.
+    fn is_local(&self, c: &Cap) -> bool {
+        !self.exported.overlaps(c.base, c.size)
+    }
+
+    // ----- requests -----
+
+    fn request(&mut self, op: OpRef, req: Request) {
+        let started = match req {
+            Request::Noop => Ok(Some(Done::default())),
+            Request::Copy { src, node, dest } => self.copy(op, src, node, dest),
+            Request::Delete(s) => self.take(s).map(|(id, _)| {
+                self.start_job(op, Vec::from([id]), JobReply::User);
+                None
+            }),
+            Request::Revoke(s) => self.revoke(op, s),
+            Request::Retype {
+                src,
+                ty,
+                offset,
+                objsize,
+                count,
+                dest,
+            } => self.retype(op, src, ty, (offset, objsize, count), dest),
+        };
+        match started {
+            Ok(Some(done)) => self.finish(op, Ok(done)),
+            Ok(None) => {}
+            Err(e) => self.finish(op, Err(e)),
+        }
+    }
+
+    /// Copy (Algorithm 1). On one node it is the single-core copy; to
+    /// another node the capability travels, from the owner.
+    fn copy(&mut self, op: OpRef, src: Slot, node: NodeId, dest: Slot) -> Result<Option<Done>, Error> {
+        let (id, cap) = self.take(src)?;
+        if cap.ty.is_mapping() {
+            return Err(Error::Cap(CapError::WrongType {
+                op: "copy",
+                found: cap.ty,
+            }));
+        }
+        if node >= self.nodes {
+            return Err(Error::NoSuchNode(node));
+        }
+        let owner = self.meta[&id].owner;
+        if node == self.id {
+            self.caps.copy(self.r(src), self.r(dest)).map_err(Error::Cap)?;
+            let new = self.caps.slot_id(self.r(dest)).expect("just filled");
+            let meta = Meta {
+                owner,
+                state: SlotState::Ready,
+            };
+            self.meta.insert(new, meta);
+            return Ok(Some(Done::default()));
+        }
+        if cap.ty.is_cnode() || cap.ty.is_vnode() {
+            return Err(Error::NotTransferable(cap.ty));
+        }
+        self.set_state(id, SlotState::Locked(op));
+        self.exported.add(cap.base, cap.size);
+        self.ops.insert(op, Work::Copy { src: id });
+        let msg = if owner == self.id {
+            Msg::Transfer {
+                op,
+                cap,
+                owner,
+                dest,
+            }
+        } else {
+            Msg::CopyVia {
+                op,
+                cap,
+                node,
+                dest,
+            }
+        };
+        self.send(if owner == self.id { node } else { owner }, msg);
+        Ok(None)
+    }
+
+    /// Retype (Algorithm 2): the single-core checks here, then, unless the
+    /// source's memory never left this node and this node owns it, the
+    /// owner holds the key and asks every node for descendants in the way.
+    fn retype(
+        &mut self,
+        op: OpRef,
+        src: Slot,
+        ty: CapType,
+        (offset, objsize, count): (u64, u64, u64),
+        dest: Slot,
+    ) -> Result<Option<Done>, Error> {
+        let plan = self
+            .caps
+            .retype_plan(self.r(src), ty, offset, objsize, count)
+            .map_err(Error::Cap)?;
+        let (id, cap) = self.take(src)?;
+        let key = cap.key();
+        if self.caps.descendant_overlaps(&key, plan.base, plan.bytes()) {
+            return Err(Error::Cap(CapError::RevokeFirst));
+        }
+        let owner = self.meta[&id].owner;
+        if owner == self.id && (self.is_local(&cap) || self.nodes == 1) {
+            return self.retype_apply(&plan, dest).map(Some);
+        }
+        self.set_state(id, SlotState::Locked(op));
+        let pending = if owner == self.id {
+            self.key_locks.insert(key, op);
+            let (base, size) = (plan.base, plan.bytes());
+            self.broadcast(self.id, || Msg::RetypeCheck {
+                op,
+                key,
+                base,
+                size,
+            })
+        } else {
+            let (base, size) = (plan.base, plan.bytes());
+            self.send(owner, Msg::RetypeReq { op, key, base, size });
+            0
+        };
+        let work = Work::Retype {
+            src: id,
+            plan,
+            dest,
+            pending,
+            conflict: false,
+        };
+        self.ops.insert(op, work);
+        Ok(None)
+    }
+
+    fn retype_apply(&mut self, plan: &RetypePlan, dest: Slot) -> Result<Done, Error> {
+        let first = self.caps.retype_into(plan, self.r(dest)).map_err(Error::Cap)?;
+        for i in 0..plan.count as CapId {
+            let meta = Meta {
+                owner: self.id,
+                state: SlotState::Ready,
+            };
+            self.meta.insert(first + i, meta);
+        }
+        Ok(Done::default())
+    }
+
+    /// Revoke (Algorithm 5): a foreign copy first takes ownership; then every
+    /// node that may hold a copy or descendant marks them, and once all have,
+    /// deletes them. Memory that never left this node is revoked here alone.
+    fn revoke(&mut self, op: OpRef, s: Slot) -> Result<Option<Done>, Error> {
+        let (id, cap) = self.take(s)?;
+        let key = cap.key();
+        self.set_state(id, SlotState::Locked(op));
+        let owner = self.meta[&id].owner;
+        let work = Work::Revoke {
+            slot: id,
+            key,
+            targets: Vec::new(),
+            phase: RevokePhase::Retrieve,
+            pending: 0,
+            reclaimed: Vec::new(),
+        };
+        self.ops.insert(op, work);
+        if owner == self.id {
+            self.revoke_marks(op);
+        } else {
+            self.send(owner, Msg::Retrieve { op, key });
+        }
+        Ok(None)
+    }
+
+    fn revoke_marks(&mut self, op: OpRef) {
+        let Some(&Work::Revoke { slot, key, .. }) = self.ops.get(&op) else {
+            unreachable!("a revoke in flight")
+        };
+        let cap = self.caps.cap(slot).expect("the revoked slot is locked");
+        let to: Vec<NodeId> = if self.is_local(&cap) {
+            Vec::from([self.id])
+        } else {
+            (0..self.nodes).collect()
+        };
+        if let Some(Work::Revoke { targets, .. }) = self.ops.get_mut(&op) {
+            targets.clone_from(&to);
+        }
+        self.key_locks.insert(key, op);
+        self.revoke_phase(op, RevokePhase::Mark, to.len());
+        for n in to {
+            self.send(n, Msg::Mark { op, key });
+        }
+    }
+
+    fn revoke_phase(&mut self, op: OpRef, to: RevokePhase, n: usize) {
+        if let Some(Work::Revoke { phase, pending, .. }) = self.ops.get_mut(&op) {
+            *phase = to;
+            *pending = n;
+        }
+    }
+
+    // ----- messages -----
+
+    fn message(&mut self, from: NodeId, msg: Msg) {
+        use Msg::*;
+        match msg {
+            Transfer {
+                op,
+                cap,
+                owner,
+                dest,
+            } => {
+                let result = self
+                    .caps
+                    .install_at(self.r(dest), cap)
+                    .map(|id| {
+                        let meta = Meta {
+                            owner,
+                            state: SlotState::Ready,
+                        };
+                        self.meta.insert(id, meta);
+                        self.exported.add(cap.base, cap.size);
+                    })
+                    .map_err(Error::Cap);
+                self.send(from, TransferDone { op, result });
+            }
+            TransferDone { op, result } | CopyDone { op, result } => match self.ops.remove(&op) {
+                Some(Work::Copy { src }) => {
+                    self.set_state(src, SlotState::Ready);
+                    self.finish(op, result.map(|_| Done::default()));
+                }
+                Some(Work::Route { origin }) => self.send(origin, CopyDone { op, result }),
+                w => unreachable!("copy reply for {w:?}"),
+            },
+            CopyVia {
+                op,
+                cap,
+                node,
+                dest,
+            } => {
+                if !self.may_serve(&cap.key()) {
+                    let result = Err(Error::Locked);
+                    self.send(from, CopyDone { op, result });
+                    return;
+                }
+                self.exported.add(cap.base, cap.size);
+                self.ops.insert(op, Work::Route { origin: from });
+                let owner = self.id;
+                self.send(
+                    node,
+                    Transfer {
+                        op,
+                        cap,
+                        owner,
+                        dest,
+                    },
+                );
+            }
+            FindCopies { op, key } => {
+                let found = self
+                    .caps
+                    .copies_of(&key)
+                    .iter()
+                    .any(|id| !matches!(self.meta[id].state, SlotState::InDelete(_)));
+                self.send(from, Copies { op, found });
+            }
+            Move { op, key } => {
+                let live = self
+                    .caps
+                    .copies_of(&key)
+                    .iter()
+                    .any(|id| !matches!(self.meta[id].state, SlotState::InDelete(_)));
+                let ok = live && !self.key_locks.contains_key(&key);
+                if ok {
+                    self.set_owner(&key, self.id);
+                    self.key_locks.insert(key, op);
+                }
+                self.send(from, Moved { op, ok });
+            }
+            MoveDone { op, key } => {
+                if self.key_locks.get(&key) == Some(&op) {
+                    self.key_locks.remove(&key);
+                }
+            }
+            FindRelations {
+                op,
+                root,
+                base,
+                size,
+            } => {
+                let found = self.caps.overlaps(root, base, size);
+                self.send(from, Relations { op, found });
+            }
+            OwnerUpdate { op, key, owner } => {
+                self.set_owner(&key, owner);
+                self.send(from, OwnerAck { op });
+            }
+            Copies { op, found } => self.job_copies(op, from, found),
+            Moved { op, ok } => self.job_moved(op, ok),
+            Relations { op, found } => self.job_relations(op, found),
+            OwnerAck { op } => {
+                if self.jobs.contains_key(&op) {
+                    self.job_owner_ack(op);
+                } else {
+                    self.retrieve_ack(op);
+                }
+            }
+            Retrieve { op, key } => {
+                if !self.may_serve(&key) {
+                    self.send(from, Retrieved { op, ok: false });
+                    return;
+                }
+                self.set_owner(&key, from);
+                let pending = self.broadcast(from, || OwnerUpdate {
+                    op,
+                    key,
+                    owner: from,
+                });
+                self.ops.insert(
+                    op,
+                    Work::Retrieve {
+                        origin: from,
+                        pending,
+                    },
+                );
+                if pending == 0 {
+                    self.retrieve_ack_done(op);
+                }
+            }
+            Retrieved { op, ok } => {
+                let Some(Work::Revoke { slot, key, .. }) = self.ops.get(&op) else {
+                    unreachable!("retrieved without a revoke")
+                };
+                let (slot, key) = (*slot, *key);
+                if ok {
+                    self.set_owner(&key, self.id);
+                    self.revoke_marks(op);
+                } else {
+                    self.ops.remove(&op);
+                    self.set_state(slot, SlotState::Ready);
+                    self.finish(op, Err(Error::Locked));
+                }
+            }
+            RetypeReq {
+                op,
+                key,
+                base,
+                size,
+            } => self.retype_request(from, op, key, base, size),
+            RetypeCheck {
+                op,
+                key,
+                base,
+                size,
+            } => {
+                let conflict = self.caps.descendant_overlaps(&key, base, size);
+                self.send(from, RetypeAnswer { op, conflict });
+            }
+            RetypeAnswer { op, conflict } => self.retype_answer(op, conflict),
+            RetypeGrant { op, result } => {
+                let Some(Work::Retype {
+                    src, plan, dest, ..
+                }) = self.ops.remove(&op)
+                else {
+                    unreachable!("a grant without a retype")
+                };
+                self.set_state(src, SlotState::Ready);
+                let r = result.and_then(|()| {
+                    let r = self.retype_apply(&plan, dest);
+                    let key = plan.src.key();
+                    self.send(from, RetypeDone { op, key });
+                    r
+                });
+                self.finish(op, r);
+            }
+            RetypeDone { op, key } => {
+                self.ops.remove(&op);
+                if self.key_locks.get(&key) == Some(&op) {
+                    self.key_locks.remove(&key);
+                }
+            }
+            Mark { op, key } => self.mark(from, op, key),
+            Marked { op } => self.revoke_reply(op, Vec::new()),
+            Commit { op, key } => {
+                let scope = self.scope(op, &key);
+                for &id in &scope {
+                    if self.meta[&id].state == SlotState::Ready {
+                        self.set_state(id, SlotState::InDelete(op));
+                    }
+                }
+                self.start_job(op, scope, JobReply::Commit { to: from });
+            }
+            Committed { op, reclaimed } => self.revoke_reply(op, reclaimed),
+        }
+    }
+
+    /// The owner's side of a non-owner's retype.
+    fn retype_request(&mut self, from: NodeId, op: OpRef, key: Key, base: u64, size: u64) {
+        if !self.may_serve(&key) {
+            let result = Err(Error::Locked);
+            self.send(from, Msg::RetypeGrant { op, result });
+            return;
+        }
+        if self.caps.descendant_overlaps(&key, base, size) {
+            let result = Err(Error::Cap(CapError::RevokeFirst));
+            self.send(from, Msg::RetypeGrant { op, result });
+            return;
+        }
+        self.key_locks.insert(key, op);
+        let pending = self.broadcast(from, || Msg::RetypeCheck {
+            op,
+            key,
+            base,
+            size,
+        });
+        let work = Work::Grant {
+            origin: from,
+            key,
+            pending,
+            conflict: false,
+        };
+        self.ops.insert(op, work);
+        if pending == 0 {
+            self.retype_answer(op, false);
+        }
+    }
+
+    /// One node's answer to a retype check, at the owner.
+    fn retype_answer(&mut self, op: OpRef, answer: bool) {
+        let (left, conflict) = match self.ops.get_mut(&op) {
+            Some(Work::Retype {
+                pending, conflict, ..
+            })
+            | Some(Work::Grant {
+                pending, conflict, ..
+            }) => {
+                *pending = pending.saturating_sub(1);
+                *conflict |= answer;
+                (*pending, *conflict)
+            }
+            w => unreachable!("a retype answer for {w:?}"),
+        };
+        if left > 0 {
+            return;
+        }
+        let result = if conflict {
+            Err(Error::Cap(CapError::RevokeFirst))
+        } else {
+            Ok(())
+        };
+        match self.ops.remove(&op) {
+            Some(Work::Retype {
+                src, plan, dest, ..
+            }) => {
+                self.key_locks.remove(&plan.src.key());
+                self.set_state(src, SlotState::Ready);
+                let r = result.and_then(|()| self.retype_apply(&plan, dest));
+                self.finish(op, r);
+            }
+            Some(Work::Grant { origin, key, .. }) => {
+                if conflict {
+                    self.key_locks.remove(&key);
+                } else {
+                    // Held until the origin's RetypeDone.
+                    let work = Work::Grant {
+                        origin,
+                        key,
+                        pending: 0,
+                        conflict,
+                    };
+                    self.ops.insert(op, work);
+                }
+                self.send(origin, Msg::RetypeGrant { op, result });
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    fn retrieve_ack(&mut self, op: OpRef) {
+        let Some(Work::Retrieve { pending, .. }) = self.ops.get_mut(&op) else {
+            unreachable!("an owner ack without a retrieve")
+        };
+        *pending -= 1;
+        if *pending == 0 {
+            self.retrieve_ack_done(op);
+        }
+    }
+
+    fn retrieve_ack_done(&mut self, op: OpRef) {
+        let Some(Work::Retrieve { origin, .. }) = self.ops.remove(&op) else {
+            unreachable!()
+        };
+        self.send(origin, Msg::Retrieved { op, ok: true });
+    }
+
+    /// What a revoke of `key` deletes here, but for the revoked slot itself
+    /// and what other deletes already hold.
+    fn scope(&self, op: OpRef, key: &Key) -> Vec<CapId> {
+        self.caps
+            .revoke_scope(key)
+            .into_iter()
+            .filter(|id| match self.meta[id].state {
+                SlotState::Ready => true,
+                SlotState::InDelete(o) => o == op,
+                SlotState::Locked(o) => o != op,
+            })
+            .collect()
+    }
+
+    /// A revoke's mark: waits while an operation in flight holds a slot in
+    /// its scope (that operation finishes without waiting for anyone).
+    /// Slots another delete holds are left to it: merged, as in §4.3.
+    fn mark(&mut self, from: NodeId, op: OpRef, key: Key) {
+        let scope = self.scope(op, &key);
+        if scope
+            .iter()
+            .any(|id| matches!(self.meta[id].state, SlotState::Locked(_)))
+        {
+            self.parked.push((from, Msg::Mark { op, key }));
+            return;
+        }
+        for id in scope {
+            self.set_state(id, SlotState::InDelete(op));
+        }
+        self.send(from, Msg::Marked { op });
+    }
+
+    /// A mark or commit acknowledged, at the revoking node.
+    fn revoke_reply(&mut self, op: OpRef, got: Vec<(u64, u64)>) {
+        let Some(Work::Revoke {
+            pending,
+            phase,
+            reclaimed,
+            targets,
+            key,
+            ..
+        }) = self.ops.get_mut(&op)
+        else {
+            unreachable!("a revoke reply without a revoke")
+        };
+        reclaimed.extend(got);
+        *pending -= 1;
+        if *pending > 0 {
+            return;
+        }
+        match phase {
+            RevokePhase::Mark => {
+                *phase = RevokePhase::Commit;
+                *pending = targets.len();
+                let (key, targets) = (*key, targets.clone());
+                for n in targets {
+                    self.send(n, Msg::Commit { op, key });
+                }
+            }
+            RevokePhase::Commit => {
+                let Some(Work::Revoke {
+                    slot,
+                    key,
+                    reclaimed,
+                    ..
+                }) = self.ops.remove(&op)
+                else {
+                    unreachable!()
+                };
+                self.key_locks.remove(&key);
+                self.set_state(slot, SlotState::Ready);
+                self.finish(op, Ok(Done { reclaimed }));
+            }
+            RevokePhase::Retrieve => unreachable!("acks before ownership"),
+        }
+    }
+}
