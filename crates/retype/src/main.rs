@@ -31,6 +31,7 @@ mod progress;
 mod replay;
 mod report;
 mod study;
+mod timing;
 
 #[derive(Parser)]
 #[command(

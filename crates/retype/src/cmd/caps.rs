@@ -8,13 +8,14 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use retype_core::caps::bench::{self, Op, SplitMix, BOOT, PROCMGMT};
 use retype_core::caps::cap::Key;
 use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
+
+use crate::timing::{median, ticks, ticks_per_ns, timer_overhead};
 
 #[derive(Args)]
 pub struct CapsArgs {
@@ -55,60 +56,6 @@ pub fn run(args: CapsArgs) -> Result<()> {
     match args.command {
         CapsCommand::Bench(b) => bench_cmd(b),
     }
-}
-
-/// Reads the time-stamp counter (cycles at the TSC's constant rate). The
-/// fences keep the read from passing, or being passed by, the loads of the
-/// operation measured: without them a cache miss can escape the interval.
-#[cfg(target_arch = "x86_64")]
-fn ticks() -> u64 {
-    use core::arch::x86_64::{_mm_lfence, _rdtsc};
-    // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU and have no side
-    // effects.
-    unsafe {
-        _mm_lfence();
-        let t = _rdtsc();
-        _mm_lfence();
-        t
-    }
-}
-
-/// Without a TSC, nanoseconds from a monotonic clock stand in for cycles.
-#[cfg(not(target_arch = "x86_64"))]
-fn ticks() -> u64 {
-    use std::sync::OnceLock;
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
-
-/// Ticks per nanosecond, measured against the monotonic clock.
-fn ticks_per_ns() -> f64 {
-    let (t0, c0) = (Instant::now(), ticks());
-    while t0.elapsed() < Duration::from_millis(100) {}
-    let (dt, dc) = (t0.elapsed(), ticks() - c0);
-    dc as f64 / dt.as_nanos() as f64
-}
-
-fn median(v: &mut [u64]) -> f64 {
-    v.sort_unstable();
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2] as f64
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
-    }
-}
-
-/// The cost of reading the clock twice, subtracted from every measurement.
-fn timer_overhead() -> u64 {
-    let mut v: Vec<u64> = (0..10_000)
-        .map(|_| {
-            let t0 = ticks();
-            let t1 = ticks();
-            t1 - t0
-        })
-        .collect();
-    median(&mut v) as u64
 }
 
 /// Times `samples` runs of `op` on random entries of `mdb`.

@@ -1,0 +1,71 @@
+//! Timing of short operations: the time-stamp counter, its rate and the
+//! cost of reading it, and the order statistics the benchmarks report.
+//! Shared by `caps bench` and `caps protocol-bench`, whose node threads
+//! stamp events with the same counter.
+
+use std::time::{Duration, Instant};
+
+/// Reads the time-stamp counter (cycles at the TSC's constant rate). The
+/// fences keep the read from passing, or being passed by, the loads of the
+/// operation measured: without them a cache miss can escape the interval.
+#[cfg(target_arch = "x86_64")]
+pub fn ticks() -> u64 {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: LFENCE and RDTSC exist on every x86_64 CPU and have no side
+    // effects.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
+}
+
+/// Without a TSC, nanoseconds from a monotonic clock stand in for cycles.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn ticks() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Ticks per nanosecond, measured against the monotonic clock.
+pub fn ticks_per_ns() -> f64 {
+    let (t0, c0) = (Instant::now(), ticks());
+    while t0.elapsed() < Duration::from_millis(100) {}
+    let (dt, dc) = (t0.elapsed(), ticks() - c0);
+    dc as f64 / dt.as_nanos() as f64
+}
+
+/// The cost of reading the clock twice, subtracted from every measurement.
+pub fn timer_overhead() -> u64 {
+    let mut v: Vec<u64> = (0..10_000)
+        .map(|_| {
+            let t0 = ticks();
+            let t1 = ticks();
+            t1 - t0
+        })
+        .collect();
+    median(&mut v) as u64
+}
+
+pub fn median(v: &mut [u64]) -> f64 {
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2] as f64
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&mut [3, 1, 2]), 2.0);
+        assert_eq!(median(&mut [4, 1, 2, 3]), 2.5);
+    }
+}
