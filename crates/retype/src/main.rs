@@ -28,6 +28,7 @@ macro_rules! outln {
 mod cmd;
 mod names;
 mod progress;
+mod protocol;
 mod replay;
 mod report;
 mod study;

@@ -59,6 +59,14 @@ pub fn median(v: &mut [u64]) -> f64 {
     }
 }
 
+/// The `p`-th percentile (0 < p ≤ 100) by the nearest-rank method: the
+/// smallest sample that at least `p` % of the samples do not exceed.
+pub fn percentile(v: &mut [u64], p: f64) -> u64 {
+    v.sort_unstable();
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +75,13 @@ mod tests {
     fn medians_of_odd_and_even_counts() {
         assert_eq!(median(&mut [3, 1, 2]), 2.0);
         assert_eq!(median(&mut [4, 1, 2, 3]), 2.5);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let mut v: Vec<u64> = (1..=10).rev().collect();
+        assert_eq!(percentile(&mut v, 90.0), 9);
+        assert_eq!(percentile(&mut v, 100.0), 10);
+        assert_eq!(percentile(&mut [7], 90.0), 7);
     }
 }

@@ -1,10 +1,14 @@
-//! `retype caps`: the capability system's benchmark.
+//! `retype caps`: the capability system's benchmarks.
 //!
 //! `retype caps bench` rebuilds the mapping-database benchmark of seed 001
 //! §4.5: databases of 4096 to 65536 capabilities from the thesis's generator,
 //! the median latency of each low-level operation on the augmented AA tree
 //! and on the seL4-style list, in the same run, and the weighted scores of the
 //! boot and process-management mixes, in TSC cycles and nanoseconds.
+//!
+//! `retype caps protocol-bench` times the decentralized protocol's
+//! operations with every node on a thread of its own (§4.7; the study is
+//! in `protocol::latency`).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -15,6 +19,8 @@ use retype_core::caps::bench::{self, Op, SplitMix, BOOT, PROCMGMT};
 use retype_core::caps::cap::Key;
 use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
 
+use crate::protocol::cases;
+use crate::protocol::latency::Study;
 use crate::timing::{median, ticks, ticks_per_ns, timer_overhead};
 
 #[derive(Args)]
@@ -27,6 +33,35 @@ pub struct CapsArgs {
 enum CapsCommand {
     /// Mapping database latencies and workload scores, tree and list.
     Bench(BenchArgs),
+    /// Latency of the cross-core protocol's operations, nodes on threads (§4.7).
+    ProtocolBench(ProtocolArgs),
+}
+
+#[derive(Args)]
+struct ProtocolArgs {
+    /// One JSON object per line per (op, case, caps).
+    #[arg(long)]
+    json: bool,
+    /// Synthetic capabilities in each node's mapping database, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256,1024,4096,16384,65536",
+        value_parser = clap::value_parser!(u32).range(256..=65536)
+    )]
+    caps: Vec<u32>,
+    /// Measurements per case and size (the thesis: 1000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    samples: u64,
+    /// Seed of the synthetic capabilities' kinds.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Nodes, each on a thread of its own; cross-node cases need two.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
+    nodes: u8,
+    /// Also write a self-contained HTML page with the latency charts.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -55,6 +90,7 @@ struct BenchArgs {
 pub fn run(args: CapsArgs) -> Result<()> {
     match args.command {
         CapsCommand::Bench(b) => bench_cmd(b),
+        CapsCommand::ProtocolBench(p) => protocol_cmd(p),
     }
 }
 
@@ -210,6 +246,60 @@ fn bench_cmd(a: BenchArgs) -> Result<()> {
                 ops.join(" ")
             );
         }
+    }
+    Ok(())
+}
+
+fn protocol_cmd(a: ProtocolArgs) -> Result<()> {
+    let study = Study {
+        caps: a.caps,
+        samples: a.samples as usize,
+        seed: a.seed,
+        nodes: a.nodes,
+        ticks_per_ns: ticks_per_ns(),
+        overhead: timer_overhead(),
+    };
+    let cases = cases::all().len() as u64;
+    let mut progress =
+        crate::progress::Progress::new(study.caps.len() as u64 * cases, "protocol bench");
+    let rows = study.run(&mut progress)?;
+    drop(progress);
+    if a.json {
+        for r in &rows {
+            outln!("{}", r.json());
+        }
+    } else {
+        outln!(
+            "{:<13} {:<19} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>5} {:>9} {:>17}  thesis (figure)",
+            "op", "case", "caps", "median", "p90", "median ns", "local", "messages", "waiting", "msgs", "rnd trip", "goal"
+        );
+        for r in &rows {
+            let goal = match (r.goal, r.goal_met()) {
+                (Some(g), Some(met)) => format!("≤ {g:.0} {}", if met { "met" } else { "NOT met" }),
+                _ => "-".into(),
+            };
+            let b = &r.breakdown;
+            outln!(
+                "{:<13} {:<19} {:>6} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>9.0} {:>5.0} {:>9.0} {:>17}  {} ({})",
+                r.op, r.case, r.caps, r.median, r.p90, r.median / r.ticks_per_ns, b.local, b.messages,
+                b.waiting, r.messages, r.round_trip, goal, r.thesis, r.figure
+            );
+        }
+        if let Some(r) = rows.first() {
+            outln!(
+                "cycles of the TSC ({:.3} per ns); {} nodes, {} samples, threads {}; local: inside Node::step, messages: on channels, waiting: the rest",
+                r.ticks_per_ns, r.nodes, r.samples, r.wait
+            );
+        }
+    }
+    if let Some(path) = &a.report {
+        let page = crate::report::Page {
+            title: "retype caps protocol-bench",
+            intro: "Latency of the decentralized capability protocol's operations (seed 001 §4.7), every node on a thread of its own.",
+            parts: vec![crate::report::protocol::part(&rows)],
+        };
+        std::fs::write(path, page.html())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! `retype report`: one page with everything retype measures: seed 000's
-//! study from its logs, the heaps on the shipped malloc-lab traces, and the
-//! allocator benchmarks when `bench/run.sh` has been run.
+//! study from its logs, the heaps on the shipped malloc-lab traces, the
+//! allocator benchmarks when `bench/run.sh` has been run, and the
+//! capability protocol's latencies when `caps protocol-bench --json` has
+//! been saved.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,6 +27,11 @@ pub struct Args {
     /// working directory or of the workspace, when it exists).
     #[arg(long, value_name = "CSV")]
     benchmarks: Option<PathBuf>,
+    /// `retype caps protocol-bench --json`'s output (default:
+    /// target/bench/protocol.jsonl of the working directory or of the
+    /// workspace, when it exists).
+    #[arg(long, value_name = "JSONL")]
+    protocol: Option<PathBuf>,
     /// The data directory (holding cantrip/logs and malloclab, as traces/
     /// does), or malloc-lab and recorded traces to replay, or directories of
     /// `.rep` traces (default: the shipped traces/, found from the working
@@ -115,21 +122,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         json: false,
     };
     parts.push(report::replay::part(&replay.run(&mut std::io::sink())?));
-    // bench/run.sh writes into the workspace's target/: the one in the working
-    // directory, or the one beside the data.
-    let bench = args.benchmarks.clone().or_else(|| {
-        [Path::new("."), src.data.parent().unwrap_or(Path::new("."))]
-            .iter()
-            .map(|w| w.join("target/bench/results.csv"))
-            .find(|p| p.exists())
-    });
-    if let Some(path) = bench {
+    // Benchmark results live in the workspace's target/bench: the one in the
+    // working directory, or the one beside the data.
+    let found = |given: &Option<PathBuf>, name: &str| {
+        given.clone().or_else(|| {
+            [Path::new("."), src.data.parent().unwrap_or(Path::new("."))]
+                .iter()
+                .map(|w| w.join("target/bench").join(name))
+                .find(|p| p.exists())
+        })
+    };
+    if let Some(path) = found(&args.benchmarks, "results.csv") {
         eprintln!("retype: benchmarks from {}", path.display());
         parts.push(report::bench::part(&Results::read(&path)?));
     }
+    if let Some(path) = found(&args.protocol, "protocol.jsonl") {
+        eprintln!("retype: protocol latencies from {}", path.display());
+        parts.push(report::protocol::part(&report::protocol::read(&path)?));
+    }
     let page = Page {
         title: "retype report",
-        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, and the allocator benchmarks against mimalloc when bench/run.sh has been run.",
+        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, and the capability protocol's latencies when caps protocol-bench has been run.",
         parts,
     };
     std::fs::write(&args.output, page.html())

@@ -67,6 +67,12 @@ impl Chart {
         self.columns.len() - 1
     }
 
+    /// The same chart with a logarithmic x axis (for a line chart).
+    pub fn with_log_x(mut self) -> Chart {
+        self.spec["logx"] = json!(true);
+        self
+    }
+
     /// The description, its column indices turned into the page's.
     pub fn embed(&self, page: &mut Columns) -> Value {
         let cols: Vec<usize> = self.columns.iter().map(|c| page.add(c)).collect();
@@ -216,9 +222,16 @@ pub struct Stack {
 }
 
 /// Stacked bars: in each category, a bar per group side by side, each the
-/// parts stacked bottom first. Categories are numbered from 1.
-pub fn stacked_bars(axes: &Axes, categories: usize, groups: &[String], parts: &[Stack]) -> Chart {
+/// parts stacked bottom first; `percent` bars are shares of 100.
+pub fn stacked_bars(
+    axes: &Axes,
+    categories: &[String],
+    groups: &[String],
+    parts: &[Stack],
+    percent: bool,
+) -> Chart {
     let mut c = Chart::new("stacked", axes);
+    c.spec["percent"] = json!(percent);
     let series: Vec<Value> = parts
         .iter()
         .map(|p| {
@@ -226,8 +239,7 @@ pub fn stacked_bars(axes: &Axes, categories: usize, groups: &[String], parts: &[
             json!({"name": p.name, "color": p.color, "y": cols})
         })
         .collect();
-    let names: Vec<String> = (1..=categories).map(|i| i.to_string()).collect();
-    c.spec["categories"] = json!(names);
+    c.spec["categories"] = json!(categories);
     c.spec["groups"] = json!(groups);
     c.spec["series"] = json!(series);
     c

@@ -130,20 +130,28 @@
       });
       const shown = series.filter((d) => !state.hidden.has(d.i));
       const all = series.flatMap((d) => d.x);
-      const [x0, x1] = state.zoom || [min(all, 0), max(all, 1)];
+      const [x0, x1] = state.zoom || (c.logx ? [min(all), max(all)] : [min(all, 0), max(all, 1)]);
+      // The x at a horizontal position, in drawing units.
+      const atX = (px) => {
+        const f = (px - M.l) / (W - M.l - M.r);
+        return c.logx ? x0 * Math.pow(x1 / x0, f) : x0 + f * (x1 - x0);
+      };
       // y covers the points in view (all of them when nothing is zoomed).
       const ys = shown.flatMap((d) => d.y.filter((_, k) => d.x[k] >= x0 && d.x[k] <= x1));
       const pos = ys.filter((v) => v > 0);
       let y0 = c.log ? (pos.length ? min(pos) * 0.8 : 1) : min(ys, 0);
       let y1 = ys.length ? max(ys) * (c.log ? 1.5 : 1.06) : 1;
       if (y1 <= y0) y1 = y0 + 1;
-      const X = scale(x0, x1, M.l, W - M.r), Y = scale(y0, y1, H - M.b, M.t, c.log);
+      const X = scale(x0, x1, M.l, W - M.r, c.logx), Y = scale(y0, y1, H - M.b, M.t, c.log);
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
       const ytick = c.log
         ? ticks(Math.floor(Math.log10(y0)), Math.ceil(Math.log10(y1)), 6).filter(Number.isInteger)
             .map((p) => Math.pow(10, p)).filter((v) => v >= y0 && v <= y1)
         : ticks(y0, y1, 6);
-      axes(svg, c, H, ticks(x0, x1, 8).map((v) => [X(v), fmt(v)]), ytick.map((v) => [Y(v), fmt(v)]));
+      // A logarithmic x is marked at the data's own x values (at most ten).
+      const xs = [...new Set(all)].filter((v) => v >= x0 && v <= x1).sort((a, b) => a - b);
+      const xtick = c.logx ? xs.filter((_, i) => i % Math.ceil(xs.length / 10) === 0) : ticks(x0, x1, 8);
+      axes(svg, c, H, xtick.map((v) => [X(v), fmt(v)]), ytick.map((v) => [Y(v), fmt(v)]));
       el("clipPath", { id: `clip${c.n}` }, svg).appendChild(el("rect", { x: M.l, y: M.t - 6, width: W - M.l - M.r, height: H - M.b - M.t + 6 }));
       const g = el("g", { "clip-path": `url(#clip${c.n})` }, svg);
       for (const d of shown) {
@@ -165,7 +173,7 @@
         if (state.drag) return;
         let best = null;
         for (const d of shown) {
-          for (let k = nearestIndex(d.x, x0 + ((p.x - M.l) / (W - M.l - M.r)) * (x1 - x0)), j = k - 2; j <= k + 2; j++) {
+          for (let k = nearestIndex(d.x, atX(p.x)), j = k - 2; j <= k + 2; j++) {
             if (j < 0 || j >= d.x.length || d.x[j] < x0 || d.x[j] > x1) continue;
             const dist = Math.hypot(X(d.x[j]) - p.x, Y(d.y[j]) - p.y);
             if (!best || dist < best.dist) best = { dist, d, j };
@@ -180,7 +188,7 @@
         showTip(e, [d.s.name, `${c.x}: ${fmt(d.x[j])}`, `${c.y}: ${fmt(d.y[j])}`]);
       };
       svg.onmouseleave = () => { focus.setAttribute("visibility", "hidden"); hideTip(); };
-      zoomable(svg, state, H, (a, b) => [x0 + ((a - M.l) / (W - M.l - M.r)) * (x1 - x0), x0 + ((b - M.l) / (W - M.l - M.r)) * (x1 - x0)]);
+      zoomable(svg, state, H, (a, b) => [atX(a), atX(b)]);
     },
 
     bars(c, svg, state) {
@@ -202,9 +210,14 @@
     stacked(c, svg, state) {
       const H = 300;
       const step = (W - M.l - M.r) / c.categories.length;
-      const Y = scale(0, 100, H - M.b, M.t);
+      // Shares of 100, or up to the tallest stack of the parts shown.
+      const sums = c.groups.flatMap((_, gi) => c.categories.map((_, i) =>
+        c.series.reduce((a, s, si) => a + (state.hidden.has(si) ? 0 : Math.max(0, c.col(s.y[gi])[i] || 0)), 0)));
+      const y1 = c.percent ? 100 : max(sums, 1e-9) * 1.08;
+      const unit = c.percent ? " %" : "";
+      const Y = scale(0, y1, H - M.b, M.t);
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-      axes(svg, c, H, categoryTicks(c.categories, M.l, step), ticks(0, 100, 5).map((v) => [Y(v), fmt(v)]));
+      axes(svg, c, H, categoryTicks(c.categories, M.l, step), ticks(0, y1, 5).map((v) => [Y(v), fmt(v)]));
       const w = (step * 0.84) / c.groups.length;
       c.groups.forEach((group, gi) => c.categories.forEach((cat, i) => {
         let base = 0;
@@ -212,7 +225,7 @@
           const v = c.col(s.y[gi])[i];
           if (state.hidden.has(si) || !(v > 0)) return;
           mark("rect", { x: M.l + i * step + step * 0.08 + gi * w, y: Y(base + v), width: w * 0.9, height: Y(base) - Y(base + v), fill: s.color },
-            svg, si, [`${s.name}: ${fmt(v)} %`, `${c.x}: ${cat}`, group]);
+            svg, si, [`${s.name}: ${fmt(v)}${unit}`, `${c.x}: ${cat}`, group]);
           base += v;
         });
       }));

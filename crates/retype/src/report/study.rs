@@ -353,9 +353,10 @@ fn slabs(title: &str, runs: &[&PolicyRun], k: usize, pct: u32) -> Figure {
         title: format!("{title}: slabs at {pct} % of the run"),
         body: Body::Chart(chart::stacked_bars(
             &Axes { x: "slab (largest first)", y: "% of the slab", log_y: false },
-            slabs_n,
+            &(1..=slabs_n).map(|i| i.to_string()).collect::<Vec<_>>(),
             &groups,
             &stacks,
+            true,
         )),
         caption: format!("Each slab's bytes in use, lost to the watermark, lost to alignment, and free (grey); bars left to right in each slab: {}.", groups.join(", ")),
     }
