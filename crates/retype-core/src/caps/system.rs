@@ -574,6 +574,13 @@ impl<M: Mdb> Caps<M> {
         (caps, cspace)
     }
 
+    /// Whether `r` resolves through a CNode that a delete is emptying.
+    pub(crate) fn in_emptied_cnode(&self, r: CapRef) -> bool {
+        let root = self.s.cnodes.get(r.cspace.cnode as usize);
+        root.is_some_and(|c| c.live && c.in_delete)
+            || self.s.resolve_cnode(r).is_ok_and(|(c, _)| c.in_delete)
+    }
+
     /// The slot id and capability `r` names.
     pub(crate) fn lookup(&self, r: CapRef) -> Result<(CapId, Cap), CapError> {
         self.s.lookup(r)

@@ -84,7 +84,11 @@ pub enum Request {
     /// An invocation that does nothing: the cost of asking.
     Noop,
     /// Copies `src` into the empty slot `dest` of node `node`.
-    Copy { src: Slot, node: NodeId, dest: Slot },
+    Copy {
+        src: Slot,
+        node: NodeId,
+        dest: Slot,
+    },
     Delete(Slot),
     /// Deletes every copy and descendant of the capability, on every node.
     Revoke(Slot),

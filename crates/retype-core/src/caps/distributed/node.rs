@@ -106,7 +106,7 @@ pub struct Node {
     pub(crate) ops: BTreeMap<OpRef, Work>,
     pub(crate) jobs: BTreeMap<OpRef, Job>,
     /// Marks waiting for a locked slot: (from, message).
-    parked: Vec<(NodeId, Msg)>,
+    pub(crate) parked: Vec<(NodeId, Msg)>,
     /// Messages to itself, handled within the step.
     local: VecDeque<Msg>,
     pub(crate) out: Output,
@@ -298,8 +298,19 @@ impl Node {
         }
     }
 
+    /// A delete is emptying the CNode of `s`: its slots are neither here nor
+    /// gone yet, so no request may use them.
+    fn emptying(&self, s: Slot) -> Result<(), Error> {
+        if self.caps.in_emptied_cnode(self.r(s)) {
+            Err(Error::Locked)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The slot `s` names, if no operation holds it or its capability.
     fn take(&self, s: Slot) -> Result<(CapId, Cap), Error> {
+        self.emptying(s)?;
         let (id, cap) = self.caps.lookup(self.r(s)).map_err(Error::Cap)?;
         if self.meta[&id].state != SlotState::Ready || self.key_locks.contains_key(&cap.key()) {
             return Err(Error::Locked);
@@ -351,7 +362,13 @@ impl Node {
 
     /// Copy (Algorithm 1). On one node it is the single-core copy; to
     /// another node the capability travels, from the owner.
-    fn copy(&mut self, op: OpRef, src: Slot, node: NodeId, dest: Slot) -> Result<Option<Done>, Error> {
+    fn copy(
+        &mut self,
+        op: OpRef,
+        src: Slot,
+        node: NodeId,
+        dest: Slot,
+    ) -> Result<Option<Done>, Error> {
         let (id, cap) = self.take(src)?;
         if cap.ty.is_mapping() {
             return Err(Error::Cap(CapError::WrongType {
@@ -364,7 +381,10 @@ impl Node {
         }
         let owner = self.meta[&id].owner;
         if node == self.id {
-            self.caps.copy(self.r(src), self.r(dest)).map_err(Error::Cap)?;
+            self.emptying(dest)?;
+            self.caps
+                .copy(self.r(src), self.r(dest))
+                .map_err(Error::Cap)?;
             let new = self.caps.slot_id(self.r(dest)).expect("just filled");
             let meta = Meta {
                 owner,
@@ -409,6 +429,7 @@ impl Node {
         (offset, objsize, count): (u64, u64, u64),
         dest: Slot,
     ) -> Result<Option<Done>, Error> {
+        self.emptying(src)?;
         let plan = self
             .caps
             .retype_plan(self.r(src), ty, offset, objsize, count)
@@ -434,7 +455,15 @@ impl Node {
             })
         } else {
             let (base, size) = (plan.base, plan.bytes());
-            self.send(owner, Msg::RetypeReq { op, key, base, size });
+            self.send(
+                owner,
+                Msg::RetypeReq {
+                    op,
+                    key,
+                    base,
+                    size,
+                },
+            );
             0
         };
         let work = Work::Retype {
@@ -449,10 +478,21 @@ impl Node {
     }
 
     fn retype_apply(&mut self, plan: &RetypePlan, dest: Slot) -> Result<Done, Error> {
-        let first = self.caps.retype_into(plan, self.r(dest)).map_err(Error::Cap)?;
+        self.emptying(dest)?;
+        let first = self
+            .caps
+            .retype_into(plan, self.r(dest))
+            .map_err(Error::Cap)?;
         for i in 0..plan.count as CapId {
+            // An object of the source's type and region has the source's
+            // key: the mapping database sees a copy, so it shares the owner.
+            let key = self.caps.cap(first + i).expect("just made").key();
+            let copies = self.caps.copies_of(&key);
+            let owner = copies
+                .iter()
+                .find_map(|id| self.meta.get(id).map(|m| m.owner));
             let meta = Meta {
-                owner: self.id,
+                owner: owner.unwrap_or(self.id),
                 state: SlotState::Ready,
             };
             self.meta.insert(first + i, meta);
@@ -524,17 +564,16 @@ impl Node {
                 dest,
             } => {
                 let result = self
-                    .caps
-                    .install_at(self.r(dest), cap)
-                    .map(|id| {
-                        let meta = Meta {
-                            owner,
-                            state: SlotState::Ready,
-                        };
-                        self.meta.insert(id, meta);
-                        self.exported.add(cap.base, cap.size);
-                    })
-                    .map_err(Error::Cap);
+                    .emptying(dest)
+                    .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
+                let result = result.map(|id| {
+                    let meta = Meta {
+                        owner,
+                        state: SlotState::Ready,
+                    };
+                    self.meta.insert(id, meta);
+                    self.exported.add(cap.base, cap.size);
+                });
                 self.send(from, TransferDone { op, result });
             }
             TransferDone { op, result } | CopyDone { op, result } => match self.ops.remove(&op) {
@@ -876,7 +915,9 @@ impl Node {
                     unreachable!()
                 };
                 self.key_locks.remove(&key);
-                self.set_state(slot, SlotState::Ready);
+                if let Some(m) = self.meta.get_mut(&slot) {
+                    m.state = SlotState::Ready;
+                }
                 self.finish(op, Ok(Done { reclaimed }));
             }
             RevokePhase::Retrieve => unreachable!("acks before ownership"),
