@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use super::node::{Node, SlotState};
 use super::{Done, Msg, NodeId, OpRef};
-use crate::caps::mdb::CapId;
+use crate::caps::mdb::{CapId, Mdb};
 use crate::caps::system::Fate;
 
 /// Whom the job answers when it is done.
@@ -197,7 +197,7 @@ impl Node {
     fn delete_item(&mut self, op: OpRef, id: CapId) {
         let cap = self.caps.cap(id).expect("claimed");
         let foreign = self.meta[&id].owner != self.id;
-        if foreign || self.caps.copies_of(&cap.key()).len() > 1 {
+        if foreign || self.caps.mdb().has_copies(id) {
             return self.remove_item(op, id, Fate::COPY);
         }
         if self.nodes > 1 && self.exported.contains(cap.base, cap.size) {

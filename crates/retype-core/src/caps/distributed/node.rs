@@ -14,8 +14,8 @@ use super::exported::Exported;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
 use crate::caps::cap::{Cap, Key};
 use crate::caps::cspace::{CSpace, CapRef};
-use crate::caps::mdb::{AaTree, CapId};
-use crate::caps::system::{Caps, RetypePlan};
+use crate::caps::mdb::{AaTree, CapId, Mdb};
+use crate::caps::system::{Caps, Fate, RetypePlan};
 use crate::caps::types::{CapType, SLOT_BYTES};
 use crate::caps::CapError;
 use crate::objects::Config;
@@ -36,6 +36,44 @@ pub enum SlotState {
 pub(crate) struct Meta {
     pub owner: NodeId,
     pub state: SlotState,
+}
+
+/// The protocol state of every slot, indexed by slot id like the slots.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Table(Vec<Option<Meta>>);
+
+impl Table {
+    pub fn get(&self, id: &CapId) -> Option<&Meta> {
+        self.0.get(*id as usize)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: &CapId) -> Option<&mut Meta> {
+        self.0.get_mut(*id as usize)?.as_mut()
+    }
+
+    pub fn insert(&mut self, id: CapId, m: Meta) {
+        let i = id as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = Some(m);
+    }
+
+    pub fn remove(&mut self, id: &CapId) -> Option<Meta> {
+        self.0.get_mut(*id as usize)?.take()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Meta> {
+        self.0.iter().flatten()
+    }
+}
+
+impl core::ops::Index<&CapId> for Table {
+    type Output = Meta;
+
+    fn index(&self, id: &CapId) -> &Meta {
+        self.get(id).expect("a live slot has its protocol state")
+    }
 }
 
 /// Whether relations of a capability may exist on other nodes (Barrelfish's
@@ -99,7 +137,7 @@ pub struct Node {
     pub(crate) nodes: u8,
     pub(crate) caps: Caps<AaTree>,
     root: CSpace,
-    pub(crate) meta: BTreeMap<CapId, Meta>,
+    pub(crate) meta: Table,
     pub(crate) exported: Exported,
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
@@ -147,16 +185,14 @@ pub fn root_base(ram: u64, cnode_bytes: u64, k: u8) -> u64 {
 
 impl Node {
     fn new(id: NodeId, nodes: u8, caps: Caps<AaTree>, root: CSpace) -> Node {
-        let meta = caps
-            .live()
-            .map(|(id_, _)| {
-                let m = Meta {
-                    owner: id,
-                    state: SlotState::Ready,
-                };
-                (id_, m)
-            })
-            .collect();
+        let mut meta = Table::default();
+        for (slot, _) in caps.live() {
+            let m = Meta {
+                owner: id,
+                state: SlotState::Ready,
+            };
+            meta.insert(slot, m);
+        }
         Node {
             id,
             nodes,
@@ -339,10 +375,7 @@ impl Node {
         let started = match req {
             Request::Noop => Ok(Some(Done::default())),
             Request::Copy { src, node, dest } => self.copy(op, src, node, dest),
-            Request::Delete(s) => self.take(s).map(|(id, _)| {
-                self.start_job(op, Vec::from([id]), JobReply::User);
-                None
-            }),
+            Request::Delete(s) => self.take(s).map(|(id, cap)| self.delete(op, id, &cap)),
             Request::Revoke(s) => self.revoke(op, s),
             Request::Retype {
                 src,
@@ -418,6 +451,29 @@ impl Node {
         Ok(None)
     }
 
+    /// Delete (Algorithm 3). A foreign copy, a copy with local copies, and
+    /// the last copy of memory that never left this node go at once; the
+    /// rest (the owner's last copy of memory that crossed, a CNode) is a job.
+    fn delete(&mut self, op: OpRef, id: CapId, cap: &Cap) -> Option<Done> {
+        let copy = self.meta[&id].owner != self.id || self.caps.mdb().has_copies(id);
+        if cap.ty.is_cnode() || !(copy || self.is_local(cap)) {
+            self.start_job(op, Vec::from([id]), JobReply::User);
+            return None;
+        }
+        let fate = if copy {
+            Fate::COPY
+        } else {
+            self.caps.local_fate(id)
+        };
+        self.meta.remove(&id);
+        let mut marked = Vec::new();
+        self.caps.remove_as(id, fate, &mut marked);
+        debug_assert!(marked.is_empty(), "only CNodes are marked");
+        Some(Done {
+            reclaimed: self.caps.take_reclaimed(),
+        })
+    }
+
     /// Retype (Algorithm 2): the single-core checks here, then, unless the
     /// source's memory never left this node and this node owns it, the
     /// owner holds the key and asks every node for descendants in the way.
@@ -486,13 +542,16 @@ impl Node {
         for i in 0..plan.count as CapId {
             // An object of the source's type and region has the source's
             // key: the mapping database sees a copy, so it shares the owner.
-            let key = self.caps.cap(first + i).expect("just made").key();
-            let copies = self.caps.copies_of(&key);
-            let owner = copies
-                .iter()
-                .find_map(|id| self.meta.get(id).map(|m| m.owner));
+            let mut owner = self.id;
+            if plan.ty == plan.src.ty && plan.objsize == plan.src.size {
+                let copies = self.caps.copies_of(&plan.src.key());
+                owner = copies
+                    .iter()
+                    .find_map(|id| self.meta.get(id).map(|m| m.owner))
+                    .unwrap_or(owner);
+            }
             let meta = Meta {
-                owner: owner.unwrap_or(self.id),
+                owner,
                 state: SlotState::Ready,
             };
             self.meta.insert(first + i, meta);

@@ -120,7 +120,7 @@ fn check_invariants(nodes: &[Node]) -> Result<(), String> {
         if !n.is_idle() {
             return Err(format!("node {} is not idle", n.id()));
         }
-        if n.meta.len() != n.caps.live().count() {
+        if n.meta.values().count() != n.caps.live().count() {
             return Err(format!("node {}: protocol state of dead slots", n.id()));
         }
         for (_, c, owner, _) in n.live() {
