@@ -471,6 +471,10 @@ fn retype(src: Slot, ty: CapType, offset: u64, objsize: u64, dest: Slot) -> Requ
     }
 }
 
+fn copy(src: Slot, node: NodeId, dest: Slot) -> Request {
+    Request::Copy { src, node, dest }
+}
+
 const RAM_SLOT: Slot = Slot {
     addr: 2 << 8,
     level: Level::L1,
@@ -480,27 +484,9 @@ const RAM_SLOT: Slot = Slot {
 fn copy_to_another_node_is_owned_by_the_owner() {
     let mut s = sim(3);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 1,
-            dest: Slot::l1(5),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(5))).unwrap();
     // From a foreign copy, through the owner.
-    run(
-        &mut s,
-        1,
-        Request::Copy {
-            src: Slot::l1(5),
-            node: 2,
-            dest: Slot::l1(6),
-        },
-    )
-    .unwrap();
+    run(&mut s, 1, copy(Slot::l1(5), 2, Slot::l1(6))).unwrap();
     for (n, slot) in [(0, 4), (1, 5), (2, 6)] {
         let (c, owner, state) = s.nodes[n].slot(Slot::l1(slot)).unwrap();
         assert_eq!(
@@ -517,40 +503,13 @@ fn delete_in_each_state_of_4_7_3() {
     let mut s = sim(2);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
     // 1. Local with local copies: no message.
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 0,
-            dest: Slot::l1(5),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 0, Slot::l1(5))).unwrap();
     let before = s.messages;
     run(&mut s, 0, Request::Delete(Slot::l1(5))).unwrap();
     assert_eq!(s.messages, before);
     // 2. Foreign: no message.
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 1,
-            dest: Slot::l1(5),
-        },
-    )
-    .unwrap();
-    run(
-        &mut s,
-        1,
-        Request::Copy {
-            src: Slot::l1(5),
-            node: 1,
-            dest: Slot::l1(6),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(5))).unwrap();
+    run(&mut s, 1, copy(Slot::l1(5), 1, Slot::l1(6))).unwrap();
     let before = s.messages;
     run(&mut s, 1, Request::Delete(Slot::l1(6))).unwrap();
     assert_eq!(s.messages, before);
@@ -570,16 +529,7 @@ fn delete_in_each_state_of_4_7_3() {
 fn the_last_copy_of_memory_nothing_covers_is_reclaimed_across_nodes() {
     let mut s = sim(2);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 1,
-            dest: Slot::l1(4),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(4))).unwrap();
     run(&mut s, 1, retype(Slot::l1(4), Frame, K4, K4, Slot::l1(5))).unwrap();
     // PhysAddr and the boot RAM go: the 256 KiB RAM has no ancestor left.
     run(&mut s, 0, Request::Delete(Slot::l1(1))).unwrap();
@@ -597,16 +547,7 @@ fn the_last_copy_of_memory_nothing_covers_is_reclaimed_across_nodes() {
 fn retype_finds_descendants_on_other_nodes() {
     let mut s = sim(3);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 2,
-            dest: Slot::l1(4),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 2, Slot::l1(4))).unwrap();
     run(
         &mut s,
         2,
@@ -627,32 +568,14 @@ fn revoke_of_a_foreign_copy_takes_ownership_and_clears_every_node() {
     let mut s = sim(3);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
     for n in 1..3 {
-        run(
-            &mut s,
-            0,
-            Request::Copy {
-                src: Slot::l1(4),
-                node: n,
-                dest: Slot::l1(4),
-            },
-        )
-        .unwrap();
+        run(&mut s, 0, copy(Slot::l1(4), n, Slot::l1(4))).unwrap();
         run(
             &mut s,
             n,
             retype(Slot::l1(4), Frame, n as u64 * K4, K4, Slot::l1(5)),
         )
         .unwrap();
-        run(
-            &mut s,
-            n,
-            Request::Copy {
-                src: Slot::l1(4),
-                node: n,
-                dest: Slot::l1(6),
-            },
-        )
-        .unwrap();
+        run(&mut s, n, copy(Slot::l1(4), n, Slot::l1(6))).unwrap();
     }
     run(&mut s, 1, Request::Revoke(Slot::l1(4))).unwrap();
     let (c, owner, _) = s.nodes[1].slot(Slot::l1(4)).unwrap();
@@ -704,16 +627,7 @@ fn deleting_a_cnode_deletes_what_it_holds_on_every_node() {
 fn bad_requests_change_nothing_on_any_node() {
     let mut s = sim(2);
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
-    run(
-        &mut s,
-        0,
-        Request::Copy {
-            src: Slot::l1(4),
-            node: 1,
-            dest: Slot::l1(4),
-        },
-    )
-    .unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(4))).unwrap();
     run(&mut s, 1, retype(Slot::l1(4), Frame, 0, K4, Slot::l1(5))).unwrap();
     let before: Vec<Node> = s.nodes.clone();
     let bad = [
