@@ -96,6 +96,7 @@ pub(crate) enum Work {
     /// other nodes' checks.
     Retype {
         src: CapId,
+        from: Slot,
         plan: RetypePlan,
         dest: Slot,
         pending: usize,
@@ -524,6 +525,7 @@ impl Node {
         };
         let work = Work::Retype {
             src: id,
+            from: src,
             plan,
             dest,
             pending,
@@ -531,6 +533,23 @@ impl Node {
         };
         self.ops.insert(op, work);
         Ok(None)
+    }
+
+    /// A retype that waited for other nodes: while it waited, the path to its
+    /// source may have gone (a CNode deleted), and with it the reason its
+    /// destination is free; then it is refused as if it had come too late.
+    fn retype_late(
+        &mut self,
+        src: CapId,
+        from: Slot,
+        plan: &RetypePlan,
+        dest: Slot,
+    ) -> Result<Done, Error> {
+        if self.caps.slot_id(self.r(from)) != Ok(src) {
+            return Err(Error::Locked);
+        }
+        self.emptying(from)?;
+        self.retype_apply(plan, dest)
     }
 
     fn retype_apply(&mut self, plan: &RetypePlan, dest: Slot) -> Result<Done, Error> {
@@ -770,14 +789,18 @@ impl Node {
             RetypeAnswer { op, conflict } => self.retype_answer(op, conflict),
             RetypeGrant { op, result } => {
                 let Some(Work::Retype {
-                    src, plan, dest, ..
+                    src,
+                    from: at,
+                    plan,
+                    dest,
+                    ..
                 }) = self.ops.remove(&op)
                 else {
                     unreachable!("a grant without a retype")
                 };
                 self.set_state(src, SlotState::Ready);
                 let r = result.and_then(|()| {
-                    let r = self.retype_apply(&plan, dest);
+                    let r = self.retype_late(src, at, &plan, dest);
                     let key = plan.src.key();
                     self.send(from, RetypeDone { op, key });
                     r
@@ -861,11 +884,15 @@ impl Node {
         };
         match self.ops.remove(&op) {
             Some(Work::Retype {
-                src, plan, dest, ..
+                src,
+                from,
+                plan,
+                dest,
+                ..
             }) => {
                 self.key_locks.remove(&plan.src.key());
                 self.set_state(src, SlotState::Ready);
-                let r = result.and_then(|()| self.retype_apply(&plan, dest));
+                let r = result.and_then(|()| self.retype_late(src, from, &plan, dest));
                 self.finish(op, r);
             }
             Some(Work::Grant { origin, key, .. }) => {
