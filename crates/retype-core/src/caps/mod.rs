@@ -7,8 +7,7 @@
 //! One of two capability models, on purpose. [`Caps`] is the whole system of
 //! one core: slots addressed through CSpaces, every capability in the mapping
 //! database, every invocation checked before it changes anything. It is what
-//! the planned cross-core protocol (`caps::distributed`, one replica per core;
-//! docs/design.md) extends: new work on capabilities across cores goes here.
+//! the cross-core protocol ([`distributed`], one replica per core) extends.
 //! [`crate::kernel`] is the flat seL4 kernel that only the memory manager
 //! drives, kept apart so its requests stay cheap; the two have their own
 //! `CapId` and `CapError` (an arena slot here, a bare index there) and share
@@ -19,6 +18,7 @@
 //! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
 //! - [`cspace`]: CSpaces and capability references.
 //! - [`vnode`]: which page-table level maps which type.
+//! - [`distributed`]: the replicas of seed 001's chapter 4 and their protocol.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
 //!   revoke, map, unmap, modify_flags.
 //! - [`bench`](mod@bench): the thesis's capability generator and operation mixes.

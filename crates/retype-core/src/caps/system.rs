@@ -89,14 +89,7 @@ impl<M: Mdb> Caps<M> {
         if !ram.is_multiple_of(PAGE) || ram <= cnode_bytes || ram > u64::MAX / 4 {
             return Err(CapError::InvalidSize { size: ram });
         }
-        let mut caps = Caps {
-            config,
-            s: Slots::default(),
-            mdb: M::new(),
-            vnodes: BTreeMap::new(),
-            untypeds: BTreeMap::new(),
-            reclaimed: Vec::new(),
-        };
+        let mut caps = Caps::empty(config);
         let user = ram - cnode_bytes;
         let root = Cap::new(L1CNode, user, cnode_bytes);
         caps.create_object(&root, root_slots);
@@ -112,6 +105,17 @@ impl<M: Mdb> Caps<M> {
             ram: CapRef::l1(cspace, 2),
         };
         Ok((caps, boot))
+    }
+
+    fn empty(config: Config) -> Caps<M> {
+        Caps {
+            config,
+            s: Slots::default(),
+            mdb: M::new(),
+            vnodes: BTreeMap::new(),
+            untypeds: BTreeMap::new(),
+            reclaimed: Vec::new(),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -559,19 +563,19 @@ impl<M: Mdb> Caps<M> {
     /// made by another core: its object is made here and the capability put
     /// in its own slot 0, as `boot` does for the first domain.
     pub(crate) fn with_root(config: Config, root: Cap) -> (Caps<M>, CSpace) {
-        let mut caps = Caps {
-            config,
-            s: Slots::default(),
-            mdb: M::new(),
-            vnodes: BTreeMap::new(),
-            untypeds: BTreeMap::new(),
-            reclaimed: Vec::new(),
-        };
+        let mut caps = Caps::empty(config);
         caps.create_object(&root, (root.size / SLOT_BYTES) as u32);
         let cspace = caps.s.cspace_of(root.base).expect("just made");
         let first = caps.s.cnodes[cspace.cnode as usize].first;
         caps.install(first, root);
         (caps, cspace)
+    }
+
+    /// Whether `r` resolves through a CNode that a delete is emptying.
+    pub(crate) fn in_emptied_cnode(&self, r: CapRef) -> bool {
+        let root = self.s.cnodes.get(r.cspace.cnode as usize);
+        root.is_some_and(|c| c.live && c.in_delete)
+            || self.s.resolve_cnode(r).is_ok_and(|(c, _)| c.in_delete)
     }
 
     /// The slot id and capability `r` names.

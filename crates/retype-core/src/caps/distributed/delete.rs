@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use super::node::{Node, SlotState};
 use super::{Done, Msg, NodeId, OpRef};
-use crate::caps::mdb::CapId;
+use crate::caps::mdb::{CapId, Mdb};
 use crate::caps::system::Fate;
 
 /// Whom the job answers when it is done.
@@ -37,7 +37,10 @@ enum Wait {
         found: Option<NodeId>,
     },
     /// Node `to` taking ownership.
-    Move { item: CapId, to: NodeId },
+    Move {
+        item: CapId,
+        to: NodeId,
+    },
     /// The other nodes learning that `to` owns the capability now.
     Owners {
         item: CapId,
@@ -98,7 +101,9 @@ impl Node {
                 self.set_state(id, SlotState::InDelete(op));
                 Claim::Mine
             }
-            Some(SlotState::InDelete(o)) if o == op => Claim::Mine,
+            // A revoke's own capability inside a CNode the revoke empties
+            // goes with it, as on one core.
+            Some(SlotState::InDelete(o) | SlotState::Locked(o)) if o == op => Claim::Mine,
             Some(SlotState::InDelete(_)) => Claim::Drop,
             Some(SlotState::Locked(_)) => Claim::Later,
         }
@@ -192,7 +197,7 @@ impl Node {
     fn delete_item(&mut self, op: OpRef, id: CapId) {
         let cap = self.caps.cap(id).expect("claimed");
         let foreign = self.meta[&id].owner != self.id;
-        if foreign || self.caps.copies_of(&cap.key()).len() > 1 {
+        if foreign || self.caps.mdb().has_copies(id) {
             return self.remove_item(op, id, Fate::COPY);
         }
         if self.nodes > 1 && self.exported.contains(cap.base, cap.size) {
@@ -205,11 +210,14 @@ impl Node {
         let key = self.caps.cap(item).expect("claimed").key();
         let pending = self.broadcast(self.id, || Msg::FindCopies { op, key });
         let found = None;
-        self.set_wait(op, Wait::Copies {
-            item,
-            pending,
-            found,
-        });
+        self.set_wait(
+            op,
+            Wait::Copies {
+                item,
+                pending,
+                found,
+            },
+        );
     }
 
     /// The last copy in the system: destroy, and reclaim the memory unless
@@ -226,11 +234,14 @@ impl Node {
                 size,
             });
             let found = false;
-            self.set_wait(op, Wait::Relations {
-                item,
-                pending,
-                found,
-            });
+            self.set_wait(
+                op,
+                Wait::Relations {
+                    item,
+                    pending,
+                    found,
+                },
+            );
             return;
         }
         self.remove_item(op, item, fate);
@@ -293,8 +304,7 @@ impl Node {
     }
 
     pub(crate) fn job_owner_ack(&mut self, op: OpRef) {
-        let Some(Wait::Owners { pending, .. }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
-        else {
+        let Some(Wait::Owners { pending, .. }) = self.jobs.get_mut(&op).map(|j| &mut j.wait) else {
             unreachable!("owner ack without a move")
         };
         *pending -= 1;

@@ -75,7 +75,12 @@ mod tests {
 
     #[test]
     fn merges_and_answers_like_a_list_of_regions() {
-        let regions = [(0x1000, 0x1000), (0x3000, 0x2000), (0x2000, 0x1000), (0x8000, 0x100)];
+        let regions = [
+            (0x1000, 0x1000),
+            (0x3000, 0x2000),
+            (0x2000, 0x1000),
+            (0x8000, 0x100),
+        ];
         let mut x = Exported::default();
         for &(b, s) in &regions {
             x.add(b, s);
@@ -84,7 +89,9 @@ mod tests {
         assert_eq!(x.cover.len(), 2, "{:?}", x.cover);
         for base in (0..0x9000).step_by(0x80) {
             for size in [0x80u64, 0x1000, 0x3000] {
-                let over = regions.iter().any(|&(b, s)| b < base + size && base < b + s);
+                let over = regions
+                    .iter()
+                    .any(|&(b, s)| b < base + size && base < b + s);
                 assert_eq!(x.overlaps(base, size), over, "{base:#x}+{size:#x}");
                 let exact = regions.contains(&(base, size));
                 assert_eq!(x.contains(base, size), exact);

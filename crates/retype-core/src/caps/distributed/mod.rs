@@ -1,7 +1,7 @@
 //! Capabilities across cores: seed 001's decentralized protocol (chapter 4).
 //!
 //! Every core, a *node*, holds a replica of part of the capability system:
-//! its own CSpace, slots and mapping database (a [`Caps`]). Each capability
+//! its own CSpace, slots and mapping database (a [`Caps`](super::Caps)). Each capability
 //! has an *owner* node that serializes the operations that need to know
 //! about every copy; copies share their owner and the owner holds one
 //! (invariants 4.1–4.3). A node is a deterministic state machine
@@ -25,6 +25,19 @@
 //! slots are); retype makes its objects on the requesting node; and an
 //! operation that finds its capability held by another operation is refused
 //! with [`Error::Locked`] and changes nothing, so the caller retries.
+//!
+//! What the tests check (`tests.rs`): random rounds of concurrent requests
+//! on 2–4 nodes, over every interleaving a seeded scheduler picks, equal
+//! some serial order of the same requests on one [`Caps`](super::Caps) in
+//! results and in every slot of every node; invariants 4.1–4.3 hold after
+//! every round; every request finishes. Two things are weaker than on one
+//! core, and the tests say so where they skip them: a revoke deletes on all
+//! nodes at once, so which memory it hands back can differ from one core's
+//! order (a delete alone hands back exactly the same); and a request that
+//! races a revoke which destroys the requester's own root CNode may find its
+//! slot empty before it finds its CSpace gone. Reclaiming memory asks every
+//! node for a capability over it, without a lock, so a copy of an ancestor
+//! in flight at that moment can be missed.
 
 pub mod delete;
 pub mod exported;
@@ -84,7 +97,11 @@ pub enum Request {
     /// An invocation that does nothing: the cost of asking.
     Noop,
     /// Copies `src` into the empty slot `dest` of node `node`.
-    Copy { src: Slot, node: NodeId, dest: Slot },
+    Copy {
+        src: Slot,
+        node: NodeId,
+        dest: Slot,
+    },
     Delete(Slot),
     /// Deletes every copy and descendant of the capability, on every node.
     Revoke(Slot),

@@ -16,7 +16,10 @@ pub enum Msg {
         owner: NodeId,
         dest: Slot,
     },
-    TransferDone { op: OpRef, result: Result<(), Error> },
+    TransferDone {
+        op: OpRef,
+        result: Result<(), Error>,
+    },
     /// To the owner: copy `cap` (a non-owner's copy) to `dest` on `node`;
     /// copies leave through the owner so that it knows where they are.
     CopyVia {
@@ -25,17 +28,35 @@ pub enum Msg {
         node: NodeId,
         dest: Slot,
     },
-    CopyDone { op: OpRef, result: Result<(), Error> },
+    CopyDone {
+        op: OpRef,
+        result: Result<(), Error>,
+    },
 
     // ----- deleting the owner's last copy -----
     /// Do you hold a copy of `key` that is not being deleted?
-    FindCopies { op: OpRef, key: Key },
-    Copies { op: OpRef, found: bool },
+    FindCopies {
+        op: OpRef,
+        key: Key,
+    },
+    Copies {
+        op: OpRef,
+        found: bool,
+    },
     /// Take ownership of `key`, whose owner is deleting its last copy.
-    Move { op: OpRef, key: Key },
-    Moved { op: OpRef, ok: bool },
+    Move {
+        op: OpRef,
+        key: Key,
+    },
+    Moved {
+        op: OpRef,
+        ok: bool,
+    },
     /// The new owner may serve `key` again: every node knows it.
-    MoveDone { op: OpRef, key: Key },
+    MoveDone {
+        op: OpRef,
+        key: Key,
+    },
     /// Do you hold a capability over `[base, base + size)`? (An ancestor or
     /// descendant: the memory of a last copy is reclaimed only if none.)
     FindRelations {
@@ -44,15 +65,30 @@ pub enum Msg {
         base: u64,
         size: u64,
     },
-    Relations { op: OpRef, found: bool },
+    Relations {
+        op: OpRef,
+        found: bool,
+    },
 
     // ----- ownership -----
     /// The copies of `key` are now owned by `owner`.
-    OwnerUpdate { op: OpRef, key: Key, owner: NodeId },
-    OwnerAck { op: OpRef },
+    OwnerUpdate {
+        op: OpRef,
+        key: Key,
+        owner: NodeId,
+    },
+    OwnerAck {
+        op: OpRef,
+    },
     /// To the owner: give me ownership of `key` (revoke of a foreign copy).
-    Retrieve { op: OpRef, key: Key },
-    Retrieved { op: OpRef, ok: bool },
+    Retrieve {
+        op: OpRef,
+        key: Key,
+    },
+    Retrieved {
+        op: OpRef,
+        ok: bool,
+    },
 
     // ----- retype -----
     /// To the owner: may a retype of `key` take `[base, base + size)`?
@@ -63,8 +99,14 @@ pub enum Msg {
         size: u64,
     },
     /// The owner's answer; if Ok, it holds the key until `RetypeDone`.
-    RetypeGrant { op: OpRef, result: Result<(), Error> },
-    RetypeDone { op: OpRef, key: Key },
+    RetypeGrant {
+        op: OpRef,
+        result: Result<(), Error>,
+    },
+    RetypeDone {
+        op: OpRef,
+        key: Key,
+    },
     /// Does a descendant of `key` here overlap `[base, base + size)`?
     RetypeCheck {
         op: OpRef,
@@ -72,14 +114,25 @@ pub enum Msg {
         base: u64,
         size: u64,
     },
-    RetypeAnswer { op: OpRef, conflict: bool },
+    RetypeAnswer {
+        op: OpRef,
+        conflict: bool,
+    },
 
     // ----- revoke: mark, then commit -----
     /// Mark every copy and descendant of `key` here for deletion.
-    Mark { op: OpRef, key: Key },
-    Marked { op: OpRef },
+    Mark {
+        op: OpRef,
+        key: Key,
+    },
+    Marked {
+        op: OpRef,
+    },
     /// Delete what is marked (and anything of `key` that arrived since).
-    Commit { op: OpRef, key: Key },
+    Commit {
+        op: OpRef,
+        key: Key,
+    },
     Committed {
         op: OpRef,
         reclaimed: Vec<(u64, u64)>,

@@ -14,8 +14,8 @@ use super::exported::Exported;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
 use crate::caps::cap::{Cap, Key};
 use crate::caps::cspace::{CSpace, CapRef};
-use crate::caps::mdb::{AaTree, CapId};
-use crate::caps::system::{Caps, RetypePlan};
+use crate::caps::mdb::{AaTree, CapId, Mdb};
+use crate::caps::system::{Caps, Fate, RetypePlan};
 use crate::caps::types::{CapType, SLOT_BYTES};
 use crate::caps::CapError;
 use crate::objects::Config;
@@ -38,6 +38,44 @@ pub(crate) struct Meta {
     pub state: SlotState,
 }
 
+/// The protocol state of every slot, indexed by slot id like the slots.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Table(Vec<Option<Meta>>);
+
+impl Table {
+    pub fn get(&self, id: &CapId) -> Option<&Meta> {
+        self.0.get(*id as usize)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: &CapId) -> Option<&mut Meta> {
+        self.0.get_mut(*id as usize)?.as_mut()
+    }
+
+    pub fn insert(&mut self, id: CapId, m: Meta) {
+        let i = id as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = Some(m);
+    }
+
+    pub fn remove(&mut self, id: &CapId) -> Option<Meta> {
+        self.0.get_mut(*id as usize)?.take()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Meta> {
+        self.0.iter().flatten()
+    }
+}
+
+impl core::ops::Index<&CapId> for Table {
+    type Output = Meta;
+
+    fn index(&self, id: &CapId) -> &Meta {
+        self.get(id).expect("a live slot has its protocol state")
+    }
+}
+
 /// Whether relations of a capability may exist on other nodes (Barrelfish's
 /// remote copies, descendants and ancestors bits), from [`Exported`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +96,7 @@ pub(crate) enum Work {
     /// other nodes' checks.
     Retype {
         src: CapId,
+        from: Slot,
         plan: RetypePlan,
         dest: Slot,
         pending: usize,
@@ -99,14 +138,14 @@ pub struct Node {
     pub(crate) nodes: u8,
     pub(crate) caps: Caps<AaTree>,
     root: CSpace,
-    pub(crate) meta: BTreeMap<CapId, Meta>,
+    pub(crate) meta: Table,
     pub(crate) exported: Exported,
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
     pub(crate) jobs: BTreeMap<OpRef, Job>,
     /// Marks waiting for a locked slot: (from, message).
-    parked: Vec<(NodeId, Msg)>,
+    pub(crate) parked: Vec<(NodeId, Msg)>,
     /// Messages to itself, handled within the step.
     local: VecDeque<Msg>,
     pub(crate) out: Output,
@@ -147,16 +186,14 @@ pub fn root_base(ram: u64, cnode_bytes: u64, k: u8) -> u64 {
 
 impl Node {
     fn new(id: NodeId, nodes: u8, caps: Caps<AaTree>, root: CSpace) -> Node {
-        let meta = caps
-            .live()
-            .map(|(id_, _)| {
-                let m = Meta {
-                    owner: id,
-                    state: SlotState::Ready,
-                };
-                (id_, m)
-            })
-            .collect();
+        let mut meta = Table::default();
+        for (slot, _) in caps.live() {
+            let m = Meta {
+                owner: id,
+                state: SlotState::Ready,
+            };
+            meta.insert(slot, m);
+        }
         Node {
             id,
             nodes,
@@ -298,8 +335,19 @@ impl Node {
         }
     }
 
+    /// A delete is emptying the CNode of `s`: its slots are neither here nor
+    /// gone yet, so no request may use them.
+    fn emptying(&self, s: Slot) -> Result<(), Error> {
+        if self.caps.in_emptied_cnode(self.r(s)) {
+            Err(Error::Locked)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The slot `s` names, if no operation holds it or its capability.
     fn take(&self, s: Slot) -> Result<(CapId, Cap), Error> {
+        self.emptying(s)?;
         let (id, cap) = self.caps.lookup(self.r(s)).map_err(Error::Cap)?;
         if self.meta[&id].state != SlotState::Ready || self.key_locks.contains_key(&cap.key()) {
             return Err(Error::Locked);
@@ -328,10 +376,7 @@ impl Node {
         let started = match req {
             Request::Noop => Ok(Some(Done::default())),
             Request::Copy { src, node, dest } => self.copy(op, src, node, dest),
-            Request::Delete(s) => self.take(s).map(|(id, _)| {
-                self.start_job(op, Vec::from([id]), JobReply::User);
-                None
-            }),
+            Request::Delete(s) => self.take(s).map(|(id, cap)| self.delete(op, id, &cap)),
             Request::Revoke(s) => self.revoke(op, s),
             Request::Retype {
                 src,
@@ -351,7 +396,13 @@ impl Node {
 
     /// Copy (Algorithm 1). On one node it is the single-core copy; to
     /// another node the capability travels, from the owner.
-    fn copy(&mut self, op: OpRef, src: Slot, node: NodeId, dest: Slot) -> Result<Option<Done>, Error> {
+    fn copy(
+        &mut self,
+        op: OpRef,
+        src: Slot,
+        node: NodeId,
+        dest: Slot,
+    ) -> Result<Option<Done>, Error> {
         let (id, cap) = self.take(src)?;
         if cap.ty.is_mapping() {
             return Err(Error::Cap(CapError::WrongType {
@@ -364,7 +415,10 @@ impl Node {
         }
         let owner = self.meta[&id].owner;
         if node == self.id {
-            self.caps.copy(self.r(src), self.r(dest)).map_err(Error::Cap)?;
+            self.emptying(dest)?;
+            self.caps
+                .copy(self.r(src), self.r(dest))
+                .map_err(Error::Cap)?;
             let new = self.caps.slot_id(self.r(dest)).expect("just filled");
             let meta = Meta {
                 owner,
@@ -398,6 +452,29 @@ impl Node {
         Ok(None)
     }
 
+    /// Delete (Algorithm 3). A foreign copy, a copy with local copies, and
+    /// the last copy of memory that never left this node go at once; the
+    /// rest (the owner's last copy of memory that crossed, a CNode) is a job.
+    fn delete(&mut self, op: OpRef, id: CapId, cap: &Cap) -> Option<Done> {
+        let copy = self.meta[&id].owner != self.id || self.caps.mdb().has_copies(id);
+        if cap.ty.is_cnode() || !(copy || self.is_local(cap)) {
+            self.start_job(op, Vec::from([id]), JobReply::User);
+            return None;
+        }
+        let fate = if copy {
+            Fate::COPY
+        } else {
+            self.caps.local_fate(id)
+        };
+        self.meta.remove(&id);
+        let mut marked = Vec::new();
+        self.caps.remove_as(id, fate, &mut marked);
+        debug_assert!(marked.is_empty(), "only CNodes are marked");
+        Some(Done {
+            reclaimed: self.caps.take_reclaimed(),
+        })
+    }
+
     /// Retype (Algorithm 2): the single-core checks here, then, unless the
     /// source's memory never left this node and this node owns it, the
     /// owner holds the key and asks every node for descendants in the way.
@@ -409,6 +486,7 @@ impl Node {
         (offset, objsize, count): (u64, u64, u64),
         dest: Slot,
     ) -> Result<Option<Done>, Error> {
+        self.emptying(src)?;
         let plan = self
             .caps
             .retype_plan(self.r(src), ty, offset, objsize, count)
@@ -434,11 +512,20 @@ impl Node {
             })
         } else {
             let (base, size) = (plan.base, plan.bytes());
-            self.send(owner, Msg::RetypeReq { op, key, base, size });
+            self.send(
+                owner,
+                Msg::RetypeReq {
+                    op,
+                    key,
+                    base,
+                    size,
+                },
+            );
             0
         };
         let work = Work::Retype {
             src: id,
+            from: src,
             plan,
             dest,
             pending,
@@ -448,11 +535,42 @@ impl Node {
         Ok(None)
     }
 
+    /// A retype that waited for other nodes: while it waited, the path to its
+    /// source may have gone (a CNode deleted), and with it the reason its
+    /// destination is free; then it is refused as if it had come too late.
+    fn retype_late(
+        &mut self,
+        src: CapId,
+        from: Slot,
+        plan: &RetypePlan,
+        dest: Slot,
+    ) -> Result<Done, Error> {
+        if self.caps.slot_id(self.r(from)) != Ok(src) {
+            return Err(Error::Locked);
+        }
+        self.emptying(from)?;
+        self.retype_apply(plan, dest)
+    }
+
     fn retype_apply(&mut self, plan: &RetypePlan, dest: Slot) -> Result<Done, Error> {
-        let first = self.caps.retype_into(plan, self.r(dest)).map_err(Error::Cap)?;
+        self.emptying(dest)?;
+        let first = self
+            .caps
+            .retype_into(plan, self.r(dest))
+            .map_err(Error::Cap)?;
         for i in 0..plan.count as CapId {
+            // An object of the source's type and region has the source's
+            // key: the mapping database sees a copy, so it shares the owner.
+            let mut owner = self.id;
+            if plan.ty == plan.src.ty && plan.objsize == plan.src.size {
+                let copies = self.caps.copies_of(&plan.src.key());
+                owner = copies
+                    .iter()
+                    .find_map(|id| self.meta.get(id).map(|m| m.owner))
+                    .unwrap_or(owner);
+            }
             let meta = Meta {
-                owner: self.id,
+                owner,
                 state: SlotState::Ready,
             };
             self.meta.insert(first + i, meta);
@@ -524,17 +642,16 @@ impl Node {
                 dest,
             } => {
                 let result = self
-                    .caps
-                    .install_at(self.r(dest), cap)
-                    .map(|id| {
-                        let meta = Meta {
-                            owner,
-                            state: SlotState::Ready,
-                        };
-                        self.meta.insert(id, meta);
-                        self.exported.add(cap.base, cap.size);
-                    })
-                    .map_err(Error::Cap);
+                    .emptying(dest)
+                    .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
+                let result = result.map(|id| {
+                    let meta = Meta {
+                        owner,
+                        state: SlotState::Ready,
+                    };
+                    self.meta.insert(id, meta);
+                    self.exported.add(cap.base, cap.size);
+                });
                 self.send(from, TransferDone { op, result });
             }
             TransferDone { op, result } | CopyDone { op, result } => match self.ops.remove(&op) {
@@ -672,14 +789,18 @@ impl Node {
             RetypeAnswer { op, conflict } => self.retype_answer(op, conflict),
             RetypeGrant { op, result } => {
                 let Some(Work::Retype {
-                    src, plan, dest, ..
+                    src,
+                    from: at,
+                    plan,
+                    dest,
+                    ..
                 }) = self.ops.remove(&op)
                 else {
                     unreachable!("a grant without a retype")
                 };
                 self.set_state(src, SlotState::Ready);
                 let r = result.and_then(|()| {
-                    let r = self.retype_apply(&plan, dest);
+                    let r = self.retype_late(src, at, &plan, dest);
                     let key = plan.src.key();
                     self.send(from, RetypeDone { op, key });
                     r
@@ -763,11 +884,15 @@ impl Node {
         };
         match self.ops.remove(&op) {
             Some(Work::Retype {
-                src, plan, dest, ..
+                src,
+                from,
+                plan,
+                dest,
+                ..
             }) => {
                 self.key_locks.remove(&plan.src.key());
                 self.set_state(src, SlotState::Ready);
-                let r = result.and_then(|()| self.retype_apply(&plan, dest));
+                let r = result.and_then(|()| self.retype_late(src, from, &plan, dest));
                 self.finish(op, r);
             }
             Some(Work::Grant { origin, key, .. }) => {
@@ -876,7 +1001,9 @@ impl Node {
                     unreachable!()
                 };
                 self.key_locks.remove(&key);
-                self.set_state(slot, SlotState::Ready);
+                if let Some(m) = self.meta.get_mut(&slot) {
+                    m.state = SlotState::Ready;
+                }
                 self.finish(op, Ok(Done { reclaimed }));
             }
             RevokePhase::Retrieve => unreachable!("acks before ownership"),
