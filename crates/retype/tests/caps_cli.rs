@@ -1,9 +1,11 @@
-//! `retype caps bench` as a user runs it: one JSON line per implementation
-//! and size with the documented keys, and a clear error for bad input.
+//! `retype caps bench` and `caps protocol-bench` as a user runs them: one
+//! JSON line per result with the documented keys, a table row per result,
+//! and a clear error for bad input. Nothing here depends on how fast the
+//! machine is: the figures are only checked to be consistent.
 
 mod common;
 
-use common::retype;
+use common::{json_lines, retype, stderr, stdout};
 
 #[test]
 fn bench_json_has_the_documented_keys() {
@@ -55,4 +57,118 @@ fn bad_sizes_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("retype: error: --caps"), "{err}");
+}
+
+/// Every (op, case) of `caps protocol-bench`, in its order.
+const PROTOCOL_CASES: [(&str, &str); 20] = [
+    ("noop", "noop"),
+    ("delete", "local-copies"),
+    ("delete", "foreign"),
+    ("delete", "last-copy"),
+    ("delete", "foreign-copies"),
+    ("delete-cnode", "occupied-1"),
+    ("delete-cnode", "occupied-2"),
+    ("delete-cnode", "occupied-4"),
+    ("delete-cnode", "occupied-8"),
+    ("delete-cnode", "occupied-16"),
+    ("delete-cnode", "occupied-32"),
+    ("delete-cnode", "occupied-64"),
+    ("delete-cnode", "occupied-128"),
+    ("delete-cnode", "occupied-256"),
+    ("revoke", "no-foreign"),
+    ("revoke", "foreign-copy"),
+    ("revoke", "foreign-relations"),
+    ("retype", "no-foreign"),
+    ("retype", "local-descendants"),
+    ("retype", "remote-descendants"),
+];
+
+#[test]
+fn protocol_bench_json_has_every_case_with_consistent_figures() {
+    let out = retype(&[
+        "caps",
+        "protocol-bench",
+        "--json",
+        "--caps",
+        "256,512",
+        "--samples",
+        "5",
+    ]);
+    let lines = json_lines(&out);
+    let seen: Vec<(String, String, u64)> = lines
+        .iter()
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap().to_string();
+            (s("op"), s("case"), v["caps"].as_u64().unwrap())
+        })
+        .collect();
+    let want: Vec<(String, String, u64)> = [256, 512]
+        .iter()
+        .flat_map(|&n| PROTOCOL_CASES.map(|(o, c)| (o.to_string(), c.to_string(), n)))
+        .collect();
+    assert_eq!(seen, want);
+    for v in &lines {
+        let num = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
+        let (median, p90) = (num("median_cycles"), num("p90_cycles"));
+        assert!(median > 0.0 && median <= p90, "{v}");
+        assert!(num("median_ns") > 0.0 && num("p90_ns") >= num("median_ns"));
+        assert!(num("round_trip_cycles") > 0.0 && num("round_trip_ns") > 0.0);
+        assert!(
+            num("mdb_caps") >= num("caps"),
+            "the database holds the synthetic capabilities"
+        );
+        let parts: Vec<f64> = ["local", "messages", "waiting"]
+            .iter()
+            .map(|k| v["breakdown"][k].as_f64().unwrap())
+            .collect();
+        assert!(parts.iter().all(|&p| p >= 0.0), "{v}");
+        // Medians of parts need not add up, but cannot be far above the
+        // total: only messages to several nodes at once overlap.
+        assert!(parts.iter().sum::<f64>() <= 2.0 * median, "{v}");
+        assert!(v["breakdown_ns"].is_object());
+        let remote = v["round_trips"].as_u64().unwrap() > 0;
+        assert_eq!(remote, num("messages") > 0.0, "{v}");
+        if let Some(met) = v["goal_met"].as_bool() {
+            assert_eq!(met, median <= num("goal_cycles"), "{v}");
+        }
+    }
+}
+
+#[test]
+fn protocol_bench_prints_a_row_per_case() {
+    let out = retype(&["caps", "protocol-bench", "--caps", "256", "--samples", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .filter(|w: &Vec<&str>| w.len() > 3 && w[2] == "256")
+        .collect();
+    let names: Vec<(&str, &str)> = rows.iter().map(|w| (w[0], w[1])).collect();
+    assert_eq!(names, PROTOCOL_CASES, "{text}");
+    assert!(text.starts_with("op "), "a header: {text}");
+}
+
+#[test]
+fn protocol_bench_refuses_bad_input() {
+    for (args, names) in [
+        (&["--caps", "100"][..], "--caps"),
+        (&["--caps", "4096,lots"], "--caps"),
+        (&["--caps", "70000"], "--caps"),
+        (&["--samples", "0"], "--samples"),
+        (&["--nodes", "0"], "--nodes"),
+        (&["--nodes", "two"], "--nodes"),
+        (&["--seed=-1"], "--seed"),
+        (&["--fast"], "--fast"),
+    ] {
+        let out = retype(&[&["caps", "protocol-bench"][..], args].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("error") && err.contains(names),
+            "{args:?}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
 }

@@ -104,7 +104,8 @@ fn every_chart_of_a_study_report_draws_marks() {
 }
 
 /// `retype report` from a directory that is not the repository, with a trace
-/// whose name is not UTF-8: the shipped data is found, the path kept as is.
+/// whose name is not UTF-8: the shipped data is found, the path kept as is;
+/// the benchmarks and the protocol latencies are drawn from their files.
 #[test]
 fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
     use std::ffi::OsStr;
@@ -119,8 +120,20 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
     .unwrap();
     let trace = dir.join(OsStr::from_bytes(b"short\xff.rep"));
     std::fs::copy(repo().join("traces/malloclab/short1-bal.rep"), &trace).unwrap();
+    let protocol = dir.join("protocol.jsonl");
+    let o = retype(&[
+        "caps",
+        "protocol-bench",
+        "--json",
+        "--caps",
+        "256",
+        "--samples",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&protocol, &o.stdout).unwrap();
     let html = dir.join("all.html");
-    let run = |bench: &Path| {
+    let run_with = |bench: &Path, protocol: &Path| {
         retype_cmd()
             .arg("report")
             .arg("--traces")
@@ -129,10 +142,13 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
             .arg(&html)
             .arg("--benchmarks")
             .arg(bench)
+            .arg("--protocol")
+            .arg(protocol)
             .current_dir(&dir)
             .output()
             .unwrap()
     };
+    let run = |bench: &Path| run_with(bench, &protocol);
     let o = run(&csv);
     assert!(o.status.success(), "{}", stderr(&o));
     let page = std::fs::read_to_string(&html).unwrap();
@@ -140,6 +156,7 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
         "Table 4.5: application sequence 2",
         "utilization per trace and heap",
         "wall time ÷ mimalloc",
+        "delete: latency against capabilities per node",
     ] {
         assert!(page.contains(part), "missing {part}");
     }
@@ -153,6 +170,30 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
     let o = run(&bad);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("bad.csv: line 2"), "{}", stderr(&o));
+    let o = run_with(&csv, &bad);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.csv: line 1"), "{}", stderr(&o));
+}
+
+#[test]
+fn protocol_bench_report_draws_every_chart() {
+    let html = scratch("protocol-report").join("p.html");
+    let o = retype(&[
+        "caps",
+        "protocol-bench",
+        "--caps",
+        "256,512",
+        "--samples",
+        "5",
+        "--report",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        every_chart_draws(&html),
+        5 + 1 + 2,
+        "latency against size per operation, the CNode sweep, two breakdowns"
+    );
 }
 
 #[test]

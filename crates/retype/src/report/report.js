@@ -160,6 +160,9 @@
             if (x < x0 || x > x1) return;
             mark("circle", { cx: X(x), cy: Y(d.y[k]), r: Math.max(2, d.r[k]), fill: d.s.color }, g, d.i);
           });
+        } else if (d.x.length === 1) {
+          // A line of one point is a dot.
+          mark("circle", { cx: X(d.x[0]), cy: Y(d.y[0]), r: 3, fill: d.s.color }, g, d.i);
         } else {
           const pts = d.x.map((x, k) => `${X(x).toFixed(1)},${Y(d.y[k]).toFixed(1)}`).join(" ");
           mark("polyline", { points: pts, fill: "none", stroke: d.s.color, "stroke-width": d.s.dash ? 1.2 : 2,
