@@ -14,8 +14,9 @@
 //! benchmark can break an operation's latency down.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
 use retype_core::caps::distributed::{Input, Msg, Node, NodeId, OpRef, Outcome, Request};
@@ -81,13 +82,11 @@ enum Envelope {
         msg: Msg,
         sent: u64,
     },
-    /// To the driver: node `node` finished request `id`.
+    /// To the driver: request `op` finished.
     Done {
         op: OpRef,
         outcome: Outcome,
     },
-    /// To the driver: the work in flight just ran out.
-    Quiet,
     Ping,
     /// To the driver: the answer to a ping.
     Pong,
@@ -103,16 +102,44 @@ struct Worker {
     inbox: Receiver<Envelope>,
     /// Every node's inbox, by node number (this node's too).
     peers: Vec<Sender<Envelope>>,
-    /// Requests and messages sent and not yet fully handled, system-wide:
-    /// a sender counts what it sends before the receiver discounts what it
-    /// took, so zero means that nothing is left anywhere.
-    in_flight: Arc<AtomicUsize>,
+    /// Every node's counts of requests and messages, by node number.
+    counts: Arc<[Counts]>,
     events: Vec<Event>,
     wait: Wait,
 }
 
+/// Events a node has room for without allocating: a few operations' worth.
+const EVENTS: usize = 256;
+
 /// The driver's node number.
 const HOME: NodeId = 0;
+
+/// What one node sent (requests, for the driver's node) and handled. Only
+/// the node itself writes them, each on a cache line of its own, so that
+/// counting costs no more than a store: a counter that every node updated
+/// would move between cores with every message.
+#[derive(Default)]
+#[repr(align(128))]
+struct Counts {
+    sent: AtomicU64,
+    handled: AtomicU64,
+}
+
+impl Counts {
+    /// One more, by the one thread that writes `c`; a reader that sees it
+    /// sees everything counted before it.
+    fn bump(c: &AtomicU64) {
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+}
+
+/// Sent and handled, summed over every node, one node after the other.
+fn totals(counts: &[Counts]) -> (u64, u64) {
+    counts.iter().fold((0, 0), |(s, h), c| {
+        let handled = c.handled.load(Ordering::Acquire);
+        (s + c.sent.load(Ordering::Acquire), h + handled)
+    })
+}
 
 impl Worker {
     fn recv(&self) -> Option<Envelope> {
@@ -135,6 +162,11 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// This node's counts.
+    fn counts(&self) -> &Counts {
+        &self.counts[self.node.id() as usize]
     }
 
     fn send(&self, to: NodeId, e: Envelope) {
@@ -164,15 +196,12 @@ impl Worker {
         });
         let from = self.node.id();
         for (to, msg) in out.sends {
-            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            Counts::bump(&self.counts().sent);
             let sent = ticks();
             self.send(to, Envelope::Message { from, msg, sent });
         }
-        // Counted when its sends are: the count never touches zero early.
-        let quiet = self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1;
-        if quiet && from != HOME {
-            self.send(HOME, Envelope::Quiet);
-        }
+        // After its sends: whoever sees it handled sees them sent.
+        Counts::bump(&self.counts().handled);
         let done = out.done.into_iter();
         done.map(|(id, r)| (OpRef { node: from, id }, r)).collect()
     }
@@ -194,7 +223,9 @@ impl Worker {
                 Vec::new()
             }
             Envelope::Collect => {
-                let events = std::mem::take(&mut self.events);
+                // Room for the next operations' events: growing the list
+                // mid-operation would be timed with it.
+                let events = std::mem::replace(&mut self.events, Vec::with_capacity(EVENTS));
                 self.send(HOME, Envelope::Events(events));
                 Vec::new()
             }
@@ -248,7 +279,7 @@ impl Driver {
     pub fn submit(&mut self, node: NodeId, req: Request) -> OpRef {
         self.next_id += 1;
         let id = self.next_id;
-        self.home.in_flight.fetch_add(1, Ordering::SeqCst);
+        Counts::bump(&self.home.counts().sent);
         let sent = ticks();
         self.home.send(node, Envelope::Request { id, req, sent });
         OpRef { node, id }
@@ -257,6 +288,10 @@ impl Driver {
     /// Serves node 0's inbox for one envelope.
     fn pump(&mut self) {
         let e = self.home.recv().expect("the driver holds its own sender");
+        self.take(e);
+    }
+
+    fn take(&mut self, e: Envelope) {
         match self.home.handle(e) {
             Ok(done) => {
                 let now = ticks();
@@ -268,7 +303,6 @@ impl Driver {
             }
             Err(Envelope::Pong) => self.pongs += 1,
             Err(Envelope::Events(e)) => self.events.push(e),
-            Err(Envelope::Quiet) => {}
             Err(_) => unreachable!("node {HOME} gets no stop, ping or collect"),
         }
     }
@@ -286,9 +320,23 @@ impl Driver {
 
     /// Waits until no request or message is left on any node: the trailing
     /// messages of an operation that already answered are handled too.
+    /// Counts only grow, so two sweeps over every node's counts that agree
+    /// with each other, everything sent handled, mean that nothing moved
+    /// between them and nothing is left (Mattern's four counters).
     pub fn settle(&mut self) {
-        while self.home.in_flight.load(Ordering::SeqCst) > 0 {
-            self.pump();
+        loop {
+            let first = totals(&self.home.counts);
+            if first.0 == first.1 && totals(&self.home.counts) == first {
+                return;
+            }
+            let next = match self.home.wait {
+                Wait::Spin => self.home.inbox.try_recv().ok(),
+                // Nothing wakes the driver when other nodes fall quiet.
+                Wait::Block => self.home.inbox.recv_timeout(Duration::from_micros(50)).ok(),
+            };
+            if let Some(e) = next {
+                self.take(e);
+            }
         }
     }
 
@@ -309,7 +357,7 @@ impl Driver {
         while self.events.len() < self.nodes() - 1 {
             self.pump();
         }
-        let mut all = std::mem::take(&mut self.home.events);
+        let mut all = std::mem::replace(&mut self.home.events, Vec::with_capacity(EVENTS));
         all.extend(self.events.drain(..).flatten());
         all
     }
@@ -348,13 +396,13 @@ pub fn run<R>(
     driver: impl FnOnce(&mut Driver) -> R,
 ) -> (R, Vec<Node>) {
     let (senders, inboxes): (Vec<_>, Vec<_>) = nodes.iter().map(|_| unbounded()).unzip();
-    let in_flight = Arc::new(AtomicUsize::new(0));
+    let counts: Arc<[Counts]> = nodes.iter().map(|_| Counts::default()).collect();
     let mut workers = nodes.into_iter().zip(inboxes).map(|(node, inbox)| Worker {
         node,
         inbox,
         peers: senders.clone(),
-        in_flight: in_flight.clone(),
-        events: Vec::new(),
+        counts: counts.clone(),
+        events: Vec::with_capacity(EVENTS),
         wait,
     });
     let home = workers.next().expect("at least one node");

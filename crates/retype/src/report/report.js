@@ -144,10 +144,10 @@
       if (y1 <= y0) y1 = y0 + 1;
       const X = scale(x0, x1, M.l, W - M.r, c.logx), Y = scale(y0, y1, H - M.b, M.t, c.log);
       svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-      const ytick = c.log
-        ? ticks(Math.floor(Math.log10(y0)), Math.ceil(Math.log10(y1)), 6).filter(Number.isInteger)
-            .map((p) => Math.pow(10, p)).filter((v) => v >= y0 && v <= y1)
-        : ticks(y0, y1, 6);
+      const decades = ticks(Math.floor(Math.log10(y0)), Math.ceil(Math.log10(y1)), 6).filter(Number.isInteger)
+        .map((p) => Math.pow(10, p)).filter((v) => v >= y0 && v <= y1);
+      // A logarithmic y within less than a decade gets round values instead.
+      const ytick = c.log && decades.length >= 2 ? decades : ticks(y0, y1, c.log ? 4 : 6);
       // A logarithmic x is marked at the data's own x values (at most ten).
       const xs = [...new Set(all)].filter((v) => v >= x0 && v <= x1).sort((a, b) => a - b);
       const xtick = c.logx ? xs.filter((_, i) => i % Math.ceil(xs.length / 10) === 0) : ticks(x0, x1, 8);
