@@ -264,6 +264,18 @@ impl<M: Mdb> Caps<M> {
         count: u64,
     ) -> Result<RetypePlan, CapError> {
         let (_, s) = self.s.lookup(src)?;
+        self.plan_from(s, ty, offset, objsize, count)
+    }
+
+    /// [`Caps::retype_plan`] of a source already looked up.
+    pub(crate) fn plan_from(
+        &self,
+        s: Cap,
+        ty: CapType,
+        offset: u64,
+        objsize: u64,
+        count: u64,
+    ) -> Result<RetypePlan, CapError> {
         if ty.is_mapping() {
             return Err(CapError::RetypeMappingExplicit);
         }
@@ -466,11 +478,20 @@ impl<M: Mdb> Caps<M> {
 
     /// What deleting `id` would do if this system were the whole system.
     pub(crate) fn local_fate(&self, id: CapId) -> Fate {
-        let last = !self.mdb.has_copies(id);
+        if self.mdb.has_copies(id) {
+            Fate::COPY
+        } else {
+            self.last_fate(id)
+        }
+    }
+
+    /// What deleting `id`, the last copy anywhere, does if this system holds
+    /// every capability over its memory.
+    pub(crate) fn last_fate(&self, id: CapId) -> Fate {
         let ram = self.s.cap(id).is_some_and(|c| c.ty.is_ram_backed());
         Fate {
-            last,
-            orphan: last && ram && !self.mdb.has_ancestors(id) && !self.mdb.has_descendants(id),
+            last: true,
+            orphan: ram && !self.mdb.has_ancestors(id) && !self.mdb.has_descendants(id),
         }
     }
 

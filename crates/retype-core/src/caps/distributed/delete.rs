@@ -224,7 +224,7 @@ impl Node {
     /// a capability on some node covers or lies inside it.
     fn last_copy(&mut self, op: OpRef, item: CapId) {
         let cap = self.caps.cap(item).expect("claimed");
-        let fate = self.caps.local_fate(item);
+        let fate = self.caps.last_fate(item);
         if fate.orphan && self.nodes > 1 && self.exported.overlaps(cap.base, cap.size) {
             let (root, base, size) = (cap.ty.root(), cap.base, cap.size);
             let pending = self.broadcast(self.id, || Msg::FindRelations {

@@ -464,7 +464,7 @@ impl Node {
         let fate = if copy {
             Fate::COPY
         } else {
-            self.caps.local_fate(id)
+            self.caps.last_fate(id)
         };
         self.meta.remove(&id);
         let mut marked = Vec::new();
@@ -486,12 +486,12 @@ impl Node {
         (offset, objsize, count): (u64, u64, u64),
         dest: Slot,
     ) -> Result<Option<Done>, Error> {
-        self.emptying(src)?;
+        // Locked comes before the single-core checks: it changes nothing.
+        let (id, cap) = self.take(src)?;
         let plan = self
             .caps
-            .retype_plan(self.r(src), ty, offset, objsize, count)
+            .plan_from(cap, ty, offset, objsize, count)
             .map_err(Error::Cap)?;
-        let (id, cap) = self.take(src)?;
         let key = cap.key();
         if self.caps.descendant_overlaps(&key, plan.base, plan.bytes()) {
             return Err(Error::Cap(CapError::RevokeFirst));
