@@ -36,8 +36,9 @@
 //! order (a delete alone hands back exactly the same); and a request that
 //! races a revoke which destroys the requester's own root CNode may find its
 //! slot empty before it finds its CSpace gone. Reclaiming memory asks every
-//! node for a capability over it, without a lock, so a copy of an ancestor
-//! in flight at that moment can be missed.
+//! node for a capability over it, and believes "none" only from two rounds
+//! whose counts of transfers sent and received agree (see [`delete`]), so a
+//! copy in flight is not missed.
 
 pub mod delete;
 pub mod exported;

@@ -65,9 +65,12 @@ pub enum Msg {
         base: u64,
         size: u64,
     },
+    /// With how many transfers the node has sent and received, so that
+    /// the asker can tell a capability in flight from none (see `delete`).
     Relations {
         op: OpRef,
         found: bool,
+        transfers: [u64; 2],
     },
 
     // ----- ownership -----

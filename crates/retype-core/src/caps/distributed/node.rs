@@ -140,6 +140,8 @@ pub struct Node {
     root: CSpace,
     pub(crate) meta: Table,
     pub(crate) exported: Exported,
+    /// Transfers sent and received, for the census of `delete`.
+    pub(crate) transfers: [u64; 2],
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
@@ -201,6 +203,7 @@ impl Node {
             root,
             meta,
             exported: Exported::default(),
+            transfers: [0; 2],
             key_locks: BTreeMap::new(),
             ops: BTreeMap::new(),
             jobs: BTreeMap::new(),
@@ -302,6 +305,9 @@ impl Node {
     }
 
     pub(crate) fn send(&mut self, to: NodeId, msg: Msg) {
+        if matches!(msg, Msg::Transfer { .. }) {
+            self.transfers[0] += 1;
+        }
         if to == self.id {
             self.local.push_back(msg);
         } else {
@@ -641,6 +647,7 @@ impl Node {
                 owner,
                 dest,
             } => {
+                self.transfers[1] += 1;
                 let result = self
                     .emptying(dest)
                     .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
@@ -719,7 +726,13 @@ impl Node {
                 size,
             } => {
                 let found = self.caps.overlaps(root, base, size);
-                self.send(from, Relations { op, found });
+                let transfers = self.transfers;
+                let reply = Relations {
+                    op,
+                    found,
+                    transfers,
+                };
+                self.send(from, reply);
             }
             OwnerUpdate { op, key, owner } => {
                 self.set_owner(&key, owner);
@@ -727,7 +740,11 @@ impl Node {
             }
             Copies { op, found } => self.job_copies(op, from, found),
             Moved { op, ok } => self.job_moved(op, ok),
-            Relations { op, found } => self.job_relations(op, found),
+            Relations {
+                op,
+                found,
+                transfers,
+            } => self.job_relations(op, from, found, transfers),
             OwnerAck { op } => {
                 if self.jobs.contains_key(&op) {
                     self.job_owner_ack(op);
