@@ -84,14 +84,7 @@ fn must(d: &mut Driver, node: NodeId, req: Request) -> Result<()> {
 }
 
 fn retype(src: u32, ty: CapType, offset: u64, objsize: u64, count: u64, dest: Slot) -> Request {
-    Request::Retype {
-        src: Slot::l1(src),
-        ty,
-        offset,
-        objsize,
-        count,
-        dest,
-    }
+    Request::retype(Slot::l1(src), ty, offset, objsize, count, dest)
 }
 
 fn ram(src: u32, offset: u64, size: u64, dest: u32) -> Request {

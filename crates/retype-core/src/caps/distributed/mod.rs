@@ -117,6 +117,27 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// A retype request; its arguments in [`Caps::retype`](super::Caps::retype)'s order.
+    pub fn retype(
+        src: Slot,
+        ty: CapType,
+        offset: u64,
+        objsize: u64,
+        count: u64,
+        dest: Slot,
+    ) -> Request {
+        Request::Retype {
+            src,
+            ty,
+            offset,
+            objsize,
+            count,
+            dest,
+        }
+    }
+}
+
 /// Why a request failed. Every failed request changed nothing on any node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {

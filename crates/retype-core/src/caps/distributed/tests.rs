@@ -466,14 +466,7 @@ fn run(s: &mut Sim, node: NodeId, req: Request) -> Outcome {
 }
 
 fn retype(src: Slot, ty: CapType, offset: u64, objsize: u64, dest: Slot) -> Request {
-    Request::Retype {
-        src,
-        ty,
-        offset,
-        objsize,
-        count: 1,
-        dest,
-    }
+    Request::retype(src, ty, offset, objsize, 1, dest)
 }
 
 fn copy(src: Slot, node: NodeId, dest: Slot) -> Request {

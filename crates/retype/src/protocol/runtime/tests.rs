@@ -20,17 +20,6 @@ fn nodes(n: u8) -> Vec<Node> {
     boot(Config::new(Arch::X86_64), RAM, 256, n).unwrap()
 }
 
-fn retype(src: Slot, ty: CapType, offset: u64, objsize: u64, count: u64, dest: Slot) -> Request {
-    Request::Retype {
-        src,
-        ty,
-        offset,
-        objsize,
-        count,
-        dest,
-    }
-}
-
 fn copy(src: u32, node: NodeId, dest: u32) -> Request {
     Request::Copy {
         src: Slot::l1(src),
@@ -43,14 +32,23 @@ fn copy(src: u32, node: NodeId, dest: u32) -> Request {
 fn script() -> Vec<(NodeId, Request)> {
     let l1 = Slot::l1;
     vec![
-        (0, retype(RAM_SLOT, CapType::Ram, 0, 64 * K4, 1, l1(4))),
+        (
+            0,
+            Request::retype(RAM_SLOT, CapType::Ram, 0, 64 * K4, 1, l1(4)),
+        ),
         (0, copy(4, 1, 5)),
         // From a foreign copy, through the owner.
         (1, copy(5, 2, 6)),
         // A retype by a non-owner, then one that overlaps its result.
-        (1, retype(l1(5), CapType::Frame, 2 * K4, K4, 1, l1(7))),
-        (0, retype(l1(4), CapType::Ram, 0, 4 * K4, 1, l1(8))),
-        (0, retype(l1(4), CapType::Ram, 4 * K4, 4 * K4, 1, l1(8))),
+        (
+            1,
+            Request::retype(l1(5), CapType::Frame, 2 * K4, K4, 1, l1(7)),
+        ),
+        (0, Request::retype(l1(4), CapType::Ram, 0, 4 * K4, 1, l1(8))),
+        (
+            0,
+            Request::retype(l1(4), CapType::Ram, 4 * K4, 4 * K4, 1, l1(8)),
+        ),
         (1, copy(5, 1, 9)),
         (1, Request::Delete(l1(9))),
         // The owner's last copy: ownership moves.
@@ -59,11 +57,11 @@ fn script() -> Vec<(NodeId, Request)> {
         (2, Request::Revoke(l1(6))),
         (
             0,
-            retype(RAM_SLOT, CapType::L2CNode, 128 * K4, 4 * K4, 1, l1(10)),
+            Request::retype(RAM_SLOT, CapType::L2CNode, 128 * K4, 4 * K4, 1, l1(10)),
         ),
         (
             0,
-            retype(RAM_SLOT, CapType::Ram, 160 * K4, K4, 4, Slot::l2(10, 0)),
+            Request::retype(RAM_SLOT, CapType::Ram, 160 * K4, K4, 4, Slot::l2(10, 0)),
         ),
         (0, Request::Delete(l1(10))),
         (0, Request::Delete(l1(9))),
