@@ -126,31 +126,26 @@ impl Node {
             if job.wait != Wait::No {
                 return moved;
             }
+            // The first slot that is the job's now or no longer its at all.
             let mut next = None;
             for i in 0..job.items.len() {
                 let id = self.jobs[&op].items[i];
                 match self.claim(op, id) {
-                    Claim::Mine => {
-                        next = Some(i);
-                        break;
-                    }
                     Claim::Later => {}
-                    Claim::Drop => {
-                        next = Some(usize::MAX - i);
+                    claim => {
+                        next = Some((i, claim));
                         break;
                     }
                 }
             }
             let job = self.jobs.get_mut(&op).expect("checked");
             match next {
-                Some(i) if i > usize::MAX / 2 => {
-                    job.items.remove(usize::MAX - i);
-                    moved = true;
-                }
-                Some(i) => {
+                Some((i, claim)) => {
                     let id = job.items.remove(i).expect("in range");
                     moved = true;
-                    self.delete_item(op, id);
+                    if let Claim::Mine = claim {
+                        self.delete_item(op, id);
+                    }
                 }
                 None if !job.items.is_empty() => return moved,
                 None if job.swept < job.marked.len() => {
