@@ -17,7 +17,7 @@ pub const FAN_OUT_LIMIT: u64 = 256;
 pub const WATERMARK_UNIT: u64 = 16;
 
 /// The errors of `Untyped_Retype`, with the seL4 error each stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RetypeError {
     /// `seL4_InvalidArgument` for argument `arg` (0 = type, 1 = size_bits).
     InvalidArgument { arg: u32 },
@@ -105,7 +105,7 @@ pub fn align_down(x: u64, bits: u32) -> u64 {
 /// The state seL4 keeps for an untyped capability, plus the count of its live
 /// children (the capabilities derived from it, copies included), which the
 /// kernel learns from its derivation tree.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Untyped {
     size_bits: u32,
     watermark: u64,

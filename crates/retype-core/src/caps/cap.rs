@@ -37,7 +37,7 @@ impl Rights {
 
 /// Where a Mapping capability's entries are: which page table (by its
 /// object base), which entries, and what part of the mapped object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MapInfo {
     /// Base address of the page table object holding the entries.
     pub ptable: u64,
@@ -53,7 +53,7 @@ pub struct MapInfo {
 }
 
 /// A capability as stored in a slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Cap {
     pub ty: CapType,
     pub base: u64,

@@ -72,7 +72,7 @@ impl CapRef {
 }
 
 /// A CNode object: a block of slots in the arena.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CNode {
     pub first: u32,
     pub slots: u32,
@@ -83,7 +83,7 @@ pub(crate) struct CNode {
 }
 
 /// All slots and CNode objects.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Slots {
     pub slots: Vec<Option<Cap>>,
     pub cnodes: Vec<CNode>,

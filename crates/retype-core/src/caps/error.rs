@@ -7,7 +7,7 @@ use super::cap::Rights;
 use super::types::CapType;
 use crate::untyped::RetypeError;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CapError {
     // Lookup.
     /// The CSpace's root CNode no longer exists.

@@ -30,7 +30,7 @@ pub struct Boot {
 
 /// A retype that passed every check but the search for descendants in the
 /// way: what [`Caps::retype_into`] makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RetypePlan {
     /// The source capability.
     pub src: Cap,
@@ -75,6 +75,18 @@ pub struct Caps<M: Mdb> {
     /// seL4 watermark state of RAM capabilities used in watermark mode.
     untypeds: BTreeMap<CapId, Untyped>,
     reclaimed: Vec<(u64, u64)>,
+}
+
+/// The state, not how it is indexed: the mapping database follows from the
+/// slots, and two systems with the same slots answer alike whatever shape
+/// their trees took (the model checker counts states by this hash).
+impl<M: Mdb> core::hash::Hash for Caps<M> {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.s.hash(h);
+        self.vnodes.hash(h);
+        self.untypeds.hash(h);
+        self.reclaimed.hash(h);
+    }
 }
 
 impl<M: Mdb> Caps<M> {

@@ -9,7 +9,7 @@ use super::mdb::CapId;
 use super::types::{CapType, CapType::*, PT_ENTRIES};
 
 /// What one entry of a page table holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Slot {
     /// The next-level table of type `CapType` (pte_count 1, offset 0).
     Table(CapType),
@@ -39,7 +39,7 @@ pub fn accepts(table: CapType, child: CapType) -> Option<Slot> {
 
 /// A page-table entry: the physical address it points at, its flags, and the
 /// Mapping capability that owns it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Pte {
     pub phys: u64,
     pub table: bool,
@@ -48,7 +48,7 @@ pub struct Pte {
 }
 
 /// A page-table object.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct VNode {
     pub ty: CapType,
     pub entries: Vec<Option<Pte>>,

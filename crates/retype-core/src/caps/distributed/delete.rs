@@ -18,7 +18,7 @@ use crate::caps::mdb::{CapId, Mdb};
 use crate::caps::system::Fate;
 
 /// Whom the job answers when it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum JobReply {
     /// The user's delete request.
     User,
@@ -27,7 +27,7 @@ pub(crate) enum JobReply {
 }
 
 /// What the job waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Wait {
     No,
     /// Answers to "do you hold a copy?"; the lowest node that does.
@@ -55,7 +55,7 @@ enum Wait {
     },
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Job {
     items: VecDeque<CapId>,
     /// CNodes whose last copy went: their slots join the list, in order.
@@ -64,10 +64,6 @@ pub(crate) struct Job {
     wait: Wait,
     reply: JobReply,
     reclaimed: Vec<(u64, u64)>,
-    /// Every node's transfers sent and received, as this round and the
-    /// round before answered them.
-    census: Vec<[u64; 2]>,
-    last_census: Option<Vec<[u64; 2]>>,
 }
 
 /// Whether a slot still belongs to the job `op` or may become its.
@@ -93,8 +89,6 @@ impl Node {
             wait: Wait::No,
             reply,
             reclaimed: Vec::new(),
-            census: Vec::new(),
-            last_census: None,
         };
         self.jobs.insert(op, job);
         self.advance(op);
@@ -227,29 +221,18 @@ impl Node {
         let cap = self.caps.cap(item).expect("claimed");
         let fate = self.caps.last_fate(item);
         if fate.orphan && self.nodes > 1 && self.exported.overlaps(cap.base, cap.size) {
-            self.jobs.get_mut(&op).expect("a job").last_census = None;
-            return self.ask_relations(op, item);
+            let pending = self.census(op, &cap);
+            let found = false;
+            return self.set_wait(
+                op,
+                Wait::Relations {
+                    item,
+                    pending,
+                    found,
+                },
+            );
         }
         self.remove_item(op, item, fate);
-    }
-
-    /// One round of "do you hold a capability over this memory?".
-    fn ask_relations(&mut self, op: OpRef, item: CapId) {
-        let cap = self.caps.cap(item).expect("claimed");
-        let (root, base, size) = (cap.ty.root(), cap.base, cap.size);
-        let pending = self.broadcast(self.id, || Msg::FindRelations {
-            op,
-            root,
-            base,
-            size,
-        });
-        let job = self.jobs.get_mut(&op).expect("a job");
-        job.census = Vec::from_iter((0..self.nodes).map(|_| [0; 2]));
-        job.wait = Wait::Relations {
-            item,
-            pending,
-            found: false,
-        };
     }
 
     fn remove_item(&mut self, op: OpRef, id: CapId, fate: Fate) {
@@ -327,45 +310,27 @@ impl Node {
         self.remove_item(op, item, Fate::COPY);
     }
 
-    /// One node's answer. A capability being copied from one node to another
-    /// can be missed by both answers (asked at the receiver before it
-    /// arrives, at the sender after its copy there was deleted). So "none
-    /// anywhere" is believed only when two rounds in a row found every
-    /// node's transfer counts unchanged and as many received as sent
-    /// (Mattern's four-counter rule): then no transfer was in flight.
-    pub(crate) fn job_relations(
-        &mut self,
-        op: OpRef,
-        from: NodeId,
-        has: bool,
-        transfers: [u64; 2],
-    ) {
-        let job = self.jobs.get_mut(&op).expect("a job");
-        job.census[from as usize] = transfers;
-        let Wait::Relations {
+    /// One node's part of the census (see `census`).
+    pub(crate) fn job_relations(&mut self, op: OpRef, from: NodeId, has: bool, last: bool) {
+        self.census_answer(from, op);
+        let Some(Wait::Relations {
             item,
             pending,
             found,
-        } = &mut job.wait
+        }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
         else {
-            unreachable!("relations answer without a search")
+            unreachable!("relations answer without a census")
         };
-        *pending -= 1;
         *found |= has;
+        if last {
+            *pending -= 1;
+        }
         if *pending > 0 {
             return;
         }
         let (item, found) = (*item, *found);
-        job.census[self.id as usize] = self.transfers;
-        let sent: u64 = job.census.iter().map(|t| t[0]).sum();
-        let received: u64 = job.census.iter().map(|t| t[1]).sum();
-        let settled = job.last_census.as_ref() == Some(&job.census) && sent == received;
+        let found = self.census_end(op) || found;
         let orphan = !found && self.caps.last_fate(item).orphan;
-        if orphan && !settled {
-            let job = self.jobs.get_mut(&op).expect("a job");
-            job.last_census = Some(core::mem::take(&mut job.census));
-            return self.ask_relations(op, item);
-        }
         self.remove_item(op, item, Fate { last: true, orphan });
     }
 }

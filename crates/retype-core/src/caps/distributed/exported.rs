@@ -11,7 +11,7 @@
 
 use alloc::collections::{BTreeMap, BTreeSet};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Exported {
     /// Exact regions, as (base, end).
     exact: BTreeSet<(u64, u64)>,

@@ -11,6 +11,8 @@
 //! this same code.
 //!
 //! - [`msg`]: the messages, in request/reply pairs.
+//! - [`census`]: before memory is reclaimed, a snapshot of every node and
+//!   channel restricted to that memory (Chandy–Lamport).
 //! - [`exported`]: which memory ever crossed this node's boundary, the
 //!   conservative stand-in for the thesis's remote-relation bits.
 //! - [`node`]: a node, its requests (copy, delete, revoke, retype, no-op)
@@ -35,11 +37,11 @@
 //! nodes at once, so which memory it hands back can differ from one core's
 //! order (a delete alone hands back exactly the same); and a request that
 //! races a revoke which destroys the requester's own root CNode may find its
-//! slot empty before it finds its CSpace gone. Reclaiming memory asks every
-//! node for a capability over it, and believes "none" only from two rounds
-//! whose counts of transfers sent and received agree (see [`delete`]), so a
-//! copy in flight is not missed.
+//! slot empty before it finds its CSpace gone. Reclaiming memory takes a
+//! snapshot of who holds a capability over it, channels included (see
+//! [`census`]), so a copy in flight is not missed.
 
+pub mod census;
 pub mod delete;
 pub mod exported;
 pub mod msg;
@@ -93,7 +95,7 @@ impl Slot {
 }
 
 /// What a user asks of its node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Request {
     /// An invocation that does nothing: the cost of asking.
     Noop,
@@ -139,7 +141,7 @@ impl Request {
 }
 
 /// Why a request failed. Every failed request changed nothing on any node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Error {
     /// What the single-core system refuses, for the same reason.
     Cap(CapError),
@@ -169,7 +171,7 @@ impl fmt::Display for Error {
 }
 
 /// A finished request: the memory it handed back to the memory server.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Done {
     pub reclaimed: Vec<(u64, u64)>,
 }
@@ -178,7 +180,7 @@ pub struct Done {
 pub type Outcome = Result<Done, Error>;
 
 /// One input of [`Node::step`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Input {
     /// A local request with its id.
     Request(u64, Request),
@@ -187,7 +189,7 @@ pub enum Input {
 }
 
 /// What one step produced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Output {
     /// Messages to send, each to its node, in order.
     pub sends: Vec<(NodeId, Msg)>,

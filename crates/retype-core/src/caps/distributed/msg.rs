@@ -3,10 +3,11 @@
 
 use alloc::vec::Vec;
 
+use super::census::Region;
 use super::{Error, NodeId, OpRef, Slot};
 use crate::caps::cap::{Cap, Key};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Msg {
     // ----- copy -----
     /// Capability transfer: put `cap`, owned by `owner`, in slot `dest`.
@@ -57,20 +58,26 @@ pub enum Msg {
         op: OpRef,
         key: Key,
     },
-    /// Do you hold a capability over `[base, base + size)`? (An ancestor or
-    /// descendant: the memory of a last copy is reclaimed only if none.)
+    /// The census before memory is reclaimed (see `census`): do you hold a
+    /// capability over the memory `q` names? Also closes the channel from
+    /// the asker.
     FindRelations {
         op: OpRef,
-        root: u8,
-        base: u64,
-        size: u64,
+        q: Region,
     },
-    /// With how many transfers the node has sent and received, so that
-    /// the asker can tell a capability in flight from none (see `delete`).
+    /// Closes the channel from the sender for census `op`; starts it at the
+    /// receiver if the question has not arrived yet.
+    Marker {
+        op: OpRef,
+        q: Region,
+    },
+    /// A node's part of the census: what it holds (the first answer, which
+    /// closes its channel to the asker) or what arrived on its channels;
+    /// `last` when nothing more comes from it.
     Relations {
         op: OpRef,
         found: bool,
-        transfers: [u64; 2],
+        last: bool,
     },
 
     // ----- ownership -----
@@ -157,6 +164,7 @@ impl Msg {
             | Moved { op, .. }
             | MoveDone { op, .. }
             | FindRelations { op, .. }
+            | Marker { op, .. }
             | Relations { op, .. }
             | OwnerUpdate { op, .. }
             | OwnerAck { op }

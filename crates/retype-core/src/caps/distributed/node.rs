@@ -9,6 +9,7 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
+use super::census::Recording;
 use super::delete::{Job, JobReply};
 use super::exported::Exported;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
@@ -21,7 +22,7 @@ use crate::caps::CapError;
 use crate::objects::Config;
 
 /// The state of one slot (seed 001 Figure 4.7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SlotState {
     Ready,
     /// An operation in flight uses it (a copy leaving, a retype, a revoke's
@@ -32,14 +33,14 @@ pub enum SlotState {
 }
 
 /// What the protocol keeps per slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Meta {
     pub owner: NodeId,
     pub state: SlotState,
 }
 
 /// The protocol state of every slot, indexed by slot id like the slots.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Table(Vec<Option<Meta>>);
 
 impl Table {
@@ -86,7 +87,7 @@ pub struct Relations {
 }
 
 /// An operation this node coordinates, waiting for replies.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Work {
     /// A copy to another node: its source slot, locked until the reply.
     Copy { src: CapId },
@@ -124,7 +125,7 @@ pub(crate) enum Work {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum RevokePhase {
     Retrieve,
     Mark,
@@ -132,7 +133,7 @@ pub(crate) enum RevokePhase {
 }
 
 /// One core's replica of the capability system.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Hash)]
 pub struct Node {
     pub(crate) id: NodeId,
     pub(crate) nodes: u8,
@@ -140,8 +141,8 @@ pub struct Node {
     root: CSpace,
     pub(crate) meta: Table,
     pub(crate) exported: Exported,
-    /// Transfers sent and received, for the census of `delete`.
-    pub(crate) transfers: [u64; 2],
+    /// The censuses this node takes part in (see `census`).
+    pub(crate) recordings: BTreeMap<(NodeId, OpRef), Recording>,
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
@@ -203,7 +204,7 @@ impl Node {
             root,
             meta,
             exported: Exported::default(),
-            transfers: [0; 2],
+            recordings: BTreeMap::new(),
             key_locks: BTreeMap::new(),
             ops: BTreeMap::new(),
             jobs: BTreeMap::new(),
@@ -268,6 +269,7 @@ impl Node {
             && self.jobs.is_empty()
             && self.key_locks.is_empty()
             && self.parked.is_empty()
+            && self.recordings.is_empty()
             && self.meta.values().all(|m| m.state == SlotState::Ready)
     }
 
@@ -305,9 +307,6 @@ impl Node {
     }
 
     pub(crate) fn send(&mut self, to: NodeId, msg: Msg) {
-        if matches!(msg, Msg::Transfer { .. }) {
-            self.transfers[0] += 1;
-        }
         if to == self.id {
             self.local.push_back(msg);
         } else {
@@ -647,7 +646,6 @@ impl Node {
                 owner,
                 dest,
             } => {
-                self.transfers[1] += 1;
                 let result = self
                     .emptying(dest)
                     .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
@@ -658,6 +656,7 @@ impl Node {
                     };
                     self.meta.insert(id, meta);
                     self.exported.add(cap.base, cap.size);
+                    self.record(from, &cap);
                 });
                 self.send(from, TransferDone { op, result });
             }
@@ -719,32 +718,14 @@ impl Node {
                     self.key_locks.remove(&key);
                 }
             }
-            FindRelations {
-                op,
-                root,
-                base,
-                size,
-            } => {
-                let found = self.caps.overlaps(root, base, size);
-                let transfers = self.transfers;
-                let reply = Relations {
-                    op,
-                    found,
-                    transfers,
-                };
-                self.send(from, reply);
-            }
+            FindRelations { op, q } | Marker { op, q } => self.census_marker(from, op, q),
             OwnerUpdate { op, key, owner } => {
                 self.set_owner(&key, owner);
                 self.send(from, OwnerAck { op });
             }
             Copies { op, found } => self.job_copies(op, from, found),
             Moved { op, ok } => self.job_moved(op, ok),
-            Relations {
-                op,
-                found,
-                transfers,
-            } => self.job_relations(op, from, found, transfers),
+            Relations { op, found, last } => self.job_relations(op, from, found, last),
             OwnerAck { op } => {
                 if self.jobs.contains_key(&op) {
                     self.job_owner_ack(op);
