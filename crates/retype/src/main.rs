@@ -25,6 +25,7 @@ macro_rules! outln {
     }};
 }
 
+mod check;
 mod cmd;
 mod names;
 mod progress;

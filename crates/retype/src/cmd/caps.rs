@@ -19,6 +19,7 @@ use retype_core::caps::bench::{self, Op, SplitMix, BOOT, PROCMGMT};
 use retype_core::caps::cap::Key;
 use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
 
+use crate::check;
 use crate::protocol::cases;
 use crate::protocol::latency::Study;
 use crate::timing::{median, ticks, ticks_per_ns, timer_overhead};
@@ -35,6 +36,33 @@ enum CapsCommand {
     Bench(BenchArgs),
     /// Latency of the cross-core protocol's operations, nodes on threads (§4.7).
     ProtocolBench(ProtocolArgs),
+    /// Model-checks the cross-core protocol: every interleaving of the node code (ch. 5).
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Nodes (cores).
+    #[arg(long, default_value_t = 2)]
+    nodes: u8,
+    /// Bytes of physical memory; one byte is one 4 KiB page of ours.
+    #[arg(long, default_value_t = 3)]
+    mem: u64,
+    /// Capability slots, spread over the nodes in turn; slot 0 holds all memory.
+    #[arg(long, default_value_t = 3)]
+    slots: u32,
+    /// Operations in flight at once.
+    #[arg(long, default_value_t = 2)]
+    ops: u64,
+    /// Retype target regions: every one, or Figure 5.1's reduced set.
+    #[arg(long, value_enum, default_value = "all")]
+    regions: check::Regions,
+    /// Checker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -91,7 +119,50 @@ pub fn run(args: CapsArgs) -> Result<()> {
     match args.command {
         CapsCommand::Bench(b) => bench_cmd(b),
         CapsCommand::ProtocolBench(p) => protocol_cmd(p),
+        CapsCommand::Check(c) => check_cmd(c),
     }
+}
+
+fn check_cmd(a: CheckArgs) -> Result<()> {
+    let cfg = check::Config {
+        nodes: a.nodes,
+        mem: a.mem,
+        slots: a.slots,
+        ops: a.ops,
+        regions: a.regions,
+    };
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let o = check::run(cfg, threads)?;
+    let regions = format!("{:?}", a.regions).to_lowercase();
+    if a.json {
+        let v = serde_json::json!({
+            "nodes": a.nodes, "mem": a.mem, "slots": a.slots, "ops": a.ops,
+            "regions": regions, "threads": threads,
+            "states": o.states, "distinct": o.distinct, "depth": o.depth,
+            "seconds": o.time.as_secs_f64(),
+            "violations": o.violations.iter()
+                .map(|(p, t)| serde_json::json!({"property": p, "counterexample": t}))
+                .collect::<Vec<_>>(),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{} nodes, {} bytes, {} slots, {} operations, {regions} regions: {} states explored, {} distinct, depth {}, {:.1} s",
+            a.nodes, a.mem, a.slots, a.ops, o.states, o.distinct, o.depth, o.time.as_secs_f64()
+        );
+        for (p, t) in &o.violations {
+            println!("\n{p} is broken:\n{t}");
+        }
+        if o.violations.is_empty() {
+            println!("every property holds");
+        }
+    }
+    if !o.violations.is_empty() {
+        bail!("{} propert{} broken", o.violations.len(), if o.violations.len() == 1 { "y" } else { "ies" });
+    }
+    Ok(())
 }
 
 /// Times `samples` runs of `op` on random entries of `mdb`.

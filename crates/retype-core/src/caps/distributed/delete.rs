@@ -237,10 +237,12 @@ impl Node {
 
     fn remove_item(&mut self, op: OpRef, id: CapId, fate: Fate) {
         self.meta.remove(&id);
+        let cap = self.caps.cap(id).expect("claimed");
         let job = self.jobs.get_mut(&op).expect("a job");
         self.caps.remove_as(id, fate, &mut job.marked);
         job.reclaimed.extend(self.caps.take_reclaimed());
         job.wait = Wait::No;
+        self.forget(&cap);
     }
 
     pub(crate) fn job_copies(&mut self, op: OpRef, from: NodeId, has: bool) {

@@ -6,8 +6,11 @@
 //! relation on another node only if some capability overlapping it crossed
 //! this node's boundary (its copies, descendants and ancestors all overlap
 //! it, and each reached the other node by a transfer from or to here, or by
-//! a retype of something that did). The set only grows, so the answer may
-//! be a stale "maybe" and never a wrong "no".
+//! a retype of something that did). A region is forgotten when no
+//! capability here overlaps it any more: a capability that later overlaps
+//! it here either arrives by a transfer, which adds its own region, or is
+//! made from one that does. So the answer may be a stale "maybe" and never
+//! a wrong "no", and the set holds no more than the node's capabilities.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 
@@ -36,6 +39,20 @@ impl Exported {
             self.cover.remove(&s);
         }
         self.cover.insert(lo, hi);
+    }
+
+    /// Keeps the regions `keep` takes.
+    pub fn retain(&mut self, mut keep: impl FnMut(u64, u64) -> bool) {
+        let before = self.exact.len();
+        self.exact.retain(|&(b, e)| keep(b, e - b));
+        if self.exact.len() == before {
+            return;
+        }
+        let exact = core::mem::take(&mut self.exact);
+        self.cover.clear();
+        for (b, e) in exact {
+            self.add(b, e - b);
+        }
     }
 
     /// A capability with exactly this region crossed: copies may be elsewhere.

@@ -45,6 +45,7 @@ pub mod census;
 pub mod delete;
 pub mod exported;
 pub mod msg;
+pub mod props;
 pub mod node;
 pub mod sim;
 

@@ -161,10 +161,10 @@ pub struct Node {
 /// owned by `k` and held in its slot 0.
 pub fn boot(config: Config, ram: u64, root_slots: u32, nodes: u8) -> Result<Vec<Node>, CapError> {
     let cnode = root_slots as u64 * SLOT_BYTES;
-    if nodes == 0 || (nodes as u64 + 1) * cnode >= ram {
+    if nodes == 0 || nodes as u64 * cnode >= ram {
         return Err(CapError::InvalidCount {
             count: nodes as u64,
-            max: (ram / cnode).saturating_sub(2),
+            max: (ram - 1) / cnode,
         });
     }
     let (caps, boot) = Caps::boot(config, ram, root_slots)?;
@@ -370,6 +370,15 @@ impl Node {
             })
     }
 
+    /// Capability `cap` left this node: forget the regions that crossed
+    /// which no capability here overlaps any more (see [`Exported`]).
+    pub(crate) fn forget(&mut self, cap: &Cap) {
+        let caps = &self.caps;
+        self.exported.retain(|b, s| {
+            !(b < cap.end() && cap.base < b + s) || caps.overlaps(cap.ty.root(), b, s)
+        });
+    }
+
     /// Memory outside every region that crossed: no relation elsewhere.
     fn is_local(&self, c: &Cap) -> bool {
         !self.exported.overlaps(c.base, c.size)
@@ -474,6 +483,7 @@ impl Node {
         self.meta.remove(&id);
         let mut marked = Vec::new();
         self.caps.remove_as(id, fate, &mut marked);
+        self.forget(cap);
         debug_assert!(marked.is_empty(), "only CNodes are marked");
         Some(Done {
             reclaimed: self.caps.take_reclaimed(),
