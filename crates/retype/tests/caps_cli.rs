@@ -172,3 +172,27 @@ fn protocol_bench_refuses_bad_input() {
         assert!(stdout(&out).is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn check_prints_its_counts_and_refuses_bad_configurations() {
+    let args = [
+        "caps", "check", "--nodes", "2", "--mem", "2", "--slots", "3", "--ops", "1",
+    ];
+    let out = retype(&[&args[..], &["--json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    for key in ["states", "distinct", "depth", "seconds"] {
+        assert!(v[key].is_number(), "{key} in {v}");
+    }
+    assert!(v["distinct"].as_u64().unwrap() > 1);
+    assert_eq!(v["violations"], serde_json::json!([]));
+    let out = retype(&args);
+    assert!(
+        stdout(&out).contains("every property holds"),
+        "{}",
+        stdout(&out)
+    );
+    let out = retype(&["caps", "check", "--regions", "reduced", "--mem", "2"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--mem 3"), "{}", stderr(&out));
+}

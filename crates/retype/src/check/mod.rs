@@ -14,7 +14,7 @@ use anyhow::{bail, ensure, Context, Result};
 use retype_core::caps::distributed::{self, Node, Request, Sim, Slot};
 use retype_core::caps::types::{CapType, PAGE, SLOT_BYTES};
 use retype_core::objects::{Arch, Config as Kernel};
-use stateright::{Checker, Model};
+use stateright::{Checker, HasDiscoveries, Model};
 
 pub use model::{Action, CapModel, Config, Regions, State};
 
@@ -73,12 +73,24 @@ pub fn start(cfg: &Config) -> Result<Vec<Node>> {
     Ok(sim.nodes)
 }
 
-/// Explores every state reachable from [`start`].
+/// Explores every state reachable from [`start`], up to the first broken
+/// property.
 pub fn run(cfg: Config, threads: usize) -> Result<Outcome> {
     cfg.validate()?;
     let model = CapModel::new(cfg, start(&cfg).context("start state")?);
+    Ok(explore(model, threads))
+}
+
+/// Explores every state of `model` reachable from its start, up to the
+/// first broken property.
+pub fn explore(model: CapModel, threads: usize) -> Outcome {
     let t = Instant::now();
-    let checker = model.checker().threads(threads).spawn_dfs().join();
+    let checker = model
+        .checker()
+        .threads(threads)
+        .finish_when(HasDiscoveries::Any)
+        .spawn_dfs()
+        .join();
     let time = t.elapsed();
     let mut violations = Vec::new();
     for name in model::PROPERTIES {
@@ -86,13 +98,13 @@ pub fn run(cfg: Config, threads: usize) -> Result<Outcome> {
             violations.push((name, counterexample(checker.model(), path.into_actions())));
         }
     }
-    Ok(Outcome {
+    Outcome {
         states: checker.state_count(),
         distinct: checker.unique_state_count(),
         depth: checker.max_depth(),
         time,
         violations,
-    })
+    }
 }
 
 /// The path as numbered steps: who acts on what, what it sends, what
@@ -130,7 +142,10 @@ fn changes(m: &CapModel, before: &State, after: &State, n: u8) -> Vec<String> {
     let k = m.cfg.nodes as usize;
     let mut v = Vec::new();
     for to in 0..k {
-        let (b, a) = (&before.chans[n as usize * k + to], &after.chans[n as usize * k + to]);
+        let (b, a) = (
+            &before.chans[n as usize * k + to],
+            &after.chans[n as usize * k + to],
+        );
         for msg in a.iter().skip(b.len()) {
             v.push(format!("sends node {to}: {msg:?}"));
         }
@@ -162,3 +177,6 @@ fn changes(m: &CapModel, before: &State, after: &State, n: u8) -> Vec<String> {
     }
     v
 }
+
+#[cfg(test)]
+mod tests;

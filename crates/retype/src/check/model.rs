@@ -184,7 +184,10 @@ impl CapModel {
     fn finished(&self, s: &mut State, n: NodeId, id: u64, r: Outcome) {
         let op = std::mem::replace(&mut s.ops[id as usize], Op::Draining);
         let Op::Running { node, req, cap } = op else {
-            s.broken = Some(("OperationInvariants", format!("op {id} done but not running")));
+            s.broken = Some((
+                "OperationInvariants",
+                format!("op {id} done but not running"),
+            ));
             return;
         };
         if node != n {
@@ -199,7 +202,10 @@ impl CapModel {
             (Request::Retype { dest, .. }, Some(src)) => {
                 let id = nd.caps().slot_id(nd.r(dest)).expect("the retype filled it");
                 let new = nd.caps().get(nd.r(dest)).expect("live");
-                ("RetypesDisjoint", props::retyped(&s.nodes, &msgs, &src, &new, (n, id)))
+                (
+                    "RetypesDisjoint",
+                    props::retyped(&s.nodes, &msgs, &src, &new, (n, id)),
+                )
             }
             (Request::Revoke(at), Some(c)) => {
                 let id = nd.caps().slot_id(nd.r(at)).ok();
@@ -329,15 +335,8 @@ impl Model for CapModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         let holds: [fn(&CapModel, &State) -> bool; 9] = [
-            holds::<0>,
-            holds::<1>,
-            holds::<2>,
-            holds::<3>,
-            holds::<4>,
-            holds::<5>,
-            holds::<6>,
-            holds::<7>,
-            holds::<8>,
+            holds::<0>, holds::<1>, holds::<2>, holds::<3>, holds::<4>, holds::<5>, holds::<6>,
+            holds::<7>, holds::<8>,
         ];
         PROPERTIES
             .iter()
@@ -349,5 +348,5 @@ impl Model for CapModel {
 
 /// Property `I` of [`PROPERTIES`] is not broken in `s`.
 fn holds<const I: usize>(_: &CapModel, s: &State) -> bool {
-    !s.broken.as_ref().is_some_and(|b| b.0 == PROPERTIES[I])
+    s.broken.as_ref().is_none_or(|b| b.0 != PROPERTIES[I])
 }

@@ -160,7 +160,11 @@ fn check_cmd(a: CheckArgs) -> Result<()> {
         }
     }
     if !o.violations.is_empty() {
-        bail!("{} propert{} broken", o.violations.len(), if o.violations.len() == 1 { "y" } else { "ies" });
+        bail!(
+            "{} propert{} broken",
+            o.violations.len(),
+            if o.violations.len() == 1 { "y" } else { "ies" }
+        );
     }
     Ok(())
 }

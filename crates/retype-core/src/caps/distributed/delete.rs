@@ -12,6 +12,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+use super::mutation::Mutation;
 use super::node::{Node, SlotState};
 use super::{Done, Msg, NodeId, OpRef};
 use crate::caps::mdb::{CapId, Mdb};
@@ -53,6 +54,19 @@ enum Wait {
         pending: usize,
         found: bool,
     },
+}
+
+impl Wait {
+    /// The slot being deleted while the job waits.
+    fn item(&self) -> Option<CapId> {
+        match *self {
+            Wait::No => None,
+            Wait::Copies { item, .. }
+            | Wait::Move { item, .. }
+            | Wait::Owners { item, .. }
+            | Wait::Relations { item, .. } => Some(item),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -104,7 +118,19 @@ impl Node {
             // A revoke's own capability inside a CNode the revoke empties
             // goes with it, as on one core.
             Some(SlotState::InDelete(o) | SlotState::Locked(o)) if o == op => Claim::Mine,
-            Some(SlotState::InDelete(_)) => Claim::Drop,
+            // A revoke is done only when every copy and descendant is gone,
+            // so its commit takes another delete's slot, or waits for the
+            // one that delete is working on; a user's delete leaves them.
+            Some(SlotState::InDelete(_)) if self.jobs[&op].reply == JobReply::User => Claim::Drop,
+            Some(SlotState::InDelete(_))
+                if self.jobs.values().any(|j| j.wait.item() == Some(id)) =>
+            {
+                Claim::Later
+            }
+            Some(SlotState::InDelete(_)) => {
+                self.set_state(id, SlotState::InDelete(op));
+                Claim::Mine
+            }
             Some(SlotState::Locked(_)) => Claim::Later,
         }
     }
@@ -195,7 +221,8 @@ impl Node {
         if foreign || self.caps.mdb().has_copies(id) {
             return self.remove_item(op, id, Fate::COPY);
         }
-        if self.nodes > 1 && self.exported.contains(cap.base, cap.size) {
+        let alone = self.mutated(Mutation::DeleteIgnoresForeignCopies);
+        if self.nodes > 1 && self.exported.contains(cap.base, cap.size) && !alone {
             return self.find_copies(op, id);
         }
         self.last_copy(op, id);
@@ -286,7 +313,11 @@ impl Node {
         for id in self.caps.copies_of(&key) {
             self.meta.get_mut(&id).expect("live").owner = to;
         }
-        let pending = self.broadcast(to, || Msg::OwnerUpdate { op, key, owner: to });
+        let pending = if self.mutated(Mutation::MoveWithoutUpdate) {
+            0
+        } else {
+            self.broadcast(to, || Msg::OwnerUpdate { op, key, owner: to })
+        };
         self.set_wait(op, Wait::Owners { item, to, pending });
         if pending == 0 {
             self.moved_everywhere(op);

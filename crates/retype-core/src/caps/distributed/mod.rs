@@ -45,8 +45,9 @@ pub mod census;
 pub mod delete;
 pub mod exported;
 pub mod msg;
-pub mod props;
+pub mod mutation;
 pub mod node;
+pub mod props;
 pub mod sim;
 
 use alloc::vec::Vec;

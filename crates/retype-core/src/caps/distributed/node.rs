@@ -12,6 +12,7 @@ use alloc::vec::Vec;
 use super::census::Recording;
 use super::delete::{Job, JobReply};
 use super::exported::Exported;
+use super::mutation::Mutation;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
 use crate::caps::cap::{Cap, Key};
 use crate::caps::cspace::{CSpace, CapRef};
@@ -152,6 +153,8 @@ pub struct Node {
     /// Messages to itself, handled within the step.
     local: VecDeque<Msg>,
     pub(crate) out: Output,
+    #[cfg(feature = "mutations")]
+    pub(crate) mutation: Option<Mutation>,
 }
 
 /// Boots `nodes` nodes on a machine with `ram` bytes of RAM: node 0 as
@@ -211,6 +214,8 @@ impl Node {
             parked: Vec::new(),
             local: VecDeque::new(),
             out: Output::default(),
+            #[cfg(feature = "mutations")]
+            mutation: None,
         }
     }
 
@@ -370,6 +375,16 @@ impl Node {
             })
     }
 
+    /// Whether this node was given the planted bug named `m` (see
+    /// `mutation`); always false outside the model checker's tests.
+    #[inline]
+    pub(crate) fn mutated(&self, _m: Mutation) -> bool {
+        #[cfg(feature = "mutations")]
+        return self.mutation == Some(_m);
+        #[cfg(not(feature = "mutations"))]
+        false
+    }
+
     /// Capability `cap` left this node: forget the regions that crossed
     /// which no capability here overlaps any more (see [`Exported`]).
     pub(crate) fn forget(&mut self, cap: &Cap) {
@@ -512,7 +527,9 @@ impl Node {
             return Err(Error::Cap(CapError::RevokeFirst));
         }
         let owner = self.meta[&id].owner;
-        if owner == self.id && (self.is_local(&cap) || self.nodes == 1) {
+        let ask =
+            !(self.is_local(&cap) || self.nodes == 1 || self.mutated(Mutation::RetypeSkipsCheck));
+        if owner == self.id && !ask {
             return self.retype_apply(&plan, dest).map(Some);
         }
         self.set_state(id, SlotState::Locked(op));
@@ -672,7 +689,9 @@ impl Node {
             }
             TransferDone { op, result } | CopyDone { op, result } => match self.ops.remove(&op) {
                 Some(Work::Copy { src }) => {
-                    self.set_state(src, SlotState::Ready);
+                    if result.is_ok() || !self.mutated(Mutation::LockKeptOnError) {
+                        self.set_state(src, SlotState::Ready);
+                    }
                     self.finish(op, result.map(|_| Done::default()));
                 }
                 Some(Work::Route { origin }) => self.send(origin, CopyDone { op, result }),
@@ -824,7 +843,18 @@ impl Node {
             Mark { op, key } => self.mark(from, op, key),
             Marked { op } => self.revoke_reply(op, Vec::new()),
             Commit { op, key } => {
-                let scope = self.scope(op, &key);
+                // Slots another delete holds join the list too: the commit
+                // waits until that delete has taken them (§4.3: a delete
+                // that meets one in progress waits for it).
+                let mut scope: Vec<CapId> = self
+                    .caps
+                    .revoke_scope(&key)
+                    .into_iter()
+                    .filter(|id| self.meta[id].state != SlotState::Locked(op))
+                    .collect();
+                if self.mutated(Mutation::RevokeSkipsSweep) {
+                    scope.clear();
+                }
                 for &id in &scope {
                     if self.meta[&id].state == SlotState::Ready {
                         self.set_state(id, SlotState::InDelete(op));

@@ -50,7 +50,10 @@ pub fn slots(nodes: &[Node]) -> Check {
             match n.meta.get(&id) {
                 None => return Err(format!("node {}: slot {id} has no owner", n.id)),
                 Some(m) if m.owner >= n.nodes => {
-                    return Err(format!("node {}: slot {id} owned by node {}", n.id, m.owner))
+                    return Err(format!(
+                        "node {}: slot {id} owned by node {}",
+                        n.id, m.owner
+                    ))
                 }
                 Some(_) => {}
             }
