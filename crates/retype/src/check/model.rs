@@ -202,24 +202,21 @@ impl CapModel {
             (Request::Retype { dest, .. }, Some(src)) => {
                 let id = nd.caps().slot_id(nd.r(dest)).expect("the retype filled it");
                 let new = nd.caps().get(nd.r(dest)).expect("live");
-                (
-                    "RetypesDisjoint",
-                    props::retyped(&s.nodes, &msgs, &src, &new, (n, id)),
-                )
+                let r = props::retyped(&s.nodes, &msgs, &src, &new, (n, id));
+                Some(("RetypesDisjoint", r))
             }
             (Request::Revoke(at), Some(c)) => {
                 let id = nd.caps().slot_id(nd.r(at)).ok();
                 let at = (n, id.unwrap_or(u32::MAX));
-                ("RevokeRemovesAll", props::revoked(&s.nodes, &msgs, &c, at))
+                Some(("RevokeRemovesAll", props::revoked(&s.nodes, &msgs, &c, at)))
             }
-            _ => ("ReclaimFreeMemory", Ok(())),
-        };
-        let reclaim = props::reclaimed(&s.nodes, &msgs, &done.reclaimed);
-        let broken = match (check, reclaim) {
-            ((name, Err(e)), _) => Some((name, e)),
-            (_, Err(e)) => Some(("ReclaimFreeMemory", e)),
             _ => None,
         };
+        let reclaim = props::reclaimed(&s.nodes, &msgs, &done.reclaimed);
+        let broken = check
+            .into_iter()
+            .chain([("ReclaimFreeMemory", reclaim)])
+            .find_map(|(name, r)| r.err().map(|e| (name, e)));
         if s.broken.is_none() {
             s.broken = broken;
         }

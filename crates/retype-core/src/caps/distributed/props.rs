@@ -25,13 +25,25 @@ fn held(nodes: &[Node]) -> impl Iterator<Item = (NodeId, CapId, Cap)> + '_ {
         .flat_map(|n| n.caps.live().map(move |(id, c)| (n.id, id, *c)))
 }
 
-/// Every capability of the world: held, or in a message in flight.
-fn world<'a>(nodes: &'a [Node], msgs: &'a [&'a Msg]) -> impl Iterator<Item = Cap> + 'a {
-    let flying = msgs.iter().filter_map(|m| match m {
+/// Every capability in a message in flight.
+fn flying<'a>(msgs: &'a [&'a Msg]) -> impl Iterator<Item = Cap> + 'a {
+    msgs.iter().filter_map(|m| match m {
         Msg::Transfer { cap, .. } | Msg::CopyVia { cap, .. } => Some(*cap),
         _ => None,
-    });
-    held(nodes).map(|(_, _, c)| c).chain(flying)
+    })
+}
+
+/// Every capability of the world but the one in slot `at`: held, or in
+/// flight.
+fn others<'a>(
+    nodes: &'a [Node],
+    msgs: &'a [&'a Msg],
+    at: Option<(NodeId, CapId)>,
+) -> impl Iterator<Item = Cap> + 'a {
+    held(nodes)
+        .filter(move |&(n, id, _)| Some((n, id)) != at)
+        .map(|(_, _, c)| c)
+        .chain(flying(msgs))
 }
 
 /// `c` is a descendant of `a`: inside its memory, and smaller or made from it.
@@ -145,11 +157,7 @@ pub fn immutable(before: &[Node], after: &[Node]) -> Check {
 /// its memory covers the whole source (the source, its copies and its
 /// ancestors). Anything else there is an overlapping object.
 pub fn retyped(nodes: &[Node], msgs: &[&Msg], src: &Cap, new: &Cap, at: (NodeId, CapId)) -> Check {
-    let others = held(nodes)
-        .filter(|&(n, id, _)| (n, id) != at)
-        .map(|(_, _, c)| c)
-        .chain(world(&[], msgs));
-    for c in others {
+    for c in others(nodes, msgs, Some(at)) {
         let over = c.ty.root() == new.ty.root() && c.base < new.end() && new.base < c.end();
         if over && !(c.base <= src.base && src.end() <= c.end()) {
             return Err(format!("retype made {new:?} over {c:?}"));
@@ -162,11 +170,7 @@ pub fn retyped(nodes: &[Node], msgs: &[&Msg], src: &Cap, new: &Cap, at: (NodeId,
 /// on any node or in flight.
 pub fn revoked(nodes: &[Node], msgs: &[&Msg], cap: &Cap, at: (NodeId, CapId)) -> Check {
     let key = cap.key();
-    let others = held(nodes)
-        .filter(|&(n, id, _)| (n, id) != at)
-        .map(|(_, _, c)| c)
-        .chain(world(&[], msgs));
-    for c in others {
+    for c in others(nodes, msgs, Some(at)) {
         let k = c.key();
         if k == key || descends(&k, &key) {
             return Err(format!("revoke of {cap:?} left {c:?}"));
@@ -178,7 +182,8 @@ pub fn revoked(nodes: &[Node], msgs: &[&Msg], cap: &Cap, at: (NodeId, CapId)) ->
 /// Memory handed back is not under any capability anywhere.
 pub fn reclaimed(nodes: &[Node], msgs: &[&Msg], regions: &[(u64, u64)]) -> Check {
     for &(base, size) in regions {
-        if let Some(c) = world(nodes, msgs).find(|c| c.base < base + size && base < c.end()) {
+        if let Some(c) = others(nodes, msgs, None).find(|c| c.base < base + size && base < c.end())
+        {
             return Err(format!("reclaimed {base:#x}+{size:#x} under {c:?}"));
         }
     }

@@ -627,8 +627,7 @@ fn bad_requests_change_nothing_on_any_node() {
     run(&mut s, 0, retype(RAM_SLOT, Ram, 0, 64 * K4, Slot::l1(4))).unwrap();
     run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(4))).unwrap();
     run(&mut s, 1, retype(Slot::l1(4), Frame, 0, K4, Slot::l1(5))).unwrap();
-    let state = |nodes: &[Node]| -> Vec<Node> { nodes.to_vec() };
-    let before = state(&s.nodes);
+    let before = s.nodes.clone();
     let bad = [
         (
             0,
@@ -675,7 +674,7 @@ fn bad_requests_change_nothing_on_any_node() {
     ];
     for (n, req, err) in bad {
         assert_eq!(run(&mut s, n, req), Err(err), "{req:?}");
-        assert!(state(&s.nodes) == before, "{req:?} changed a node");
+        assert!(s.nodes == before, "{req:?} changed a node");
     }
 }
 
