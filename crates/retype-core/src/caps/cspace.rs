@@ -10,6 +10,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::cap::Cap;
+use super::cow_vec::CowVec;
 use super::error::CapError;
 use super::mdb::CapId;
 use super::types::CapType;
@@ -85,7 +86,8 @@ pub(crate) struct CNode {
 /// All slots and CNode objects.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Slots {
-    pub slots: Vec<Option<Cap>>,
+    /// Copies share the chunks of slots they do not change.
+    pub slots: CowVec<Option<Cap>>,
     pub cnodes: Vec<CNode>,
     /// CNode objects by their base address, so that every copy of a CNode
     /// capability finds the same slots.
@@ -106,7 +108,7 @@ impl Slots {
             Some(first) => first,
             None => {
                 let first = self.slots.len() as u32;
-                self.slots.resize(self.slots.len() + n as usize, None);
+                self.slots.grow(first as usize + n as usize);
                 first
             }
         };

@@ -17,6 +17,7 @@
 //! - [`cap`]: a capability, its rights, badge and ordering key.
 //! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
 //! - [`cspace`]: CSpaces and capability references.
+//! - [`cow_vec`]: the vector of slots, whose copies share what they do not change.
 //! - [`vnode`]: which page-table level maps which type.
 //! - [`distributed`]: the replicas of seed 001's chapter 4 and their protocol.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
@@ -25,6 +26,7 @@
 
 pub mod bench;
 pub mod cap;
+pub mod cow_vec;
 pub mod cspace;
 pub mod distributed;
 pub mod error;

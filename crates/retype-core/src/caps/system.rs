@@ -165,8 +165,7 @@ impl<M: Mdb> Caps<M> {
 
     /// Every live capability with its slot id.
     pub fn live(&self) -> impl Iterator<Item = (CapId, &Cap)> + '_ {
-        let s = &self.s.slots;
-        (0..s.len()).filter_map(move |i| s[i].as_ref().map(|c| (i as CapId, c)))
+        (self.s.slots.occupied()).filter_map(|(i, c)| c.as_ref().map(|c| (i as CapId, c)))
     }
 
     /// Every page-table entry in use: (table base, entry index, entry).

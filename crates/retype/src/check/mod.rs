@@ -6,6 +6,7 @@
 //!   and a counterexample as a numbered message sequence.
 
 pub mod model;
+mod search;
 
 use std::fmt::Write;
 use std::time::{Duration, Instant};
@@ -14,9 +15,10 @@ use anyhow::{bail, ensure, Context, Result};
 use retype_core::caps::distributed::{self, Node, Request, Sim, Slot};
 use retype_core::caps::types::{CapType, PAGE, SLOT_BYTES};
 use retype_core::objects::{Arch, Config as Kernel};
-use stateright::{Checker, HasDiscoveries, Model};
+use stateright::Model;
 
 pub use model::{Action, CapModel, Config, Regions, State};
+pub use search::Progress;
 
 /// Root CNode slots of every node: the least a CNode has.
 const ROOT_SLOTS: u32 = 256;
@@ -74,34 +76,29 @@ pub fn start(cfg: &Config) -> Result<Vec<Node>> {
 }
 
 /// Explores every state reachable from [`start`], up to the first broken
-/// property.
-pub fn run(cfg: Config, threads: usize) -> Result<Outcome> {
+/// property, telling `progress` how far it has come.
+pub fn run(cfg: Config, threads: usize, progress: &Progress<'_>) -> Result<Outcome> {
     cfg.validate()?;
     let model = CapModel::new(cfg, start(&cfg).context("start state")?);
-    Ok(explore(model, threads))
+    Ok(explore(model, threads, progress))
 }
 
 /// Explores every state of `model` reachable from its start, up to the
 /// first broken property.
-pub fn explore(model: CapModel, threads: usize) -> Outcome {
+pub fn explore(model: CapModel, threads: usize, progress: &Progress<'_>) -> Outcome {
     let t = Instant::now();
-    let checker = model
-        .checker()
-        .threads(threads)
-        .finish_when(HasDiscoveries::Any)
-        .spawn_dfs()
-        .join();
+    let key = search::fingerprint::<State>;
+    let found = search::search(&model, threads, &key, progress);
     let time = t.elapsed();
-    let mut violations = Vec::new();
-    for name in model::PROPERTIES {
-        if let Some(path) = checker.discovery(name) {
-            violations.push((name, counterexample(checker.model(), path.into_actions())));
-        }
-    }
+    let violations = found
+        .broken
+        .into_iter()
+        .map(|(name, path)| (name, counterexample(&model, path)))
+        .collect();
     Outcome {
-        states: checker.state_count(),
-        distinct: checker.unique_state_count(),
-        depth: checker.max_depth(),
+        states: found.states,
+        distinct: found.distinct,
+        depth: found.depth,
         time,
         violations,
     }

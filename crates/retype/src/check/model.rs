@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 
 use retype_core::caps::cap::Cap;
 use retype_core::caps::distributed::props;
@@ -57,7 +58,8 @@ pub enum Op {
 
 #[derive(Clone, Debug, PartialEq, Hash)]
 pub struct State {
-    pub nodes: Vec<Node>,
+    /// Shared, so that a step copies only the node that takes it.
+    pub nodes: Vec<Arc<Node>>,
     /// The channel from node `a` to node `b` is `chans[a * n + b]`.
     pub chans: Vec<VecDeque<Msg>>,
     pub ops: Vec<Op>,
@@ -110,7 +112,7 @@ impl CapModel {
     pub fn new(cfg: Config, init: Vec<Node>) -> CapModel {
         let n = cfg.nodes as usize;
         let init = State {
-            nodes: init,
+            nodes: init.into_iter().map(Arc::new).collect(),
             chans: vec![VecDeque::new(); n * n],
             ops: vec![Op::Free; 2 * cfg.ops as usize],
             broken: None,
@@ -146,8 +148,8 @@ impl CapModel {
     /// Takes one step of node `n`, puts what it sends on the channels and
     /// checks the step's properties.
     fn step(&self, s: &mut State, n: NodeId, input: Input) {
-        let before = s.nodes[n as usize].clone();
-        let node = &mut s.nodes[n as usize];
+        let node = Arc::make_mut(&mut s.nodes[n as usize]);
+        let before: Vec<_> = node.caps().live().map(|(id, c)| (id, *c)).collect();
         let out = match panic::catch_unwind(AssertUnwindSafe(|| node.step(input))) {
             Ok(out) => out,
             Err(e) => {
@@ -164,14 +166,14 @@ impl CapModel {
         for (to, m) in out.sends {
             s.chans[n as usize * k + to as usize].push_back(m);
         }
-        if let Err(e) = props::immutable(&[before], &s.nodes[n as usize..=n as usize]) {
+        if let Err(e) = props::immutable(&before, &s.nodes[n as usize]) {
             s.broken = Some(("SlotProperty", e));
         }
         for (id, r) in out.done {
             self.finished(s, n, id, r);
         }
         for id in 0..s.ops.len() {
-            if s.ops[id] == Op::Draining && !props::mentions(&s.nodes, &msgs(s), id as u64) {
+            if s.ops[id] == Op::Draining && !props::mentions(&nodes(s), &msgs(s), id as u64) {
                 s.ops[id] = Op::Free;
             }
         }
@@ -196,23 +198,23 @@ impl CapModel {
             return;
         }
         let Ok(done) = r else { return };
-        let msgs = msgs(s);
-        let nd = &s.nodes[n as usize];
+        let (nodes, msgs) = (nodes(s), msgs(s));
+        let nd = nodes[n as usize];
         let check = match (req, cap) {
             (Request::Retype { dest, .. }, Some(src)) => {
                 let id = nd.caps().slot_id(nd.r(dest)).expect("the retype filled it");
                 let new = nd.caps().get(nd.r(dest)).expect("live");
-                let r = props::retyped(&s.nodes, &msgs, &src, &new, (n, id));
+                let r = props::retyped(&nodes, &msgs, &src, &new, (n, id));
                 Some(("RetypesDisjoint", r))
             }
             (Request::Revoke(at), Some(c)) => {
                 let id = nd.caps().slot_id(nd.r(at)).ok();
                 let at = (n, id.unwrap_or(u32::MAX));
-                Some(("RevokeRemovesAll", props::revoked(&s.nodes, &msgs, &c, at)))
+                Some(("RevokeRemovesAll", props::revoked(&nodes, &msgs, &c, at)))
             }
             _ => None,
         };
-        let reclaim = props::reclaimed(&s.nodes, &msgs, &done.reclaimed);
+        let reclaim = props::reclaimed(&nodes, &msgs, &done.reclaimed);
         let broken = check
             .into_iter()
             .chain([("ReclaimFreeMemory", reclaim)])
@@ -223,6 +225,11 @@ impl CapModel {
     }
 }
 
+/// The nodes.
+pub fn nodes(s: &State) -> Vec<&Node> {
+    s.nodes.iter().map(|n| &**n).collect()
+}
+
 /// The messages in flight.
 pub fn msgs(s: &State) -> Vec<&Msg> {
     s.chans.iter().flatten().collect()
@@ -230,10 +237,10 @@ pub fn msgs(s: &State) -> Vec<&Msg> {
 
 /// The properties of a state.
 fn state_check(s: &State) -> Option<(&'static str, String)> {
-    let msgs = msgs(s);
+    let (nodes, msgs) = (nodes(s), msgs(s));
     let fail = |name, r: props::Check| r.err().map(|e| (name, e));
-    fail("SlotInvariants", props::slots(&s.nodes))
-        .or_else(|| fail("OwnershipInvariants", props::ownership(&s.nodes, &msgs)))
+    fail("SlotInvariants", props::slots(&nodes))
+        .or_else(|| fail("OwnershipInvariants", props::ownership(&nodes, &msgs)))
         .or_else(|| {
             if !msgs.is_empty() {
                 return None;
@@ -242,7 +249,7 @@ fn state_check(s: &State) -> Option<(&'static str, String)> {
                 let e = format!("op {id} is waiting with nothing in flight");
                 return Some(("EveryOperationCompletes", e));
             }
-            fail("EveryOperationCompletes", props::settled(&s.nodes))
+            fail("EveryOperationCompletes", props::settled(&nodes))
         })
 }
 

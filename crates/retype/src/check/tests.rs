@@ -20,7 +20,7 @@ fn cfg(nodes: u8, mem: u64, slots: u32, ops: u64) -> Config {
 /// another delete's slot went; two revokes waiting for each other).
 #[test]
 fn the_ci_configuration_breaks_nothing() {
-    let o = run(cfg(2, 2, 3, 2), 2).unwrap();
+    let o = run(cfg(2, 2, 3, 2), 2, &|_, _, _| ()).unwrap();
     assert!(o.violations.is_empty(), "{:?}", o.violations);
     assert!(
         o.distinct > 1000 && o.states >= o.distinct,
@@ -28,6 +28,24 @@ fn the_ci_configuration_breaks_nothing() {
         o.states,
         o.distinct
     );
+}
+
+/// Our search against stateright's breadth-first checker as the reference:
+/// the same distinct states, on one thread and on two.
+#[test]
+fn the_search_finds_the_states_stateright_finds() {
+    use stateright::{Checker, Model};
+    for c in [cfg(2, 1, 2, 1), cfg(3, 1, 3, 1), cfg(2, 2, 3, 1)] {
+        let model = || CapModel::new(c, start(&c).unwrap());
+        let reference = model().checker().spawn_bfs().join();
+        assert!(reference.discoveries().is_empty(), "{c:?}");
+        for threads in [1, 2] {
+            let o = explore(model(), threads, &|_, _, _| ());
+            assert!(o.violations.is_empty(), "{c:?}: {:?}", o.violations);
+            assert_eq!(o.distinct, reference.unique_state_count(), "{c:?}");
+            assert!(o.states >= o.distinct && o.depth > 0, "{c:?}");
+        }
+    }
 }
 
 #[test]
@@ -39,13 +57,13 @@ fn bad_configurations_are_refused() {
         cfg(2, 2, 3, 0),
         cfg(2, 2, 3, 9),
     ] {
-        assert!(run(c, 1).is_err(), "{c:?}");
+        assert!(run(c, 1, &|_, _, _| ()).is_err(), "{c:?}");
     }
     let reduced = Config {
         regions: Regions::Reduced,
         ..cfg(2, 2, 3, 1)
     };
-    let e = run(reduced, 1).err().unwrap().to_string();
+    let e = run(reduced, 1, &|_, _, _| ()).err().unwrap().to_string();
     assert!(e.contains("--mem 3"), "{e}");
 }
 
@@ -53,7 +71,7 @@ fn bad_configurations_are_refused() {
 fn find(c: Config, m: Mutation) -> (&'static str, String) {
     let mut nodes = start(&c).unwrap();
     nodes.iter_mut().for_each(|n| n.plant(m));
-    let o = explore(CapModel::new(c, nodes), 2);
+    let o = explore(CapModel::new(c, nodes), 2, &|_, _, _| ());
     assert_eq!(o.violations.len(), 1, "{m:?}: {:?}", o.violations);
     o.violations.into_iter().next().unwrap()
 }

@@ -134,7 +134,15 @@ fn check_cmd(a: CheckArgs) -> Result<()> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let o = check::run(cfg, threads)?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    let progress = |states, distinct, depth| {
+        bar.set_message(format!(
+            "{distinct} distinct states, {states} explored, depth {depth}"
+        ));
+        bar.tick();
+    };
+    let o = check::run(cfg, threads, &progress)?;
+    bar.finish_and_clear();
     let regions = format!("{:?}", a.regions).to_lowercase();
     if a.json {
         let v = serde_json::json!({

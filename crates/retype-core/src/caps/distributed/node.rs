@@ -15,6 +15,7 @@ use super::exported::Exported;
 use super::mutation::Mutation;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
 use crate::caps::cap::{Cap, Key};
+use crate::caps::cow_vec::CowVec;
 use crate::caps::cspace::{CSpace, CapRef};
 use crate::caps::mdb::{AaTree, CapId, Mdb};
 use crate::caps::system::{Caps, Fate, RetypePlan};
@@ -40,9 +41,10 @@ pub(crate) struct Meta {
     pub state: SlotState,
 }
 
-/// The protocol state of every slot, indexed by slot id like the slots.
+/// The protocol state of every slot, indexed by slot id like the slots
+/// (and, like them, shared by copies where unchanged).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct Table(Vec<Option<Meta>>);
+pub(crate) struct Table(CowVec<Option<Meta>>);
 
 impl Table {
     pub fn get(&self, id: &CapId) -> Option<&Meta> {
@@ -55,9 +57,7 @@ impl Table {
 
     pub fn insert(&mut self, id: CapId, m: Meta) {
         let i = id as usize;
-        if self.0.len() <= i {
-            self.0.resize(i + 1, None);
-        }
+        self.0.grow(i + 1);
         self.0[i] = Some(m);
     }
 
@@ -66,7 +66,7 @@ impl Table {
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Meta> {
-        self.0.iter().flatten()
+        self.0.occupied().filter_map(|(_, m)| m.as_ref())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::caps::mdb::CapId;
 pub type Check = Result<(), String>;
 
 /// Every capability held by a node, with where it is.
-fn held(nodes: &[Node]) -> impl Iterator<Item = (NodeId, CapId, Cap)> + '_ {
+fn held<'a>(nodes: &'a [&'a Node]) -> impl Iterator<Item = (NodeId, CapId, Cap)> + 'a {
     nodes
         .iter()
         .flat_map(|n| n.caps.live().map(move |(id, c)| (n.id, id, *c)))
@@ -36,7 +36,7 @@ fn flying<'a>(msgs: &'a [&'a Msg]) -> impl Iterator<Item = Cap> + 'a {
 /// Every capability of the world but the one in slot `at`: held, or in
 /// flight.
 fn others<'a>(
-    nodes: &'a [Node],
+    nodes: &'a [&'a Node],
     msgs: &'a [&'a Msg],
     at: Option<(NodeId, CapId)>,
 ) -> impl Iterator<Item = Cap> + 'a {
@@ -56,7 +56,7 @@ pub fn descends(c: &Key, a: &Key) -> bool {
 
 /// SlotInvariants: a slot has protocol state (an owner among the nodes)
 /// exactly when it holds a capability.
-pub fn slots(nodes: &[Node]) -> Check {
+pub fn slots(nodes: &[&Node]) -> Check {
     for n in nodes {
         for (id, _) in n.caps.live() {
             match n.meta.get(&id) {
@@ -79,7 +79,7 @@ pub fn slots(nodes: &[Node]) -> Check {
 
 /// The keys an operation in flight is changing: ownership may be between
 /// two values for them.
-fn moving(nodes: &[Node], msgs: &[&Msg]) -> Vec<Key> {
+fn moving(nodes: &[&Node], msgs: &[&Msg]) -> Vec<Key> {
     let mut keys = Vec::new();
     for n in nodes {
         keys.extend(n.key_locks.keys().copied());
@@ -111,7 +111,7 @@ fn moving(nodes: &[Node], msgs: &[&Msg]) -> Vec<Key> {
 /// and the owner holds a copy. Checked for every capability that no
 /// operation in flight is changing; in a state where nothing is in flight,
 /// that is every capability.
-pub fn ownership(nodes: &[Node], msgs: &[&Msg]) -> Check {
+pub fn ownership(nodes: &[&Node], msgs: &[&Msg]) -> Check {
     let moving = moving(nodes, msgs);
     let mut owners: BTreeMap<Key, (NodeId, bool)> = BTreeMap::new();
     for n in nodes {
@@ -137,16 +137,18 @@ pub fn ownership(nodes: &[Node], msgs: &[&Msg]) -> Check {
     }
 }
 
-/// SlotImmutabilityProperty, over one step: a slot that holds a capability
-/// before and after holds the same one (it was not changed without being
-/// emptied first).
-pub fn immutable(before: &[Node], after: &[Node]) -> Check {
-    for (b, a) in before.iter().zip(after) {
-        for (id, c) in b.caps.live() {
-            if let Some(d) = a.caps.cap(id) {
-                if d != *c {
-                    return Err(format!("node {}: slot {id} changed {c:?} to {d:?}", b.id));
-                }
+/// SlotImmutabilityProperty, over one step of a node: a slot that held a
+/// capability before (`before`, the node's live slots then) and holds one
+/// after holds the same one (it was not changed without being emptied
+/// first).
+pub fn immutable(before: &[(CapId, Cap)], after: &Node) -> Check {
+    for (id, c) in before {
+        if let Some(d) = after.caps.cap(*id) {
+            if d != *c {
+                return Err(format!(
+                    "node {}: slot {id} changed {c:?} to {d:?}",
+                    after.id
+                ));
             }
         }
     }
@@ -156,7 +158,7 @@ pub fn immutable(before: &[Node], after: &[Node]) -> Check {
 /// A retype from `src` made `new` in slot `at`: every other capability over
 /// its memory covers the whole source (the source, its copies and its
 /// ancestors). Anything else there is an overlapping object.
-pub fn retyped(nodes: &[Node], msgs: &[&Msg], src: &Cap, new: &Cap, at: (NodeId, CapId)) -> Check {
+pub fn retyped(nodes: &[&Node], msgs: &[&Msg], src: &Cap, new: &Cap, at: (NodeId, CapId)) -> Check {
     for c in others(nodes, msgs, Some(at)) {
         let over = c.ty.root() == new.ty.root() && c.base < new.end() && new.base < c.end();
         if over && !(c.base <= src.base && src.end() <= c.end()) {
@@ -168,7 +170,7 @@ pub fn retyped(nodes: &[Node], msgs: &[&Msg], src: &Cap, new: &Cap, at: (NodeId,
 
 /// A revoke of `cap` finished: no copy but `at` and no descendant is left
 /// on any node or in flight.
-pub fn revoked(nodes: &[Node], msgs: &[&Msg], cap: &Cap, at: (NodeId, CapId)) -> Check {
+pub fn revoked(nodes: &[&Node], msgs: &[&Msg], cap: &Cap, at: (NodeId, CapId)) -> Check {
     let key = cap.key();
     for c in others(nodes, msgs, Some(at)) {
         let k = c.key();
@@ -180,7 +182,7 @@ pub fn revoked(nodes: &[Node], msgs: &[&Msg], cap: &Cap, at: (NodeId, CapId)) ->
 }
 
 /// Memory handed back is not under any capability anywhere.
-pub fn reclaimed(nodes: &[Node], msgs: &[&Msg], regions: &[(u64, u64)]) -> Check {
+pub fn reclaimed(nodes: &[&Node], msgs: &[&Msg], regions: &[(u64, u64)]) -> Check {
     for &(base, size) in regions {
         if let Some(c) = others(nodes, msgs, None).find(|c| c.base < base + size && base < c.end())
         {
@@ -192,7 +194,7 @@ pub fn reclaimed(nodes: &[Node], msgs: &[&Msg], regions: &[(u64, u64)]) -> Check
 
 /// Nothing in flight: every operation has finished, no node waits for an
 /// answer, holds a slot or a key, or records a census.
-pub fn settled(nodes: &[Node]) -> Check {
+pub fn settled(nodes: &[&Node]) -> Check {
     match nodes.iter().find(|n| !n.is_idle()) {
         Some(n) => Err(format!(
             "node {} waits with nothing in flight: ops {:?}, jobs {:?}, keys {:?}, parked {:?}, census {:?}",
@@ -209,7 +211,7 @@ pub fn settled(nodes: &[Node]) -> Check {
 
 /// Whether operation id `id` of any node is still named anywhere: in a
 /// node's waiting work, a slot or key it holds, or a message in flight.
-pub fn mentions(nodes: &[Node], msgs: &[&Msg], id: u64) -> bool {
+pub fn mentions(nodes: &[&Node], msgs: &[&Msg], id: u64) -> bool {
     let is = |o: &OpRef| o.id == id;
     msgs.iter().any(|m| is(&m.op()))
         || nodes.iter().any(|n| {
