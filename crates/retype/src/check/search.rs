@@ -200,30 +200,26 @@ where
         }
     }
 
-    /// The next task, or `None` when the search is over.
+    /// The next task, or `None` when the search is over: stopped, or every
+    /// thread waiting with the pool empty.
     fn take(&self, threads: usize) -> Option<Task<M>> {
         let mut pool = self.pool.lock().unwrap();
-        loop {
-            if self.stop.load(Relaxed) || pool.done {
-                pool.done = true;
-                self.wake.notify_all();
-                self.over.notify_all();
-                return None;
-            }
+        while !self.stop.load(Relaxed) && !pool.done {
             if let Some(t) = pool.tasks.pop() {
                 return Some(t);
             }
-            pool.waiting += 1;
-            if pool.waiting == threads {
-                pool.done = true;
-                self.wake.notify_all();
-                self.over.notify_all();
-                return None;
+            if pool.waiting + 1 == threads {
+                break;
             }
+            pool.waiting += 1;
             self.hungry.fetch_add(1, Relaxed);
             pool = self.wake.wait(pool).unwrap();
             pool.waiting -= 1;
         }
+        pool.done = true;
+        self.wake.notify_all();
+        self.over.notify_all();
+        None
     }
 
     /// Depth first below `task`.
@@ -293,9 +289,8 @@ where
         }
         while let Some(i) = stack.iter().position(|f| !f.actions.is_empty()) {
             let a = stack[i].actions.remove(0);
-            let to = || path(prefix, &stack[..=i]);
-            if let Some(state) = self.visit(&stack[i].state, &a, to) {
-                let mut path = path(prefix, &stack[..=i]);
+            let mut path = path(prefix, &stack[..=i]);
+            if let Some(state) = self.visit(&stack[i].state, &a, || path.clone()) {
                 path.push(a);
                 self.pool.lock().unwrap().tasks.push(Task { state, path });
                 self.wake.notify_one();
