@@ -7,33 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// `print!` to standard output that returns the write's error instead of
-/// panicking, so that a reader that goes away (`retype … | head`) ends the
-/// command quietly (see `main`).
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        write!(std::io::stdout(), $($arg)*)?
-    }};
-}
-
-/// [`out!`] with a newline, as `println!`.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)?
-    }};
-}
-
-mod check;
-mod cmd;
-mod names;
-mod progress;
-mod protocol;
-mod replay;
-mod report;
-mod study;
-mod timing;
+use retype::cmd;
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +24,9 @@ struct Cli {
 enum Command {
     /// Memory-manager workloads under placement policies (seed 000's study).
     Study(cmd::study::Args),
+    /// A grid of study runs or replays on Dask, one row per run (Parquet):
+    /// needs the Python module (`pip install ./crates/retype-py`).
+    Sweep(cmd::sweep::Args),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::Bench),
@@ -70,6 +47,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Study(args) => cmd::study::run(args),
+        Command::Sweep(a) => cmd::sweep::run(a),
         Command::Bench(b) => cmd::bench::run(b),
         Command::Replay(args) => cmd::replay::run_cmd(args),
         Command::Record(a) => cmd::record::run(a),

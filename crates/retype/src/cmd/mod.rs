@@ -6,4 +6,5 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod study;
+pub mod sweep;
 pub mod trace;

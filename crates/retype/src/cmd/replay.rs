@@ -26,10 +26,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     check: bool,
     /// Time each trace on each heap for at least this many milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100)]
+    #[arg(long, value_name = "MS", default_value_t = Timing::DEFAULT.min_time.as_millis() as u64)]
     min_time_ms: u64,
     /// Time at least this many runs of each trace on each heap (the fastest counts).
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = Timing::DEFAULT.runs, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
     /// Also write a self-contained HTML report: utilization, heap maps at the
     /// peak, size and lifetime histograms, live bytes and threads of recordings.

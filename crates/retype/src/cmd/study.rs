@@ -12,7 +12,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
 use retype_core::mm::{Layout, PolicyKind};
 use retype_core::objects::{Arch, Config};
-use retype_core::workload::{drive, Outcome, Step};
+use retype_core::workload::{drive, Step};
 
 use crate::names;
 use crate::progress::Progress;
@@ -20,6 +20,7 @@ use crate::report::study::{snapshot_points, PolicyRun, SlabShot, StudyPart};
 use crate::report::{Page, Part};
 use crate::study::data::{self, LogRun, Prepared};
 use crate::study::logcheck::Agreement;
+use crate::study::series;
 use crate::study::spec::{App, Policies, PolicySpec, Workloads};
 use crate::study::summary::{kib, Summary};
 use crate::study::tables::{self, Column};
@@ -67,10 +68,10 @@ pub struct Args {
 }
 
 /// One run: a workload under a policy.
-struct Run {
+pub(crate) struct Run {
     workload: String,
     policy: PolicySpec,
-    steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
     summary: Summary,
     agreement: Option<Agreement>,
     /// Per-slab states at 25, 50, 75 and 100 % of the run (for reports).
@@ -109,7 +110,7 @@ fn summary_line(args: &Args) -> &'static str {
     }
 }
 
-fn parse_layout(s: &str) -> anyhow::Result<Layout> {
+pub(crate) fn parse_layout(s: &str) -> anyhow::Result<Layout> {
     Layout::parse(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
@@ -168,7 +169,7 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
 }
 
 /// RISC-V 32 is CantripOS's kernel (with MCS); the others, their defaults.
-fn config_for(arch: Arch) -> Config {
+pub(crate) fn config_for(arch: Arch) -> Config {
     match arch {
         Arch::Riscv32 => Config::CANTRIP,
         a => Config::new(a),
@@ -177,7 +178,7 @@ fn config_for(arch: Arch) -> Config {
 
 /// Runs `w` under `policy`, timing each request; with `shots`, runs it again
 /// (it is deterministic) to keep the slabs at 25, 50, 75 and 100 %.
-fn run_one(
+pub(crate) fn run_one(
     w: &Prepared,
     policy: PolicySpec,
     config: Config,
@@ -293,7 +294,7 @@ fn emit(
     Ok(())
 }
 
-fn json(r: &Run) -> serde_json::Value {
+pub(crate) fn json(r: &Run) -> serde_json::Value {
     let s = &r.summary;
     let mut v = serde_json::json!({
         "workload": r.workload,
@@ -449,7 +450,8 @@ impl CsvOut {
         let file =
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
         let mut out = BufWriter::new(file);
-        writeln!(out, "workload,policy,op,outcome,bytes_in_use,objects_in_use,bytes_requested,slab_resets,failed_retypes,ooms,frag_watermark,frag_alignment,ns")?;
+        let names: Vec<&str> = series::columns(&[]).iter().map(|(n, _)| *n).collect();
+        writeln!(out, "workload,policy,{}", names.join(","))?;
         Ok(CsvOut {
             out,
             path: path.to_path_buf(),
@@ -457,28 +459,11 @@ impl CsvOut {
     }
 
     fn series(&mut self, r: &Run) -> anyhow::Result<()> {
-        for (i, s) in r.steps.iter().enumerate() {
-            let st = &s.stats;
-            let outcome = match s.outcome {
-                Outcome::Alloc => "alloc",
-                Outcome::Free => "free",
-                Outcome::OutOfMemory => "oom",
-            };
-            writeln!(
-                self.out,
-                "\"{}\",{},{i},{outcome},{},{},{},{},{},{},{},{},{}",
-                r.workload.replace('"', "\"\""),
-                r.policy,
-                st.bytes_in_use,
-                st.objects_in_use,
-                st.bytes_requested,
-                st.slab_resets,
-                st.failed_retypes,
-                st.ooms,
-                st.frag_watermark,
-                st.frag_alignment,
-                s.ticks
-            )?;
+        let columns = series::columns(&r.steps);
+        let workload = r.workload.replace('"', "\"\"");
+        for i in 0..r.steps.len() {
+            let cells: Vec<String> = columns.iter().map(|(_, c)| c.cell(i)).collect();
+            writeln!(self.out, "\"{workload}\",{},{}", r.policy, cells.join(","))?;
         }
         Ok(())
     }

@@ -105,7 +105,7 @@ fn histogram_json(h: &Log2Histogram) -> Value {
         .collect()
 }
 
-fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value {
+pub(crate) fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value {
     let ops: serde_json::Map<String, Value> = Op::ALL
         .iter()
         .map(|op| {

@@ -31,6 +31,15 @@ pub struct Timing {
     pub min_time: Duration,
 }
 
+impl Timing {
+    /// The command line's: three runs, at least 100 ms, no checks.
+    pub const DEFAULT: Timing = Timing {
+        check: false,
+        runs: 3,
+        min_time: Duration::from_millis(100),
+    };
+}
+
 /// The score of one trace on one heap.
 pub struct Score {
     pub ops: usize,

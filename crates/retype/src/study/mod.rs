@@ -4,6 +4,7 @@
 pub mod data;
 pub mod log;
 pub mod logcheck;
+pub mod series;
 pub mod spec;
 pub mod summary;
 pub mod tables;

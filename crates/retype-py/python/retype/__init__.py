@@ -1,0 +1,60 @@
+"""retype from Python: seed 000's memory-manager study, heap replays and
+traces, with the figures and JSON keys of the ``retype`` command line, and
+study sweeps fanned out with Dask (:func:`sweep`).
+
+    import retype
+    m = retype.study("uniform:seed=1,ops=1000,free=48", "best-fit")
+    print(m["peak_frag_total_kib"])
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import _native
+from ._native import Error
+from .sweep import sweep
+
+__all__ = ["Error", "read_trace", "replay", "study", "sweep"]
+
+
+def study(workload, policy, layout=None, arch=None, series=False):
+    """One workload under one policy, as ``retype study --json`` runs it.
+
+    ``workload``, ``policy``, ``layout`` and ``arch`` are spelled as the
+    command line's flags (``uniform:seed=S,ops=N,free=F``, ``best-fit``,
+    ``cantrip``, ``riscv32``). Returns the metrics as a dict with the command
+    line's keys; with ``series=True``, a pair (metrics, DataFrame of the
+    per-request series, the columns of ``--csv``).
+    """
+    text, columns = _native.study(workload, policy, layout, arch, series)
+    metrics = json.loads(text)
+    if not series:
+        return metrics
+    frame = pd.DataFrame(columns)
+    frame["outcome"] = frame["outcome"].astype("category")
+    return metrics, frame
+
+
+def replay(trace, heap, min_time_ms=None):
+    """One trace on one heap, as ``retype replay TRACE --heap HEAP --json``:
+    the row as a dict with the command line's keys. ``min_time_ms`` is the
+    least time spent timing it (the command line's 100 when left out)."""
+    return json.loads(_native.replay(str(Path(trace)), heap, min_time_ms))
+
+
+def read_trace(path):
+    """A trace's events as columns, and its summary.
+
+    Returns (events, info): ``events`` is a dict of NumPy arrays, one entry
+    per event (``op`` as names, ``thread``, ``time_ns``, ``latency_ns``,
+    ``size``, ``align``, ``ptr``, ``ret``), ready for ``pd.DataFrame``;
+    ``info`` is ``retype trace info --json`` as a dict.
+    """
+    columns, op_names, info = _native.read_trace(str(Path(path)))
+    columns["op"] = np.asarray(op_names)[columns["op"]]
+    return columns, json.loads(info)
