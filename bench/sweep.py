@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from distributed import Client, LocalCluster
+from distributed import Client
 
 import retype
-from retype.sweep import BATCHES_PER_WORKER, load_grid
+from retype.sweep import BATCHES_PER_WORKER, load_grid, local_cluster
 
 GRID = {"study": {"seeds": 1000, "ops": 1000, "free": list(range(0, 100, 10)), "policy": "best-fit"}}
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def main(rounds):
     clusters = {}
     for n in (1, 2):
         t = time.perf_counter()
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None)
+        cluster = local_cluster(n)
         clusters[n] = (cluster, Client(cluster))
         print(f"local cluster of {n}: started in {time.perf_counter() - t:.2f} s")
     try:
@@ -56,6 +56,14 @@ def main(rounds):
                 client = clusters[n][1]
                 times[f"{n} worker" + ("s" if n > 1 else "")].append(
                     timed(lambda: retype.sweep(GRID, client=client)))
+        # Per-task overhead: 1,000 runs as 1,000 tasks against the same runs
+        # in this process, on the one-worker cluster.
+        small = {"study": {**GRID["study"], "seeds": 100}}
+        one = clusters[1][1]
+        per_task = statistics.median(
+            (timed(lambda: retype.sweep(small, client=one, batch=1))
+             - timed(lambda: retype.sweep(small, client="serial"))) / 1000
+            for _ in range(rounds))
     finally:
         for cluster, client in clusters.values():
             client.close()
@@ -65,9 +73,8 @@ def main(rounds):
         print(f"{k:>10}: median {med[k]:.2f} s  ({', '.join(f'{x:.2f}' for x in v)})")
     print(f"speed-up of 2 workers over 1: {med['1 worker'] / med['2 workers']:.2f}x (goal >= 1.7)")
     print(f"2 workers / (CLI serial / 2): {med['2 workers'] / (med['cli'] / 2):.2f} (goal <= 1.2)")
-    tasks = BATCHES_PER_WORKER
-    print(f"per-task overhead on 1 worker: {(med['1 worker'] - med['serial']) / tasks * 1e3:.1f} ms "
-          f"({tasks} tasks of {len(rows) // tasks} runs)")
+    print(f"per-task overhead: {per_task * 1e3:.2f} ms a task "
+          f"(a default task here is {len(rows) // BATCHES_PER_WORKER} runs)")
 
 
 if __name__ == "__main__":

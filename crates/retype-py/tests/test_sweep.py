@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import retype
-from retype.sweep import BATCHES_PER_WORKER
+from retype.sweep import BATCHES_PER_WORKER, local_cluster
 
 GRID = {"study": {"seeds": 25, "ops": 300, "free": [0, 30, 60, 90], "policy": ["best-fit", "next-fit", "first-fit", "worst-fit", "class-fit"]}}
 
@@ -33,14 +33,20 @@ def test_a_local_cluster_gives_the_serial_rows():
 
 
 def test_a_given_client_runs_the_batches_as_tasks():
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, get_task_stream
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster:
+    with local_cluster(2) as cluster:
         with Client(cluster) as client:
             with get_task_stream(client) as stream:
                 rows = retype.sweep(GRID, client=client)
     pd.testing.assert_frame_equal(untimed(rows), untimed(retype.sweep(GRID, client="serial")))
     assert len(stream.data) == 2 * BATCHES_PER_WORKER
+    with local_cluster(2) as cluster:
+        with Client(cluster) as client:
+            with get_task_stream(client) as stream:
+                rows = retype.sweep(GRID, client=client, batch=100)
+    assert len(stream.data) == 5
+    pd.testing.assert_frame_equal(untimed(rows), untimed(retype.sweep(GRID, client="serial")))
 
 
 class NoTasks:
@@ -68,6 +74,11 @@ class NoTasks:
 def test_a_bad_grid_is_refused_before_any_task(grid, words):
     with pytest.raises(retype.Error, match=words):
         retype.sweep(grid, client=NoTasks())
+
+
+def test_a_bad_batch_is_refused():
+    with pytest.raises(retype.Error, match="batch is"):
+        retype.sweep(GRID, client=NoTasks(), batch=0)
 
 
 def test_the_command_line_writes_parquet(cli, tmp_path):

@@ -165,49 +165,62 @@ def run_batch(kind, rows):
     return [_native.replay(r["trace"], r["heap"], r["min_time_ms"]) for r in rows]
 
 
-def _batches(rows, workers):
-    size = max(1, math.ceil(len(rows) / (workers * BATCHES_PER_WORKER)))
+def local_cluster(workers=None):
+    """A Dask cluster of ``workers`` processes on this machine (its cores
+    when None), one thread each, listening on the loopback address only."""
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=workers or os.cpu_count() or 1,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    )
+
+
+def _batches(rows, workers, batch):
+    size = batch or max(1, math.ceil(len(rows) / (workers * BATCHES_PER_WORKER)))
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
-def _on_dask(kind, rows, client, workers):
-    from distributed import Client, LocalCluster
+def _on_dask(kind, rows, client, workers, batch):
+    from distributed import Client
 
     own = None
     if client is None:
-        own = LocalCluster(
-            n_workers=workers or os.cpu_count() or 1,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-        )
+        own = local_cluster(workers)
         client = Client(own)
     elif isinstance(client, str):
         client = Client(client)
     try:
         n = len(client.scheduler_info()["workers"]) or 1
-        batches = _batches(rows, n)
+        batches = _batches(rows, n, batch)
         futures = client.map(run_batch, [kind] * len(batches), batches, pure=False)
-        return [m for batch in client.gather(futures) for m in batch]
+        return [m for b in client.gather(futures) for m in b]
     finally:
         if own is not None:
             client.close()
             own.close()
 
 
-def sweep(grid, client=None, workers=None):
+def sweep(grid, client=None, workers=None, batch=None):
     """Runs every combination of ``grid``'s axes: a DataFrame, one row per run
     in the grid's order.
 
     ``client``: None starts a local Dask cluster of ``workers`` processes
     (this machine's cores when None); a ``distributed.Client`` or a scheduler
     address uses that cluster; ``"serial"`` runs here, without Dask.
+    ``batch``: runs per task (default: about BATCHES_PER_WORKER tasks per
+    worker).
     """
+    if batch is not None and (not isinstance(batch, int) or batch < 1):
+        raise _native.Error(f"batch is a number of runs per task, 1 or more, not {batch!r}")
     kind, rows = load_grid(grid)
     if client == "serial":
         metrics = run_batch(kind, rows)
     else:
-        metrics = _on_dask(kind, rows, client, workers)
+        metrics = _on_dask(kind, rows, client, workers, batch)
     return pd.DataFrame([{**r, **json.loads(m)} for r, m in zip(rows, metrics)])
 
 
@@ -219,11 +232,12 @@ def main(argv=None):
     ap.add_argument("-o", "--output", required=True, help="where the rows go: .parquet or .csv")
     ap.add_argument("--scheduler", help="a Dask scheduler's address (default: a local cluster)")
     ap.add_argument("--workers", type=int, help="local cluster size (default: this machine's cores)")
+    ap.add_argument("--batch", type=int, help="runs per task (default: 8 tasks per worker)")
     ap.add_argument("--serial", action="store_true", help="run here, without Dask")
     args = ap.parse_args(argv)
     client = "serial" if args.serial else args.scheduler
     try:
-        frame = sweep(args.grid, client=client, workers=args.workers)
+        frame = sweep(args.grid, client=client, workers=args.workers, batch=args.batch)
     except _native.Error as e:
         print(f"retype: error: {e}", file=sys.stderr)
         return 2

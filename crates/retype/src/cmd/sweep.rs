@@ -22,6 +22,9 @@ pub struct Args {
     /// Processes of the local cluster.
     #[arg(long, value_name = "N")]
     workers: Option<u32>,
+    /// Runs per task (default: 8 tasks per worker).
+    #[arg(long, value_name = "N")]
+    batch: Option<u32>,
     /// Run in one process, without Dask.
     #[arg(long)]
     serial: bool,
@@ -51,6 +54,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(n) = a.workers {
         cmd.args(["--workers", &n.to_string()]);
+    }
+    if let Some(n) = a.batch {
+        cmd.args(["--batch", &n.to_string()]);
     }
     if a.serial {
         cmd.arg("--serial");
