@@ -6,6 +6,7 @@
 //! sees it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -135,7 +136,12 @@ impl Job {
             write: flags & uffd::FLAG_WRITE != 0,
         };
         buf.fill(0);
-        (self.f)(&req, buf);
+        // A panicking pager (reported by the panic hook) leaves the page as
+        // zeros rather than the faulting thread waiting forever.
+        let f = &mut self.f;
+        if catch_unwind(AssertUnwindSafe(|| f(&req, buf))).is_err() {
+            buf.fill(0);
+        }
         // A failed copy (the range was unmapped meanwhile) leaves nothing
         // waiting: unmapping woke the faulting thread, which faults anew.
         let _ = self.uffd.copy(addr, buf, self.wp);

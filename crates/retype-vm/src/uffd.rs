@@ -94,9 +94,6 @@ const COPY_MODE_WP: u64 = 1 << 1;
 #[derive(Debug)]
 pub struct Uffd {
     fd: OwnedFd,
-    /// Kernel-mode faults (a system call touching the page) wait too; false
-    /// when only UFFD_USER_MODE_ONLY was permitted.
-    pub kernel_faults: bool,
 }
 
 fn ioctl<T>(fd: RawFd, req: u64, arg: &mut T, call: &'static str) -> Result<(), VmError> {
@@ -109,12 +106,14 @@ fn ioctl<T>(fd: RawFd, req: u64, arg: &mut T, call: &'static str) -> Result<(), 
 
 impl Uffd {
     /// A userfaultfd for the MISSING mode (a pager) and/or asynchronous
-    /// write protection (dirty bits), or why this machine refuses it.
+    /// write protection (dirty bits), or why this machine refuses it. Where
+    /// only UFFD_USER_MODE_ONLY is permitted (unprivileged, with
+    /// vm.unprivileged_userfaultfd = 0), a system call that touches a missing
+    /// page fails with EFAULT instead of waiting for the pager.
     pub fn open(missing: bool, wp: bool) -> Result<Uffd, VmError> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: the userfaultfd system call takes flags and returns a descriptor.
         let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
-        let kernel_faults = fd >= 0;
         if fd < 0 {
             // SAFETY: as above; user-mode-only is allowed unprivileged.
             fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY) }
@@ -148,7 +147,7 @@ impl Uffd {
                 "userfaultfd features {features:#x} (MISSING on shmem, asynchronous write protection): {e}"
             ))
         })?;
-        Ok(Uffd { fd, kernel_faults })
+        Ok(Uffd { fd })
     }
 
     pub fn raw(&self) -> RawFd {

@@ -167,3 +167,45 @@ fn missing_pages_come_from_the_applications_pager() {
     );
     assert!(!asked[0].write && asked[1].write);
 }
+
+#[test]
+fn threads_fault_at_once_and_each_page_traps_once() {
+    let vm = space();
+    let (pt, f, m) = (slot(&vm, 4), frame(&vm, 10, 0, 64), slot(&vm, 11));
+    vm.lock().map(pt, f, 0, 0, 64, Rights::READ, m).unwrap();
+    let traps: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let log = traps.clone();
+    vm.on_fault(move |s, fault| {
+        let page = fault.va / PAGE;
+        log.lock().unwrap().push(page);
+        match s.modify_flags(m, page, 1, Rights::RW) {
+            Ok(()) => Resolution::Retry,
+            Err(_) => Resolution::Fail,
+        }
+    });
+    let base = vm.base();
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            sc.spawn(move || {
+                // Every thread writes every page: pages race between threads.
+                for i in 0..64u64 {
+                    let page = (i + 16 * t) % 64;
+                    write(base + (page * PAGE + 8 * t) as usize, page + 1);
+                }
+            });
+        }
+    });
+    for page in 0..64u64 {
+        for t in 0..4u64 {
+            assert_eq!(read(base + (page * PAGE + 8 * t) as usize), page + 1);
+        }
+    }
+    let mut traps = traps.lock().unwrap().clone();
+    traps.sort();
+    let n = traps.len();
+    traps.dedup();
+    assert_eq!(traps, (0..64).collect::<Vec<_>>(), "every page trapped");
+    // A thread that faulted while another was resolving the same page
+    // retries without a change; each page is made writable at most 4 times.
+    assert!(n <= 4 * 64, "{n} traps");
+}
