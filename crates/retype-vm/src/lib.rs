@@ -17,11 +17,13 @@
 //! - [`fault`]: SIGSEGV to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
+//! - [`bench`](mod@bench): map, protect and unmap of buffers against raw Linux.
 //! - [`probe`]: can this address be read, written? (without faulting)
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("retype-vm is Linux only");
 
+pub mod bench;
 pub mod error;
 pub mod fault;
 pub mod memory;

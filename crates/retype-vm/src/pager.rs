@@ -11,16 +11,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::error::VmError;
-use crate::space::{Shown, Space};
+use crate::space::Space;
 use crate::uffd::{self, Uffd};
 
-/// A page the pager must fill.
+/// A page the pager must fill. Like a Barrelfish pager it is told the
+/// faulting virtual address: the application knows what it mapped there
+/// (the pager thread does not take the space's lock, so a thread holding
+/// it can still be paged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageRequest {
     /// Window offset of the page.
     pub va: u64,
-    /// The physical address it maps (the frame's memory), if still mapped.
-    pub phys: Option<u64>,
     /// A write fault (userfaultfd's WRITE flag).
     pub write: bool,
 }
@@ -35,7 +36,6 @@ pub(crate) struct Pager {
 
 struct Job {
     uffd: Arc<Uffd>,
-    shown: Shown,
     base: usize,
     page: usize,
     wp: bool,
@@ -57,7 +57,6 @@ impl Pager {
         let stop = unsafe { OwnedFd::from_raw_fd(fd) };
         let job = Job {
             uffd,
-            shown: space.shown(),
             base: space.base(),
             page: space.memory().backing().page() as usize,
             wp: space.tracks_dirty(),
@@ -121,18 +120,8 @@ impl Job {
     }
 
     fn serve(&mut self, addr: usize, flags: u64, buf: &mut [u8]) {
-        let va = (addr - self.base) as u64;
-        let phys = {
-            let shown = self.shown.read().unwrap_or_else(|p| p.into_inner());
-            shown
-                .range(..=va)
-                .next_back()
-                .filter(|(_, l)| va < l.end())
-                .map(|(_, l)| l.phys + (va - l.va))
-        };
         let req = PageRequest {
-            va,
-            phys,
+            va: (addr - self.base) as u64,
             write: flags & uffd::FLAG_WRITE != 0,
         };
         buf.fill(0);

@@ -3,9 +3,8 @@
 //! (a refusal is a typed error and changes nothing); then the window is made
 //! to show what the page tables now say, for the entries that changed.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use retype_core::caps::cap::MapInfo;
 use retype_core::caps::system::Caps;
@@ -50,9 +49,6 @@ impl Default for Options {
     }
 }
 
-/// The leaves the window shows, by window offset (shared with the pager).
-pub(crate) type Shown = Arc<RwLock<BTreeMap<u64, Leaf>>>;
-
 /// The capability system and the window that shows its page tables.
 pub struct Space {
     caps: Caps<AaTree>,
@@ -61,7 +57,6 @@ pub struct Space {
     root_base: u64,
     memory: Memory,
     window: Window,
-    shown: Shown,
     tables: Tables,
     uffd: Option<Arc<Uffd>>,
     /// userfaultfd modes every mapped run is registered in.
@@ -111,7 +106,6 @@ impl Space {
             root_base,
             memory,
             window,
-            shown: Shown::default(),
             tables: Tables::new(),
             uffd,
             modes,
@@ -163,15 +157,9 @@ impl Space {
         (self.base() + va as usize) as *mut u8
     }
 
-    /// The leaf that maps window offset `va`, as the window shows it.
+    /// The leaf that maps window offset `va`: what the window shows there.
     pub fn translate(&self, va: u64) -> Option<Leaf> {
-        let shown = self.shown.read().expect("no panics while held");
-        let (_, l) = shown.range(..=va).next_back()?;
-        (va < l.end()).then_some(*l)
-    }
-
-    pub(crate) fn shown(&self) -> Shown {
-        self.shown.clone()
+        self.leaves(&(va..va + 1)).pop()
     }
 
     pub(crate) fn uffd(&self) -> Option<Arc<Uffd>> {
@@ -213,15 +201,13 @@ impl Space {
     /// Deletes `r` (see [`Caps::delete`]); mappings that go with it leave
     /// the window.
     pub fn delete(&mut self, r: CapRef) -> Result<(), VmError> {
-        self.caps.delete(r)?;
-        self.resync_all()
+        self.invoke(&[self.whole()], true, |c| c.delete(r))
     }
 
     /// Revokes `r` (see [`Caps::revoke`]): revoking a Frame removes every
     /// mapping of it from the window.
     pub fn revoke(&mut self, r: CapRef) -> Result<(), VmError> {
-        self.caps.revoke(r)?;
-        self.resync_all()
+        self.invoke(&[self.whole()], true, |c| c.revoke(r))
     }
 
     /// Maps `count` entries of `table` from `entry` to `src` (a Frame's
@@ -251,25 +237,22 @@ impl Space {
                 });
             }
         }
-        self.caps
-            .map(table, src, entry, offset, count, flags, mapping)?;
-        if c.ty.is_vnode() {
-            self.tables = walk::tables(&self.caps, self.root_base);
-        }
-        self.resync_entries(t.base, t.ty, entry, count)
+        let ranges = self.entry_ranges(t.base, entry, count);
+        self.invoke(&ranges, c.ty.is_vnode(), |caps| {
+            caps.map(table, src, entry, offset, count, flags, mapping)
+        })
     }
 
     /// Removes `mapping` from `table` (see [`Caps::unmap`]).
     pub fn unmap(&mut self, table: CapRef, mapping: CapRef) -> Result<(), VmError> {
-        let m = self.mapping(mapping, "unmap").ok();
-        self.caps.unmap(table, mapping)?;
-        let m = m.expect("a mapping that unmap accepted");
-        let old = std::mem::take(&mut self.tables);
-        self.tables = walk::tables(&self.caps, self.root_base);
-        let ty = self.caps.vnode(m.ptable).expect("the table stays").ty;
-        let s = walk::span(ty);
-        let ranges = entry_ranges(&old, m.ptable, s, m.entry as u64, m.pte_count as u64);
-        self.resync(ranges)
+        let (ranges, table_moves) = match self.mapping(mapping, "unmap") {
+            Ok(m) => (
+                self.entry_ranges(m.ptable, m.entry as u64, m.pte_count as u64),
+                m.target.is_vnode(),
+            ),
+            Err(_) => (Vec::new(), false),
+        };
+        self.invoke(&ranges, table_moves, |c| c.unmap(table, mapping))
     }
 
     /// Sets the flags of `pages` entries of `mapping` from its `first`
@@ -281,14 +264,13 @@ impl Space {
         pages: u64,
         flags: Rights,
     ) -> Result<(), VmError> {
-        self.caps.modify_flags(mapping, first, pages, flags)?;
-        let m = self.mapping(mapping, "modify_flags")?;
-        let ty = self
-            .caps
-            .vnode(m.ptable)
-            .expect("a live mapping's table")
-            .ty;
-        self.resync_entries(m.ptable, ty, m.entry as u64 + first, pages)
+        let ranges = match self.mapping(mapping, "modify_flags") {
+            Ok(m) => self.entry_ranges(m.ptable, m.entry as u64 + first, pages),
+            Err(_) => Vec::new(),
+        };
+        self.invoke(&ranges, false, |c| {
+            c.modify_flags(mapping, first, pages, flags)
+        })
     }
 
     // ----- page status bits -----
@@ -368,38 +350,54 @@ impl Space {
             .ok_or(VmError::Cap(CapError::WrongType { op, found: c.ty }))
     }
 
-    fn resync_entries(
+    /// The window ranges that entries `entry..entry + count` of the table
+    /// at `table` cover, once for each place the table is reachable (none
+    /// if it is not, or if the entries are not in the table: retype-core
+    /// then refuses or changes nothing the window shows).
+    fn entry_ranges(&self, table: u64, entry: u64, count: u64) -> Vec<Range<u64>> {
+        let (Some(vas), Some(v)) = (self.tables.get(&table), self.caps.vnode(table)) else {
+            return Vec::new();
+        };
+        let s = walk::span(v.ty);
+        let end = (entry.saturating_add(count)).min(v.entries.len() as u64);
+        vas.iter()
+            .map(|va| va + entry.min(end) * s..va + end * s)
+            .collect()
+    }
+
+    /// Runs the invocation `op` on the capabilities, then makes the window
+    /// show what the tables say in `ranges`, which must hold every entry
+    /// `op` can change: the leaves there before and after are compared, so
+    /// the tables are the only record of what is mapped. `tables_move`:
+    /// `op` may add or remove page tables, so where they are is read again.
+    fn invoke(
         &mut self,
-        table: u64,
-        ty: CapType,
-        entry: u64,
-        count: u64,
+        ranges: &[Range<u64>],
+        tables_move: bool,
+        op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
     ) -> Result<(), VmError> {
-        let ranges = entry_ranges(&self.tables, table, walk::span(ty), entry, count);
-        self.resync(ranges)
-    }
-
-    fn resync_all(&mut self) -> Result<(), VmError> {
-        self.tables = walk::tables(&self.caps, self.root_base);
-        self.resync(std::iter::once(0..self.len()))
-    }
-
-    /// Makes the window show what the tables say in each range.
-    fn resync(&mut self, ranges: impl IntoIterator<Item = Range<u64>>) -> Result<(), VmError> {
-        for r in ranges {
-            let mut wanted = Vec::new();
-            walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, &r, &mut wanted);
-            let mut shown = self.shown.write().expect("no panics while held");
-            let now: Vec<Leaf> = shown.range(r.clone()).map(|(_, l)| *l).collect();
-            for a in diff(&now, &wanted) {
+        let before: Vec<Vec<Leaf>> = ranges.iter().map(|r| self.leaves(r)).collect();
+        op(&mut self.caps)?;
+        if tables_move {
+            self.tables = walk::tables(&self.caps, self.root_base);
+        }
+        for (r, before) in ranges.iter().zip(before) {
+            for a in diff(&before, &self.leaves(r)) {
                 self.apply(a)?;
             }
-            now.iter().for_each(|l| {
-                shown.remove(&l.va);
-            });
-            shown.extend(wanted.into_iter().map(|l| (l.va, l)));
         }
         Ok(())
+    }
+
+    /// Every window offset (delete and revoke may change any entry).
+    fn whole(&self) -> Range<u64> {
+        0..self.len()
+    }
+
+    fn leaves(&self, r: &Range<u64>) -> Vec<Leaf> {
+        let mut out = Vec::new();
+        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, &mut out);
+        out
     }
 
     fn apply(&self, a: Action) -> Result<(), VmError> {
@@ -424,13 +422,4 @@ impl Space {
             }
         }
     }
-}
-
-/// The window ranges that entries `entry..entry + count` of the table at
-/// `table` cover, once for each place the table is reachable.
-fn entry_ranges(tables: &Tables, table: u64, span: u64, entry: u64, count: u64) -> Vec<Range<u64>> {
-    let vas = tables.get(&table).map(Vec::as_slice).unwrap_or_default();
-    vas.iter()
-        .map(|va| va + entry * span..va + (entry + count) * span)
-        .collect()
 }
