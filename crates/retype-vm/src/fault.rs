@@ -45,36 +45,56 @@ pub type Handler = dyn FnMut(&mut Space, &Fault) -> Resolution + Send;
 /// Windows with a space, for the signal handler to find without locks.
 struct Slot {
     space: AtomicPtr<Shared>,
+    /// The window, readable without touching the space.
+    base: AtomicUsize,
+    len: AtomicUsize,
     /// Signal handlers using this slot now; unregistering waits for zero.
     busy: AtomicUsize,
+}
+
+impl Slot {
+    fn covers(&self, addr: usize) -> bool {
+        let base = self.base.load(SeqCst);
+        addr >= base && addr - base < self.len.load(SeqCst)
+    }
 }
 
 const SLOTS: usize = 256;
 static REGISTRY: [Slot; SLOTS] = [const {
     Slot {
         space: AtomicPtr::new(ptr::null_mut()),
+        base: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
         busy: AtomicUsize::new(0),
     }
 }; SLOTS];
+/// Slots below this have been used: the handler looks no further.
+static USED: AtomicUsize = AtomicUsize::new(0);
 static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
 static INSTALL: Once = Once::new();
 
-/// Makes faults in `shared`'s window reach its handler; returns the slot.
-/// `shared` must stay alive until [`unregister`] of that slot returns.
-pub(crate) fn register(shared: *const Shared) -> Option<usize> {
+/// Makes faults in `[base, base + len)` reach the handler of `shared`;
+/// returns the slot. `shared` must stay alive until [`unregister`] of that
+/// slot returns.
+pub(crate) fn register(shared: *const Shared, base: usize, len: usize) -> Option<usize> {
     INSTALL.call_once(install);
     let p = shared as *mut Shared;
-    (0..SLOTS).find(|&i| {
+    let i = (0..SLOTS).find(|&i| {
         REGISTRY[i]
             .space
             .compare_exchange(ptr::null_mut(), p, SeqCst, SeqCst)
             .is_ok()
-    })
+    })?;
+    REGISTRY[i].base.store(base, SeqCst);
+    REGISTRY[i].len.store(len, SeqCst);
+    USED.fetch_max(i + 1, SeqCst);
+    Some(i)
 }
 
 /// Stops routing faults to the space in `slot`, once no signal handler
 /// still uses it.
 pub(crate) fn unregister(slot: usize) {
+    REGISTRY[slot].len.store(0, SeqCst);
     REGISTRY[slot].space.store(ptr::null_mut(), SeqCst);
     while REGISTRY[slot].busy.load(SeqCst) != 0 {
         std::hint::spin_loop();
@@ -111,11 +131,16 @@ fn is_write(_: *mut libc::c_void) -> bool {
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SIGSEGV.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let resolved = (0..SLOTS).any(|i| {
-        let slot = &REGISTRY[i];
+    let used = USED.load(SeqCst);
+    let resolved = REGISTRY[..used].iter().any(|slot| {
+        if !slot.covers(addr) {
+            return false;
+        }
         slot.busy.fetch_add(1, SeqCst);
         let p = slot.space.load(SeqCst);
-        // SAFETY: a registered space stays alive while `busy` is non-zero.
+        // SAFETY: a registered space stays alive while `busy` is non-zero;
+        // the slot may have been given to another space meanwhile, so its
+        // window is checked again on the space itself.
         let shared = (!p.is_null()).then(|| unsafe { &*p });
         let done = shared.is_some_and(|s| {
             s.window_contains(addr) && handle(s, addr, is_write(ctx)) == Resolution::Retry

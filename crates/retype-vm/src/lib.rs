@@ -17,7 +17,7 @@
 //! - [`fault`]: SIGSEGV to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
-//! - [`bench`](mod@bench): map, protect and unmap of buffers against raw Linux.
+//! - [`bench`](mod@bench): seed 001 §3.6 against raw Linux (Figures 3.2, 3.3).
 //! - [`probe`]: can this address be read, written? (without faulting)
 
 #[cfg(not(target_os = "linux"))]

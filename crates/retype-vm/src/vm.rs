@@ -1,8 +1,9 @@
 //! The handle an application holds: a space behind a lock that the fault
 //! handler and the pager thread can reach too.
 
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Mutex, MutexGuard};
 
 use retype_core::caps::Boot;
@@ -17,14 +18,24 @@ pub(crate) struct Shared {
     space: Mutex<Space>,
     /// The thread holding `space` (0: none), so that a fault on that thread
     /// is not handled by waiting for itself.
-    owner: AtomicI32,
+    owner: AtomicU64,
     base: usize,
     len: usize,
 }
 
-fn tid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
+/// This thread's identity for `owner`: a number handed out once per thread
+/// (no system call, so cheap on every lock and in the signal handler).
+fn tid() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static ID: Cell<u64> = const { Cell::new(0) };
+    }
+    ID.with(|id| {
+        if id.get() == 0 {
+            id.set(NEXT.fetch_add(1, SeqCst));
+        }
+        id.get()
+    })
 }
 
 impl Shared {
@@ -55,7 +66,7 @@ impl Shared {
 /// The space, locked: every invocation goes through this.
 pub struct SpaceGuard<'a> {
     guard: MutexGuard<'a, Space>,
-    owner: &'a AtomicI32,
+    owner: &'a AtomicU64,
 }
 
 impl Drop for SpaceGuard<'_> {
@@ -114,9 +125,9 @@ impl Vm {
             base: space.base(),
             len: space.len() as usize,
             space: Mutex::new(space),
-            owner: AtomicI32::new(0),
+            owner: AtomicU64::new(0),
         });
-        let slot = fault::register(&*shared)
+        let slot = fault::register(&*shared, shared.base, shared.len)
             .ok_or_else(|| VmError::Unsupported("too many spaces in one process".into()))?;
         Ok(Vm {
             shared,

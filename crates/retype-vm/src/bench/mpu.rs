@@ -8,11 +8,10 @@
 //! are lazy as Linux is: no page is touched, so no page-table entry of the
 //! real MMU is written by either.
 
-use std::time::Instant;
-
 use retype_core::caps::types::{CapType, PAGE};
 use retype_core::caps::{CapRef, Rights};
 
+use super::{median, timed};
 use crate::error::VmError;
 use crate::memory::{Backing, Memory};
 use crate::space::{Options, Space};
@@ -190,17 +189,6 @@ impl Linux {
         }
         Ok(())
     }
-}
-
-fn timed(f: impl FnOnce() -> Result<(), VmError>) -> Result<f64, VmError> {
-    let t = Instant::now();
-    f()?;
-    Ok(t.elapsed().as_nanos() as f64)
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Maps, protects and unmaps a `bytes` buffer of `backing` pages `rounds`
