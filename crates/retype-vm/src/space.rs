@@ -411,6 +411,9 @@ impl Space {
                 flags,
             } => {
                 self.window.map(va, len, self.memory.fd(), phys, flags)?;
+                if self.memory.backing() == Backing::Small {
+                    self.window.base_pages_only(va, len)?;
+                }
                 if let Some(u) = &self.uffd {
                     let at = self.base() + va as usize;
                     u.register(at, len, self.modes)?;

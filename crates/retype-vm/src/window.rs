@@ -105,6 +105,13 @@ impl Window {
         Ok(())
     }
 
+    /// Keeps `[va, va + len)` on base pages whatever the transparent huge
+    /// page settings say (shmem THP would otherwise give 2 MiB pages to a
+    /// mapping that asked for 4 KiB ones).
+    pub fn base_pages_only(&self, va: u64, len: u64) -> Result<(), VmError> {
+        no_huge_pages(self.at(va, len) as usize, len as usize)
+    }
+
     /// Makes `[va, va + len)` unmapped again: an inaccessible reservation.
     pub fn clear(&self, va: u64, len: u64) -> Result<(), VmError> {
         let at = self.at(va, len);
@@ -126,6 +133,15 @@ impl Window {
         }
         Ok(())
     }
+}
+
+/// `madvise(MADV_NOHUGEPAGE)` over the mapping at `at`.
+pub(crate) fn no_huge_pages(at: usize, len: usize) -> Result<(), VmError> {
+    // SAFETY: changes only the huge-page policy of pages, never their contents.
+    if unsafe { libc::madvise(at as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) } != 0 {
+        return Err(VmError::os("madvise"));
+    }
+    Ok(())
 }
 
 impl Drop for Window {

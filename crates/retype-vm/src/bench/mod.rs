@@ -3,8 +3,10 @@
 //!
 //! - [`mpu`]: map, protect and unmap of buffers (Figure 3.3).
 //! - [`appel`]: Appel and Li's trap benchmarks (Figure 3.2).
+//! - [`gups`]: HPCC RandomAccess by page size (Table 3.1).
 
 pub mod appel;
+pub mod gups;
 pub mod mpu;
 
 pub use mpu::{map_protect_unmap, Row};

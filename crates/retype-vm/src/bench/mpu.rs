@@ -15,6 +15,7 @@ use super::{median, timed};
 use crate::error::VmError;
 use crate::memory::{Backing, Memory};
 use crate::space::{Options, Space};
+use crate::window::no_huge_pages;
 
 /// One buffer size: median nanoseconds per page of each operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,8 +53,8 @@ impl Row {
 }
 
 /// The buffer as leaf tables and their mapping slots.
-struct Ours {
-    space: Space,
+pub(crate) struct Ours {
+    pub(crate) space: Space,
     frame: CapRef,
     /// (leaf table, its mapping slot, pages it maps, offset in the frame).
     leaves: Vec<(CapRef, CapRef, u64, u64)>,
@@ -62,7 +63,7 @@ struct Ours {
 impl Ours {
     /// A space with root PDPT, a `bytes` frame at physical 0 and the tables
     /// to map it with `backing`'s pages, all mapped except the frame.
-    fn new(bytes: u64, backing: Backing) -> Result<Ours, VmError> {
+    pub(crate) fn new(bytes: u64, backing: Backing) -> Result<Ours, VmError> {
         let page = backing.page();
         let (leaf_ty, leaf_span) = if page == PAGE {
             (CapType::X86Ptable, 2 << 20)
@@ -122,7 +123,7 @@ impl Ours {
         })
     }
 
-    fn map(&mut self) -> Result<(), VmError> {
+    pub(crate) fn map(&mut self) -> Result<(), VmError> {
         for &(t, m, n, off) in &self.leaves {
             self.space.map(t, self.frame, 0, off, n, Rights::RW, m)?;
         }
@@ -145,14 +146,22 @@ impl Ours {
 }
 
 /// Raw Linux on a memfd of the same pages.
-struct Linux {
+pub(crate) struct Linux {
     memory: Memory,
-    at: *mut libc::c_void,
+    pub(crate) at: *mut libc::c_void,
     bytes: usize,
 }
 
 impl Linux {
-    fn map(&mut self) -> Result<(), VmError> {
+    pub(crate) fn new(bytes: u64, backing: Backing) -> Result<Linux, VmError> {
+        Ok(Linux {
+            memory: Memory::new(bytes, backing)?,
+            at: std::ptr::null_mut(),
+            bytes: bytes as usize,
+        })
+    }
+
+    pub(crate) fn map(&mut self) -> Result<(), VmError> {
         use std::os::fd::AsRawFd;
         let prot = libc::PROT_READ | libc::PROT_WRITE;
         let fd = self.memory.fd().as_raw_fd();
@@ -171,6 +180,9 @@ impl Linux {
             return Err(VmError::os("mmap"));
         }
         self.at = p;
+        if self.memory.backing() == Backing::Small {
+            no_huge_pages(p as usize, self.bytes)?;
+        }
         Ok(())
     }
 
@@ -182,7 +194,7 @@ impl Linux {
         Ok(())
     }
 
-    fn unmap(&mut self) -> Result<(), VmError> {
+    pub(crate) fn unmap(&mut self) -> Result<(), VmError> {
         // SAFETY: the mapping made by `map`, which nothing borrows.
         if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
             return Err(VmError::os("munmap"));
@@ -202,11 +214,7 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         });
     }
     let mut ours = Ours::new(bytes, backing)?;
-    let mut linux = Linux {
-        memory: Memory::new(bytes, backing)?,
-        at: std::ptr::null_mut(),
-        bytes: bytes as usize,
-    };
+    let mut linux = Linux::new(bytes, backing)?;
     let mut t: [Vec<f64>; 6] = Default::default();
     for _ in 0..rounds {
         t[0].push(timed(|| ours.map())?);
