@@ -17,13 +17,16 @@ fn main() {
             eprintln!("{} KiB pages skipped: {why}", backing.page() >> 10);
             continue;
         }
-        let mut bytes = (1u64 << 20).max(backing.page());
-        while bytes <= max_mib << 20 {
+        // 1 MiB, 4 MiB, ... for both page sizes, so that rows line up.
+        let sizes = (0..).map(|k| 1u64 << (20 + 2 * k));
+        for bytes in sizes.take_while(|&b| b <= max_mib << 20) {
+            if bytes < backing.page() {
+                continue;
+            }
             match random_access(bytes, backing, updates, reps) {
                 Ok(row) => println!("{}", row.json()),
                 Err(e) => eprintln!("{bytes} bytes: {e}"),
             }
-            bytes *= 4;
         }
     }
 }
