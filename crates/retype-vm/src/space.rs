@@ -61,8 +61,8 @@ pub struct Space {
     uffd: Option<Arc<Uffd>>,
     /// userfaultfd modes every mapped run is registered in.
     modes: u64,
-    /// Why there is no userfaultfd, when one was wanted.
-    no_uffd: Option<String>,
+    /// Why there are no dirty bits, when they were asked for.
+    no_dirty: Option<String>,
     pagemap: Pagemap,
     pub(crate) handler: Option<Box<Handler>>,
 }
@@ -85,20 +85,11 @@ impl Space {
         let root_base = ram.base + ram.size - PAGE;
         let len = 512 * walk::span(o.root);
         let window = Window::reserve(len as usize, len.min(1 << 30) as usize)?;
-        let mut modes = 0;
-        let (uffd, no_uffd) = if pager || o.dirty_bits {
-            match Uffd::open(pager, o.dirty_bits) {
-                Ok(u) => {
-                    modes =
-                        (pager as u64 * uffd::MODE_MISSING) | (o.dirty_bits as u64 * uffd::MODE_WP);
-                    (Some(Arc::new(u)), None)
-                }
-                Err(e) if pager => return Err(e),
-                Err(e) => (None, Some(e.to_string())),
-            }
-        } else {
-            (None, None)
-        };
+        let Userfault {
+            uffd,
+            modes,
+            no_dirty,
+        } = Userfault::open(pager, o.dirty_bits)?;
         let mut s = Space {
             caps,
             boot,
@@ -109,7 +100,7 @@ impl Space {
             tables: Tables::new(),
             uffd,
             modes,
-            no_uffd,
+            no_dirty,
             pagemap: Pagemap::open()?,
             handler: None,
         };
@@ -286,7 +277,7 @@ impl Space {
         clear: bool,
     ) -> Result<Vec<bool>, VmError> {
         if !self.tracks_dirty() {
-            let why = self.no_uffd.clone();
+            let why = self.no_dirty.clone();
             return Err(VmError::Unsupported(why.unwrap_or_else(|| {
                 "this space was made without dirty bits (Options::dirty_bits)".into()
             })));
@@ -423,6 +414,49 @@ impl Space {
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// The userfaultfd for a pager and/or dirty bits.
+struct Userfault {
+    uffd: Option<Arc<Uffd>>,
+    /// The modes to register mappings in.
+    modes: u64,
+    /// Why dirty bits are missing, when they were asked for.
+    no_dirty: Option<String>,
+}
+
+impl Userfault {
+    /// Dirty bits need Linux 6.7 (asynchronous write protection); without
+    /// them a pager still works.
+    fn open(pager: bool, dirty: bool) -> Result<Userfault, VmError> {
+        let missing = if pager { uffd::MODE_MISSING } else { 0 };
+        let with = |u: Uffd, modes, no_dirty| Userfault {
+            uffd: Some(Arc::new(u)),
+            modes,
+            no_dirty,
+        };
+        if !pager && !dirty {
+            return Ok(Userfault {
+                uffd: None,
+                modes: 0,
+                no_dirty: None,
+            });
+        }
+        match Uffd::open(pager, dirty) {
+            Ok(u) => Ok(with(
+                u,
+                missing | if dirty { uffd::MODE_WP } else { 0 },
+                None,
+            )),
+            Err(e) if !pager => Ok(Userfault {
+                uffd: None,
+                modes: 0,
+                no_dirty: Some(e.to_string()),
+            }),
+            Err(e) if !dirty => Err(e),
+            Err(e) => Ok(with(Uffd::open(true, false)?, missing, Some(e.to_string()))),
         }
     }
 }

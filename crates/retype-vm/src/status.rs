@@ -93,7 +93,16 @@ impl Pagemap {
             // SAFETY: `arg` and the region buffer it points to are valid for the call.
             let n = unsafe { libc::ioctl(self.0.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
             if n < 0 {
-                return Err(VmError::os("PAGEMAP_SCAN"));
+                let err = std::io::Error::last_os_error();
+                return Err(match err.raw_os_error() {
+                    Some(libc::ENOTTY | libc::EINVAL) => {
+                        VmError::Unsupported(format!("PAGEMAP_SCAN (Linux 6.7): {err}"))
+                    }
+                    _ => VmError::Os {
+                        call: "PAGEMAP_SCAN",
+                        err,
+                    },
+                });
             }
             out.extend(
                 buf[..n as usize]
