@@ -4,8 +4,10 @@
 //! - [`mpu`]: map, protect and unmap of buffers (Figure 3.3).
 //! - [`appel`]: Appel and Li's trap benchmarks (Figure 3.2).
 //! - [`gups`]: HPCC RandomAccess by page size (Table 3.1).
+//! - [`gc`]: a GCBench-like collector, dirty bits against traps (Table 3.4).
 
 pub mod appel;
+pub mod gc;
 pub mod gups;
 pub mod mpu;
 
