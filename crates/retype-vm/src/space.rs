@@ -142,12 +142,6 @@ impl Space {
         self.window.is_empty()
     }
 
-    /// The process address of window offset `va`.
-    pub fn addr(&self, va: u64) -> *mut u8 {
-        assert!(va < self.len(), "{va:#x} is outside the window");
-        (self.base() + va as usize) as *mut u8
-    }
-
     /// The leaf that maps window offset `va`: what the window shows there.
     pub fn translate(&self, va: u64) -> Option<Leaf> {
         self.leaves(&(va..va + 1)).pop()
