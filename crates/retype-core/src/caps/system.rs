@@ -178,6 +178,12 @@ impl<M: Mdb> Caps<M> {
         })
     }
 
+    /// The page-table object at `base`, if one exists: what a walk of the
+    /// tables reads (an MMU, or an OS that gives the tables real effect).
+    pub fn vnode(&self, base: u64) -> Option<&VNode> {
+        self.vnodes.get(&base)
+    }
+
     /// Regions handed back by deleting the last capability to RAM-backed
     /// memory with nothing above or below it (the memory server's input).
     pub fn take_reclaimed(&mut self) -> Vec<(u64, u64)> {

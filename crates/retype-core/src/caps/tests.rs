@@ -262,6 +262,17 @@ fn page_tables_map_unmap_modify_and_revoke() {
     c.map(l2(3), l2(5), 100, 4 * PAGE, 2, Rights::READ, l2(21))
         .unwrap();
     assert_eq!(c.ptes().filter(|p| !p.2.table).count(), 18);
+    // A walk reads the same entries through `vnode`, table by table.
+    let pt = c.vnode(2 * MIB + 3 * PAGE).expect("the PT object exists");
+    assert_eq!(pt.ty, X86Ptable);
+    assert_eq!(pt.entries[100].map(|p| p.phys), Some(MIB + 4 * PAGE));
+    assert_eq!(pt.entries[16], None);
+    let pd = c.vnode(2 * MIB + 2 * PAGE).expect("the PD object exists");
+    assert_eq!(
+        pd.entries[0].map(|p| (p.phys, p.table)),
+        Some((2 * MIB + 3 * PAGE, true))
+    );
+    assert!(c.vnode(MIB).is_none(), "a frame is not a page table");
     c.modify_flags(l2(20), 1, 2, Rights::READ).unwrap();
     let flags: std::vec::Vec<_> = c
         .ptes()
@@ -291,6 +302,10 @@ fn page_tables_map_unmap_modify_and_revoke() {
     // Deleting a middle table drops its entries and its own mapping.
     c.delete(l2(2)).unwrap();
     assert_eq!(c.ptes().count(), 1, "only PML4 -> PDPT remains");
+    assert!(
+        c.vnode(2 * MIB + 2 * PAGE).is_none(),
+        "the deleted PD is gone"
+    );
     assert_eq!(c.get(l2(11)), Err(CapError::EmptySlot { addr: 0x30b }));
     assert_eq!(c.get(l2(12)), Err(CapError::EmptySlot { addr: 0x30c }));
 }

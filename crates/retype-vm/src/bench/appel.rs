@@ -1,0 +1,296 @@
+//! Appel and Li's benchmarks (ASPLOS 1991, their `vmpup` program; seed 001
+//! Figure 3.2) on 100 pages of 4 KiB, in nanoseconds per trap:
+//!
+//! - trap: a write to a protected page traps, the handler returns without
+//!   changing anything (the write traps again), `traps` times;
+//! - prot1+trap+unprot: one page is writable; writing another (in a random
+//!   order) traps, and the handler protects the writable page and
+//!   unprotects the trapping one;
+//! - protN+trap+unprot: protect all 100 pages with one call, then write each
+//!   in a random order; each traps and the handler unprotects it.
+//!
+//! Ours: the pages are a Frame mapped through a page table, the handler is
+//! the space's fault handler and protects through `modify_flags` on the
+//! Mapping capability. Linux: a memfd mapped with `mmap`, a plain SIGSEGV
+//! handler calling `mprotect`. The Linux rounds replace the process's SIGSEGV
+//! handler while they run: run this alone, not beside other spaces' faults.
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::SeqCst};
+use std::time::Instant;
+
+use retype_core::caps::types::{CapType, PAGE};
+use retype_core::caps::{CapRef, Rights};
+use retype_core::rng::SplitMix64;
+
+use super::median;
+use crate::error::VmError;
+use crate::fault::Resolution;
+use crate::memory::{Backing, Memory};
+use crate::space::Options;
+use crate::vm::Vm;
+
+/// Pages, as in Appel and Li's program.
+pub const PAGES: usize = 100;
+const P: usize = PAGE as usize;
+
+/// Traps the handler lets pass before it acts (negative: trap only).
+static COUNT: AtomicI64 = AtomicI64::new(0);
+/// The page the handler protects before unprotecting the trapping one (0: none).
+static PROTECT: AtomicUsize = AtomicUsize::new(0);
+
+/// Nanoseconds per trap: (ours, Linux).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AppelRow {
+    pub rounds: u32,
+    pub traps: u32,
+    pub trap: (f64, f64),
+    pub prot1: (f64, f64),
+    pub prot_n: (f64, f64),
+}
+
+impl AppelRow {
+    /// One JSON object (the keys are the interface).
+    pub fn json(&self) -> String {
+        let op = |name: &str, (ours, linux): (f64, f64)| {
+            format!("\"{name}_ns\":{ours:.1},\"linux_{name}_ns\":{linux:.1}")
+        };
+        format!(
+            "{{\"bench\":\"appel-li\",\"pages\":{PAGES},\"rounds\":{},\"traps\":{},{},{},{}}}",
+            self.rounds,
+            self.traps,
+            op("trap", self.trap),
+            op("prot1_trap_unprot", self.prot1),
+            op("protn_trap_unprot", self.prot_n)
+        )
+    }
+}
+
+/// One side: where its pages are and how it (un)protects `n` pages from
+/// page `first` outside the handler.
+trait Side {
+    fn base(&self) -> usize;
+    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError>;
+}
+
+fn touch(addr: usize) {
+    // SAFETY: a page of the benchmark's mapping; a protected page traps to
+    // the side's handler, which unprotects it before the write runs again.
+    unsafe { (addr as *mut u8).write_volatile(10) }
+}
+
+fn per_trap(t: Instant, traps: usize) -> f64 {
+    t.elapsed().as_nanos() as f64 / traps as f64
+}
+
+/// The three benchmarks on one side: ns per trap (trap, prot1, protN).
+fn run(s: &mut dyn Side, perm: &[usize], rounds: u32, traps: u32) -> Result<[f64; 3], VmError> {
+    let page = |j: usize| s.base() + j * P;
+    let pages: Vec<usize> = perm.iter().map(|&j| page(j)).collect();
+    COUNT.store(0, SeqCst);
+    PROTECT.store(0, SeqCst);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        s.protect(0, PAGES, false)?;
+        pages.iter().for_each(|&a| touch(a));
+    }
+    let prot_n = per_trap(t, rounds as usize * PAGES);
+
+    let last = *pages.last().expect("pages");
+    s.protect(0, PAGES, false)?;
+    s.protect(perm[PAGES - 1], 1, true)?;
+    PROTECT.store(last, SeqCst);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for &a in &pages {
+            touch(a);
+            PROTECT.store(a, SeqCst);
+        }
+    }
+    let prot1 = per_trap(t, rounds as usize * PAGES);
+
+    COUNT.store(-(traps as i64), SeqCst);
+    let first = pages[0];
+    let t = Instant::now();
+    while COUNT.load(SeqCst) < 0 {
+        touch(first);
+    }
+    let trap = per_trap(t, traps as usize);
+    Ok([trap, prot1, prot_n])
+}
+
+/// Whether the handler acts on this trap (after the trap-only ones).
+fn acts() -> bool {
+    COUNT.fetch_add(1, SeqCst) + 1 >= 0
+}
+
+struct Ours {
+    vm: Vm,
+    mapping: CapRef,
+}
+
+impl Ours {
+    fn new() -> Result<Ours, VmError> {
+        let vm = Vm::new(Options {
+            ram: 4 << 20,
+            dirty_bits: false,
+            ..Options::default()
+        })?;
+        let b = vm.boot();
+        let slot = |i| CapRef::l1(b.cspace, i);
+        let (pt, frame, m) = (slot(4), slot(5), slot(7));
+        {
+            let mut s = vm.lock();
+            s.retype(b.ram, CapType::X86Ptable, 2 << 20, PAGE, 1, pt)?;
+            s.retype(b.ram, CapType::Frame, 0, PAGES as u64 * PAGE, 1, frame)?;
+            let root = s.root();
+            s.map(root, pt, 0, 0, 1, Rights::RW, slot(6))?;
+            s.map(pt, frame, 0, 0, PAGES as u64, Rights::RW, m)?;
+        }
+        let base = vm.base();
+        vm.on_fault(move |s, f| {
+            if acts() {
+                let p = PROTECT.load(SeqCst);
+                let ok = (p == 0
+                    || s.modify_flags(m, ((p - base) / P) as u64, 1, Rights::NONE)
+                        .is_ok())
+                    && s.modify_flags(m, f.va / PAGE, 1, Rights::RW).is_ok();
+                if !ok {
+                    return Resolution::Fail;
+                }
+            }
+            Resolution::Retry
+        });
+        Ok(Ours { vm, mapping: m })
+    }
+}
+
+impl Side for Ours {
+    fn base(&self) -> usize {
+        self.vm.base()
+    }
+
+    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError> {
+        let flags = if on { Rights::RW } else { Rights::NONE };
+        self.vm
+            .lock()
+            .modify_flags(self.mapping, first as u64, n as u64, flags)
+    }
+}
+
+struct Linux {
+    _memory: Memory,
+    at: usize,
+}
+
+fn mprotect(addr: usize, len: usize, on: bool) -> libc::c_int {
+    let prot = if on {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: changes the protection of the benchmark's own pages.
+    unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) }
+}
+
+extern "C" fn linux_handler(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    if acts() {
+        // SAFETY: the kernel passes a valid siginfo for SIGSEGV.
+        let addr = unsafe { (*info).si_addr() } as usize & !(P - 1);
+        let p = PROTECT.load(SeqCst);
+        if p != 0 {
+            mprotect(p, P, false);
+        }
+        mprotect(addr, P, true);
+    }
+}
+
+impl Linux {
+    fn new() -> Result<Linux, VmError> {
+        let memory = Memory::new(PAGES as u64 * PAGE, Backing::Small)?;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let fd = memory.fd().as_raw_fd();
+        let len = PAGES * P;
+        // SAFETY: a fresh shared mapping where the kernel chooses.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(VmError::os("mmap"));
+        }
+        Ok(Linux {
+            _memory: memory,
+            at: p as usize,
+        })
+    }
+
+    /// Runs `f` with `linux_handler` as the SIGSEGV handler.
+    fn with_handler<T>(f: impl FnOnce() -> T) -> T {
+        // SAFETY: zeroed sigactions are valid values to fill in.
+        let (mut sa, mut old): (libc::sigaction, libc::sigaction) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        sa.sa_sigaction = linux_handler as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        // SAFETY: installs the benchmark's handler, keeping the one before.
+        unsafe { libc::sigaction(libc::SIGSEGV, &sa, &mut old) };
+        let r = f();
+        // SAFETY: puts the previous handler back.
+        unsafe { libc::sigaction(libc::SIGSEGV, &old, std::ptr::null_mut()) };
+        r
+    }
+}
+
+impl Side for Linux {
+    fn base(&self) -> usize {
+        self.at
+    }
+
+    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError> {
+        if mprotect(self.at + first * P, n * P, on) != 0 {
+            return Err(VmError::os("mprotect"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Linux {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, which nothing borrows now.
+        unsafe { libc::munmap(self.at as *mut libc::c_void, PAGES * P) };
+    }
+}
+
+/// `reps` repetitions of the three benchmarks, ours then Linux in each
+/// (`rounds` passes over the pages, `traps` trap-only faults).
+pub fn appel_li(rounds: u32, traps: u32, reps: u32) -> Result<AppelRow, VmError> {
+    if rounds == 0 || traps == 0 || reps == 0 {
+        return Err(VmError::Unsupported(
+            "rounds, traps and reps must be positive".into(),
+        ));
+    }
+    let mut rng = SplitMix64::new(1991);
+    let mut perm: Vec<usize> = (0..PAGES).collect();
+    for i in (1..PAGES).rev() {
+        perm.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut ours = Ours::new()?;
+    let mut linux = Linux::new()?;
+    for side in [&mut ours as &mut dyn Side, &mut linux] {
+        (0..PAGES).for_each(|j| touch(side.base() + j * P));
+    }
+    let mut t: [Vec<f64>; 6] = Default::default();
+    for _ in 0..reps {
+        let o = run(&mut ours, &perm, rounds, traps)?;
+        let l = Linux::with_handler(|| run(&mut linux, &perm, rounds, traps))?;
+        for k in 0..3 {
+            t[k].push(o[k]);
+            t[3 + k].push(l[k]);
+        }
+    }
+    let m = t.map(|mut v| median(&mut v));
+    Ok(AppelRow {
+        rounds,
+        traps,
+        trap: (m[0], m[3]),
+        prot1: (m[1], m[4]),
+        prot_n: (m[2], m[5]),
+    })
+}

@@ -1,0 +1,270 @@
+//! Seed 001 §3.6.2 (Figure 3.3): map, protect and unmap a whole buffer,
+//! time per page, through capabilities against raw Linux (`mmap` of a memfd,
+//! `mprotect`, `munmap`) in the same run, the two alternated round by round.
+//!
+//! Ours: the frame and the page tables are made beforehand (as Barrelfish
+//! maps "a previously allocated frame"); one `map`, `modify_flags` and
+//! `unmap` invocation per leaf page table (512 entries at most). Both sides
+//! are lazy as Linux is: no page is touched, so no page-table entry of the
+//! real MMU is written by either.
+
+use retype_core::caps::types::{CapType, PAGE};
+use retype_core::caps::{CapRef, Rights};
+
+use super::{median, timed};
+use crate::error::VmError;
+use crate::memory::{Backing, Memory};
+use crate::space::{Options, Space};
+use crate::window::no_huge_pages;
+
+/// One buffer size: median nanoseconds per page of each operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Row {
+    pub bytes: u64,
+    pub page: u64,
+    pub rounds: u32,
+    /// map, protect, unmap: (ours, Linux).
+    pub map: (f64, f64),
+    pub protect: (f64, f64),
+    pub unmap: (f64, f64),
+}
+
+impl Row {
+    pub fn pages(&self) -> u64 {
+        self.bytes / self.page
+    }
+
+    /// One JSON object (the keys are the interface).
+    pub fn json(&self) -> String {
+        let op = |name: &str, (ours, linux): (f64, f64)| {
+            format!("\"{name}_ns_per_page\":{ours:.2},\"linux_{name}_ns_per_page\":{linux:.2}")
+        };
+        format!(
+            "{{\"bytes\":{},\"page_kib\":{},\"pages\":{},\"rounds\":{},{},{},{}}}",
+            self.bytes,
+            self.page >> 10,
+            self.pages(),
+            self.rounds,
+            op("map", self.map),
+            op("protect", self.protect),
+            op("unmap", self.unmap)
+        )
+    }
+}
+
+/// The buffer as leaf tables and their mapping slots.
+pub(crate) struct Ours {
+    pub(crate) space: Space,
+    frame: CapRef,
+    /// (leaf table, its mapping slot, pages it maps, offset in the frame).
+    leaves: Vec<(CapRef, CapRef, u64, u64)>,
+}
+
+impl Ours {
+    /// A space with root PDPT, a `bytes` frame at physical 0 and the tables
+    /// to map it with `backing`'s pages, all mapped except the frame.
+    pub(crate) fn new(bytes: u64, backing: Backing) -> Result<Ours, VmError> {
+        let page = backing.page();
+        let (leaf_ty, leaf_span) = if page == PAGE {
+            (CapType::X86Ptable, 2 << 20)
+        } else {
+            (CapType::X86Pdir, 1 << 30)
+        };
+        let nleaf = bytes.div_ceil(leaf_span);
+        let npd = bytes.div_ceil(1 << 30);
+        let tables = if page == PAGE { nleaf + npd } else { nleaf };
+        let slots = (8 + 3 * tables as u32).next_multiple_of(256);
+        let extra = (tables + 1) * PAGE + slots as u64 * 64;
+        let o = Options {
+            ram: (bytes + extra).next_multiple_of(page),
+            root: CapType::X86Pdpt,
+            backing,
+            root_slots: slots,
+            dirty_bits: false,
+        };
+        let mut space = Space::new(&o, false)?;
+        let b = space.boot();
+        let slot = |i: u64| CapRef::l1(b.cspace, i as u32);
+        let frame = slot(4);
+        space.retype(b.ram, CapType::Frame, 0, bytes, 1, frame)?;
+        let mut next = 5u64;
+        let mut table = |space: &mut Space, ty, parent: CapRef, entry| {
+            let (t, m) = (slot(next), slot(next + 1));
+            let off = bytes.next_multiple_of(page) + (next - 5) / 2 * PAGE;
+            next += 2;
+            space.retype(b.ram, ty, off, PAGE, 1, t)?;
+            space.map(parent, t, entry, 0, 1, Rights::RW, m)?;
+            Ok::<CapRef, VmError>(t)
+        };
+        let root = space.root();
+        let mut pds = Vec::new();
+        if page == PAGE {
+            for j in 0..npd {
+                pds.push(table(&mut space, CapType::X86Pdir, root, j)?);
+            }
+        }
+        let mut leaves = Vec::new();
+        for i in 0..nleaf {
+            let t = if page == PAGE {
+                table(&mut space, leaf_ty, pds[(i / 512) as usize], i % 512)?
+            } else {
+                table(&mut space, leaf_ty, root, i)?
+            };
+            let n = ((bytes - i * leaf_span) / page).min(512);
+            leaves.push((t, CapRef::l1(b.cspace, 0), n, i * leaf_span));
+        }
+        for (k, l) in leaves.iter_mut().enumerate() {
+            l.1 = slot(next + k as u64);
+        }
+        Ok(Ours {
+            space,
+            frame,
+            leaves,
+        })
+    }
+
+    pub(crate) fn map(&mut self) -> Result<(), VmError> {
+        for &(t, m, n, off) in &self.leaves {
+            self.space.map(t, self.frame, 0, off, n, Rights::RW, m)?;
+        }
+        Ok(())
+    }
+
+    fn protect(&mut self) -> Result<(), VmError> {
+        for &(_, m, n, _) in &self.leaves {
+            self.space.modify_flags(m, 0, n, Rights::READ)?;
+        }
+        Ok(())
+    }
+
+    fn unmap(&mut self) -> Result<(), VmError> {
+        for &(t, m, _, _) in &self.leaves {
+            self.space.unmap(t, m)?;
+        }
+        Ok(())
+    }
+}
+
+/// Raw Linux on a memfd of the same pages.
+pub(crate) struct Linux {
+    memory: Memory,
+    pub(crate) at: *mut libc::c_void,
+    bytes: usize,
+}
+
+impl Linux {
+    pub(crate) fn new(bytes: u64, backing: Backing) -> Result<Linux, VmError> {
+        Ok(Linux {
+            memory: Memory::new(bytes, backing)?,
+            at: std::ptr::null_mut(),
+            bytes: bytes as usize,
+        })
+    }
+
+    pub(crate) fn map(&mut self) -> Result<(), VmError> {
+        use std::os::fd::AsRawFd;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let fd = self.memory.fd().as_raw_fd();
+        // SAFETY: a fresh shared mapping where the kernel chooses.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                self.bytes,
+                prot,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(VmError::os("mmap"));
+        }
+        self.at = p;
+        if self.memory.backing() == Backing::Small {
+            no_huge_pages(p as usize, self.bytes)?;
+        }
+        Ok(())
+    }
+
+    fn protect(&mut self) -> Result<(), VmError> {
+        // SAFETY: the mapping made by `map`.
+        if unsafe { libc::mprotect(self.at, self.bytes, libc::PROT_READ) } != 0 {
+            return Err(VmError::os("mprotect"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn unmap(&mut self) -> Result<(), VmError> {
+        // SAFETY: the mapping made by `map`, which nothing borrows.
+        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
+            return Err(VmError::os("munmap"));
+        }
+        Ok(())
+    }
+}
+
+/// Maps, protects and unmaps a `bytes` buffer of `backing` pages `rounds`
+/// times each way, ours then Linux in every round.
+pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Row, VmError> {
+    let page = backing.page();
+    if bytes == 0 || !bytes.is_multiple_of(page) || rounds == 0 {
+        return Err(VmError::PageSize {
+            asked: bytes,
+            backing: page,
+        });
+    }
+    let mut ours = Ours::new(bytes, backing)?;
+    let mut linux = Linux::new(bytes, backing)?;
+    let mut t: [Vec<f64>; 6] = Default::default();
+    for _ in 0..rounds {
+        t[0].push(timed(|| ours.map())?);
+        t[1].push(timed(|| ours.protect())?);
+        t[2].push(timed(|| ours.unmap())?);
+        t[3].push(timed(|| linux.map())?);
+        t[4].push(timed(|| linux.protect())?);
+        t[5].push(timed(|| linux.unmap())?);
+    }
+    let pages = (bytes / page) as f64;
+    let per = t.map(|mut v| median(&mut v) / pages);
+    Ok(Row {
+        bytes,
+        page,
+        rounds,
+        map: (per[0], per[3]),
+        protect: (per[1], per[4]),
+        unmap: (per[2], per[5]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_covers_every_page_and_leaves_nothing_mapped() {
+        let r = map_protect_unmap(3 << 20, Backing::Small, 2).unwrap();
+        assert_eq!(r.pages(), 768);
+        for (ours, linux) in [r.map, r.protect, r.unmap] {
+            assert!(ours > 0.0 && linux > 0.0, "{r:?}");
+        }
+        let j = r.json();
+        assert!(
+            j.starts_with("{\"bytes\":3145728,\"page_kib\":4,\"pages\":768,"),
+            "{j}"
+        );
+        assert!(j.contains("\"linux_unmap_ns_per_page\":"), "{j}");
+        let mut ours = Ours::new(3 << 20, Backing::Small).unwrap();
+        ours.map().unwrap();
+        let leaves = |o: &Ours| o.space.caps().ptes().filter(|p| !p.2.table).count();
+        assert_eq!(leaves(&ours), 768);
+        assert_eq!(
+            ours.space.translate(767 * PAGE).map(|l| l.phys),
+            Some(767 * PAGE)
+        );
+        ours.protect().unwrap();
+        assert_eq!(ours.space.translate(0).map(|l| l.flags), Some(Rights::READ));
+        ours.unmap().unwrap();
+        assert_eq!(leaves(&ours), 0);
+        assert_eq!(ours.space.translate(0), None);
+    }
+}

@@ -1,0 +1,46 @@
+//! The capability system of `retype-core` with real effect in one Linux
+//! process (seed 001 chapter 3): physical memory is a memfd whose offsets
+//! RAM capabilities cover; a reserved window of address space shows what
+//! the application's page tables say, so mapping a Frame through a page
+//! table is `mmap(MAP_FIXED | MAP_SHARED)` of the frame's offset, unmapping
+//! puts the reservation back, `modify_flags` is `mprotect`, and revoking a
+//! Frame removes every mapping of it. Protection faults go to the
+//! application's handler, missing pages to its pager (userfaultfd), and the
+//! dirty bits of a mapping are an invocation on it.
+//!
+//! - [`memory`]: the memfd (4 KiB pages, or hugetlb 2 MiB / 1 GiB).
+//! - [`window`]: the reserved window and the three system calls on it.
+//! - [`walk`]: reading the page tables from the root, as an MMU does.
+//! - [`sync`]: the system calls that make the window show a range.
+//! - [`space`]: the invocations, checked by retype-core, then applied.
+//! - [`vm`]: the handle: a locked space, its fault handler and pager.
+//! - [`fault`]: SIGSEGV to the application's handler.
+//! - [`pager`] and [`uffd`]: missing pages to the application's pager.
+//! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
+//! - [`bench`](mod@bench): seed 001 §3.6 against raw Linux (Figures 3.2, 3.3).
+//! - [`probe`]: can this address be read, written? (without faulting)
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("retype-vm is Linux only");
+
+pub mod bench;
+pub mod error;
+pub mod fault;
+pub mod memory;
+pub mod pager;
+pub mod probe;
+pub mod space;
+pub mod status;
+pub mod sync;
+pub mod uffd;
+pub mod vm;
+pub mod walk;
+pub mod window;
+
+pub use error::VmError;
+pub use fault::{Fault, Resolution};
+pub use memory::Backing;
+pub use pager::PageRequest;
+pub use probe::Probe;
+pub use space::{Options, Space};
+pub use vm::{SpaceGuard, Vm};

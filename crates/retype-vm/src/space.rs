@@ -1,0 +1,456 @@
+//! A space: the capability system of retype-core with real effect on one
+//! window of this process. Every invocation is checked by retype-core first
+//! (a refusal is a typed error and changes nothing); then the window is made
+//! to show what the page tables now say, for the entries that changed.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use retype_core::caps::cap::MapInfo;
+use retype_core::caps::system::Caps;
+use retype_core::caps::types::{CapType, PAGE};
+use retype_core::caps::vnode::{accepts, Slot};
+use retype_core::caps::{AaTree, Boot, CapError, CapRef, Rights};
+use retype_core::objects::{Arch, Config};
+
+use crate::error::VmError;
+use crate::fault::Handler;
+use crate::memory::{Backing, Memory};
+use crate::status::{self, Pagemap};
+use crate::sync::{diff, Action};
+use crate::uffd::{self, Uffd};
+use crate::walk::{self, Leaf, Tables};
+use crate::window::Window;
+
+/// How to build a space.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Bytes of physical memory (the memfd), a multiple of the page size.
+    pub ram: u64,
+    /// The root page table: its 512 entries cover the window, so an X86Pdir
+    /// root gives a 1 GiB window, an X86Pdpt root 512 GiB.
+    pub root: CapType,
+    pub backing: Backing,
+    /// Slots of the root CNode (a multiple of 256).
+    pub root_slots: u32,
+    /// Track dirty bits (userfaultfd write protection on every mapping).
+    pub dirty_bits: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            ram: 64 << 20,
+            root: CapType::X86Pdir,
+            backing: Backing::Small,
+            root_slots: 256,
+            dirty_bits: true,
+        }
+    }
+}
+
+/// The capability system and the window that shows its page tables.
+pub struct Space {
+    caps: Caps<AaTree>,
+    boot: Boot,
+    root: CapRef,
+    root_base: u64,
+    memory: Memory,
+    window: Window,
+    tables: Tables,
+    uffd: Option<Arc<Uffd>>,
+    /// userfaultfd modes every mapped run is registered in.
+    modes: u64,
+    /// Why there are no dirty bits, when they were asked for.
+    no_dirty: Option<String>,
+    pagemap: Pagemap,
+    pub(crate) handler: Option<Box<Handler>>,
+}
+
+impl Space {
+    /// Boots the capability system over `o.ram` bytes of memfd memory and
+    /// makes the root table (root CNode slot 3) from the last page of RAM.
+    pub(crate) fn new(o: &Options, pager: bool) -> Result<Space, VmError> {
+        if !matches!(
+            o.root,
+            CapType::X86Ptable | CapType::X86Pdir | CapType::X86Pdpt
+        ) {
+            return Err(VmError::Cap(CapError::NotAPageTable(o.root)));
+        }
+        let memory = Memory::new(o.ram, o.backing)?;
+        let (mut caps, boot) = Caps::boot(Config::new(Arch::X86_64), o.ram, o.root_slots)?;
+        let root = CapRef::l1(boot.cspace, 3);
+        let ram = caps.get(boot.ram)?;
+        caps.retype(boot.ram, o.root, ram.size - PAGE, PAGE, 1, root)?;
+        let root_base = ram.base + ram.size - PAGE;
+        let len = 512 * walk::span(o.root);
+        let window = Window::reserve(len as usize, len.min(1 << 30) as usize)?;
+        let Userfault {
+            uffd,
+            modes,
+            no_dirty,
+        } = Userfault::open(pager, o.dirty_bits)?;
+        let mut s = Space {
+            caps,
+            boot,
+            root,
+            root_base,
+            memory,
+            window,
+            tables: Tables::new(),
+            uffd,
+            modes,
+            no_dirty,
+            pagemap: Pagemap::open()?,
+            handler: None,
+        };
+        s.tables = walk::tables(&s.caps, root_base);
+        Ok(s)
+    }
+
+    // ----- what the application reads -----
+
+    /// The capability system (every change goes through the space).
+    pub fn caps(&self) -> &Caps<AaTree> {
+        &self.caps
+    }
+
+    /// The first domain's CSpace, root CNode, PhysAddr and RAM.
+    pub fn boot(&self) -> Boot {
+        self.boot
+    }
+
+    /// The root page table (root CNode slot 3).
+    pub fn root(&self) -> CapRef {
+        self.root
+    }
+
+    pub fn memory(&self) -> &Memory {
+        &self.memory
+    }
+
+    /// The window's first byte: virtual address 0 of the page tables.
+    pub fn base(&self) -> usize {
+        self.window.base()
+    }
+
+    pub fn len(&self) -> u64 {
+        self.window.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.window.is_empty()
+    }
+
+    /// The leaf that maps window offset `va`: what the window shows there.
+    pub fn translate(&self, va: u64) -> Option<Leaf> {
+        self.leaves(&(va..va + 1)).pop()
+    }
+
+    pub(crate) fn uffd(&self) -> Option<Arc<Uffd>> {
+        self.uffd.clone()
+    }
+
+    /// Whether mappings are write-protected for dirty bits.
+    pub(crate) fn tracks_dirty(&self) -> bool {
+        self.modes & uffd::MODE_WP != 0
+    }
+
+    // ----- invocations without effect on the window -----
+
+    /// See [`Caps::retype`].
+    pub fn retype(
+        &mut self,
+        src: CapRef,
+        ty: CapType,
+        offset: u64,
+        objsize: u64,
+        count: u64,
+        dest: CapRef,
+    ) -> Result<(), VmError> {
+        Ok(self.caps.retype(src, ty, offset, objsize, count, dest)?)
+    }
+
+    /// See [`Caps::mint`].
+    pub fn mint(&mut self, src: CapRef, dest: CapRef, rights: Rights) -> Result<(), VmError> {
+        Ok(self.caps.mint(src, dest, rights, 0)?)
+    }
+
+    /// See [`Caps::copy`].
+    pub fn copy(&mut self, src: CapRef, dest: CapRef) -> Result<(), VmError> {
+        Ok(self.caps.copy(src, dest)?)
+    }
+
+    // ----- invocations that change what the window shows -----
+
+    /// Deletes `r` (see [`Caps::delete`]); mappings that go with it leave
+    /// the window.
+    pub fn delete(&mut self, r: CapRef) -> Result<(), VmError> {
+        self.invoke(&[self.whole()], true, |c| c.delete(r))
+    }
+
+    /// Revokes `r` (see [`Caps::revoke`]): revoking a Frame removes every
+    /// mapping of it from the window.
+    pub fn revoke(&mut self, r: CapRef) -> Result<(), VmError> {
+        self.invoke(&[self.whole()], true, |c| c.revoke(r))
+    }
+
+    /// Maps `count` entries of `table` from `entry` to `src` (a Frame's
+    /// pages from `offset`, or a next-level table); see [`Caps::map`]. A
+    /// frame's page size must be the memory's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn map(
+        &mut self,
+        table: CapRef,
+        src: CapRef,
+        entry: u64,
+        offset: u64,
+        count: u64,
+        flags: Rights,
+        mapping: CapRef,
+    ) -> Result<(), VmError> {
+        let t = self.caps.get(table)?;
+        let c = self.caps.get(src)?;
+        if let Some(Slot::Pages(page)) = accepts(t.ty, c.ty) {
+            if c.ty == CapType::DevFrame {
+                return Err(VmError::DeviceFrame);
+            }
+            if page != self.memory.backing().page() {
+                return Err(VmError::PageSize {
+                    asked: page,
+                    backing: self.memory.backing().page(),
+                });
+            }
+        }
+        let ranges = self.entry_ranges(t.base, entry, count);
+        self.invoke(&ranges, c.ty.is_vnode(), |caps| {
+            caps.map(table, src, entry, offset, count, flags, mapping)
+        })
+    }
+
+    /// Removes `mapping` from `table` (see [`Caps::unmap`]).
+    pub fn unmap(&mut self, table: CapRef, mapping: CapRef) -> Result<(), VmError> {
+        let (ranges, table_moves) = match self.mapping(mapping, "unmap") {
+            Ok(m) => (
+                self.entry_ranges(m.ptable, m.entry as u64, m.pte_count as u64),
+                m.target.is_vnode(),
+            ),
+            Err(_) => (Vec::new(), false),
+        };
+        self.invoke(&ranges, table_moves, |c| c.unmap(table, mapping))
+    }
+
+    /// Sets the flags of `pages` entries of `mapping` from its `first`
+    /// (see [`Caps::modify_flags`]): `mprotect`.
+    pub fn modify_flags(
+        &mut self,
+        mapping: CapRef,
+        first: u64,
+        pages: u64,
+        flags: Rights,
+    ) -> Result<(), VmError> {
+        let ranges = match self.mapping(mapping, "modify_flags") {
+            Ok(m) => self.entry_ranges(m.ptable, m.entry as u64 + first, pages),
+            Err(_) => Vec::new(),
+        };
+        self.invoke(&ranges, false, |c| {
+            c.modify_flags(mapping, first, pages, flags)
+        })
+    }
+
+    // ----- page status bits -----
+
+    /// The dirty bits of `pages` pages of `mapping` from its `first`:
+    /// written since mapped or since the last clear. With `clear`, they are
+    /// reset in the same walk.
+    pub fn dirty(
+        &mut self,
+        mapping: CapRef,
+        first: u64,
+        pages: u64,
+        clear: bool,
+    ) -> Result<Vec<bool>, VmError> {
+        if !self.tracks_dirty() {
+            let why = self.no_dirty.clone();
+            return Err(VmError::Unsupported(why.unwrap_or_else(|| {
+                "this space was made without dirty bits (Options::dirty_bits)".into()
+            })));
+        }
+        self.status(mapping, first, pages, status::PAGE_IS_WRITTEN, clear)
+    }
+
+    /// Which of `pages` pages of `mapping` from its `first` are present in
+    /// this process's page table: touched since mapped. Linux exposes no
+    /// per-page accessed bit to user space (pagemap has none; idle page
+    /// tracking needs CONFIG_IDLE_PAGE_TRACKING and physical frame numbers),
+    /// so presence is the nearest it offers.
+    pub fn accessed(
+        &mut self,
+        mapping: CapRef,
+        first: u64,
+        pages: u64,
+    ) -> Result<Vec<bool>, VmError> {
+        self.status(mapping, first, pages, status::PAGE_IS_PRESENT, false)
+    }
+
+    fn status(
+        &mut self,
+        mapping: CapRef,
+        first: u64,
+        pages: u64,
+        category: u64,
+        clear: bool,
+    ) -> Result<Vec<bool>, VmError> {
+        let m = self.mapping(mapping, "status bits")?;
+        let count = m.pte_count as u64;
+        if pages == 0 || first >= count || pages > count - first {
+            return Err(VmError::Cap(CapError::InvalidEntry {
+                entry: first,
+                count: pages,
+            }));
+        }
+        let ty = self
+            .caps
+            .vnode(m.ptable)
+            .expect("a live mapping's table")
+            .ty;
+        let s = walk::span(ty);
+        let vas = self.tables.get(&m.ptable).ok_or(VmError::NotInWindow)?;
+        let mut out = vec![false; pages as usize];
+        for va in vas {
+            let start = self.base() + (va + (m.entry as u64 + first) * s) as usize;
+            let end = start + (pages * s) as usize;
+            let found = self.pagemap.scan(start, end, category, clear)?;
+            let bits = status::per_page(&found, start, s as usize, pages as usize);
+            out.iter_mut().zip(bits).for_each(|(o, b)| *o |= b);
+        }
+        Ok(out)
+    }
+
+    // ----- keeping the window in step with the tables -----
+
+    fn mapping(&self, r: CapRef, op: &'static str) -> Result<MapInfo, VmError> {
+        let c = self.caps.get(r)?;
+        c.map
+            .ok_or(VmError::Cap(CapError::WrongType { op, found: c.ty }))
+    }
+
+    /// The window ranges that entries `entry..entry + count` of the table
+    /// at `table` cover, once for each place the table is reachable (none
+    /// if it is not, or if the entries are not in the table: retype-core
+    /// then refuses or changes nothing the window shows).
+    fn entry_ranges(&self, table: u64, entry: u64, count: u64) -> Vec<Range<u64>> {
+        let (Some(vas), Some(v)) = (self.tables.get(&table), self.caps.vnode(table)) else {
+            return Vec::new();
+        };
+        let s = walk::span(v.ty);
+        let end = (entry.saturating_add(count)).min(v.entries.len() as u64);
+        vas.iter()
+            .map(|va| va + entry.min(end) * s..va + end * s)
+            .collect()
+    }
+
+    /// Runs the invocation `op` on the capabilities, then makes the window
+    /// show what the tables say in `ranges`, which must hold every entry
+    /// `op` can change: the leaves there before and after are compared, so
+    /// the tables are the only record of what is mapped. `tables_move`:
+    /// `op` may add or remove page tables, so where they are is read again.
+    fn invoke(
+        &mut self,
+        ranges: &[Range<u64>],
+        tables_move: bool,
+        op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
+    ) -> Result<(), VmError> {
+        let before: Vec<Vec<Leaf>> = ranges.iter().map(|r| self.leaves(r)).collect();
+        op(&mut self.caps)?;
+        if tables_move {
+            self.tables = walk::tables(&self.caps, self.root_base);
+        }
+        for (r, before) in ranges.iter().zip(before) {
+            for a in diff(&before, &self.leaves(r)) {
+                self.apply(a)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every window offset (delete and revoke may change any entry).
+    fn whole(&self) -> Range<u64> {
+        0..self.len()
+    }
+
+    fn leaves(&self, r: &Range<u64>) -> Vec<Leaf> {
+        let mut out = Vec::new();
+        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, &mut out);
+        out
+    }
+
+    fn apply(&self, a: Action) -> Result<(), VmError> {
+        match a {
+            Action::Clear { va, len } => self.window.clear(va, len),
+            Action::Protect { va, len, flags } => self.window.protect(va, len, flags),
+            Action::Map {
+                va,
+                len,
+                phys,
+                flags,
+            } => {
+                self.window.map(va, len, self.memory.fd(), phys, flags)?;
+                if self.memory.backing() == Backing::Small {
+                    self.window.base_pages_only(va, len)?;
+                }
+                if let Some(u) = &self.uffd {
+                    let at = self.base() + va as usize;
+                    u.register(at, len, self.modes)?;
+                    if self.tracks_dirty() {
+                        u.write_protect(at, len)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The userfaultfd for a pager and/or dirty bits.
+struct Userfault {
+    uffd: Option<Arc<Uffd>>,
+    /// The modes to register mappings in.
+    modes: u64,
+    /// Why dirty bits are missing, when they were asked for.
+    no_dirty: Option<String>,
+}
+
+impl Userfault {
+    /// Dirty bits need Linux 6.7 (asynchronous write protection); without
+    /// them a pager still works.
+    fn open(pager: bool, dirty: bool) -> Result<Userfault, VmError> {
+        let missing = if pager { uffd::MODE_MISSING } else { 0 };
+        let with = |u: Uffd, modes, no_dirty| Userfault {
+            uffd: Some(Arc::new(u)),
+            modes,
+            no_dirty,
+        };
+        if !pager && !dirty {
+            return Ok(Userfault {
+                uffd: None,
+                modes: 0,
+                no_dirty: None,
+            });
+        }
+        match Uffd::open(pager, dirty) {
+            Ok(u) => Ok(with(
+                u,
+                missing | if dirty { uffd::MODE_WP } else { 0 },
+                None,
+            )),
+            Err(e) if !pager => Ok(Userfault {
+                uffd: None,
+                modes: 0,
+                no_dirty: Some(e.to_string()),
+            }),
+            Err(e) if !dirty => Err(e),
+            Err(e) => Ok(with(Uffd::open(true, false)?, missing, Some(e.to_string()))),
+        }
+    }
+}
