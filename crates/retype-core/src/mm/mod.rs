@@ -7,8 +7,11 @@
 //! went the kernel returns its physical address, and the manager charges the
 //! free to the slab holding that address (a binary search over the slabs'
 //! bases: O(log n)), exactly as the improved CantripOS design of seed 000
-//! §3.3 does. [`Stats`] are current after every operation.
+//! §3.3 does. [`Stats`] are current after every operation, counted as the
+//! thesis defines them or, for comparing with CantripOS's logs, with its own
+//! counters' quirks ([`Accounting`]).
 
+pub mod accounting;
 mod allocation;
 pub mod layout;
 pub mod policy;
@@ -23,6 +26,7 @@ use allocation::{Allocation, Allocations, Placed};
 use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
+pub use accounting::{Accounting, Quirk};
 pub use layout::Layout;
 pub use policy::PolicyKind;
 use policy::{AnyPolicy, Policy};
@@ -174,6 +178,7 @@ struct Books {
     by_base: Vec<u32>,
     policy: AnyPolicy,
     rule: WatermarkRule,
+    accounting: Accounting,
     stats: Stats,
     largest: u64,
 }
@@ -205,6 +210,7 @@ impl MemoryManager {
             bases,
             by_base,
             rule,
+            accounting: Accounting::THESIS,
             stats: Stats::default(),
             largest,
         };
@@ -231,6 +237,17 @@ impl MemoryManager {
         self.books.rule
     }
 
+    /// The same manager counting under `accounting` (the thesis's by default).
+    /// Set before the first request: it changes counters, not placement.
+    pub fn with_accounting(mut self, accounting: Accounting) -> MemoryManager {
+        self.books.accounting = accounting;
+        self
+    }
+
+    pub fn accounting(&self) -> Accounting {
+        self.books.accounting
+    }
+
     /// Serves a request, all or nothing. When a later descriptor cannot be
     /// placed the objects already made for the request are deleted again
     /// (CantripOS leaks them; we do not) and the request counts as one OOM.
@@ -246,10 +263,38 @@ impl MemoryManager {
 
     /// Frees every object of a served request.
     pub fn free(&mut self, id: AllocId) -> Result<(), FreeError> {
-        let a = self.live.get(id).ok_or(FreeError::Unknown(id))?;
-        self.books.release(a);
-        self.live.vacate(id);
+        self.free_request(&[id])
+    }
+
+    /// Frees several served requests as one request (an application exiting),
+    /// all or nothing: the manager is unchanged if any id is not live.
+    pub fn free_request(&mut self, ids: &[AllocId]) -> Result<(), FreeError> {
+        for (k, &id) in ids.iter().enumerate() {
+            if self.live.get(id).is_none() || ids[..k].contains(&id) {
+                return Err(FreeError::Unknown(id));
+            }
+        }
+        let keep = self.keeps_bytes(ids);
+        for &id in ids {
+            let a = self.live.get(id).expect("checked live");
+            self.books.release(a, keep);
+            self.live.vacate(id);
+        }
         Ok(())
+    }
+
+    /// Whether freeing `ids` (live) as one request leaves the freed bytes
+    /// counted in the slabs that keep objects ([`Quirk::SplitFreeKeepsBytes`]).
+    fn keeps_bytes(&self, ids: &[AllocId]) -> bool {
+        if !self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            return false;
+        }
+        let mut slabs = ids
+            .iter()
+            .flat_map(|&id| self.live.get(id).expect("live").placed.iter())
+            .map(|p| p.slab);
+        let first = slabs.next();
+        slabs.any(|s| Some(s) != first)
     }
 
     /// Where the objects of a live allocation are: `(slab, object bits, count)`
@@ -267,13 +312,17 @@ impl MemoryManager {
         let mut stats = books.stats;
         let mut touched: alloc::collections::BTreeMap<u32, Slab> =
             alloc::collections::BTreeMap::new();
+        if ids.iter().any(|&id| self.live.get(id).is_none()) {
+            return None;
+        }
+        let keep = self.keeps_bytes(ids);
         for &id in ids {
             for p in &self.live.get(id)?.placed {
                 let slab = touched
                     .entry(p.slab)
                     .or_insert_with(|| books.slabs[p.slab as usize].clone());
                 let (count, size) = (u64::from(p.count), 1u64 << p.bits);
-                stats.slab_resets += slab.release(p.first, count, size) as u64;
+                stats.slab_resets += slab.release_counted(p.first, count, size, keep) as u64;
                 stats.bytes_in_use -= count * size;
                 stats.objects_in_use -= count;
             }
@@ -364,7 +413,7 @@ impl Books {
             self.stats.failed_retypes += choice.failed_retypes;
             let Some(s) = choice.slab else {
                 self.policy.end_request(false);
-                self.release(a);
+                self.release(a, false);
                 self.stats.ooms += 1;
                 return Err(AllocError::OutOfMemory { desc });
             };
@@ -408,8 +457,9 @@ impl Books {
         Ok(())
     }
 
-    /// Deletes the objects of `a` and charges each to its slab.
-    fn release(&mut self, a: &Allocation) {
+    /// Deletes the objects of `a` and charges each to its slab; with `keep`,
+    /// the bytes stay counted in slabs that keep objects.
+    fn release(&mut self, a: &Allocation, keep: bool) {
         let mut caps = a.caps.iter();
         for p in &a.placed {
             let size = 1u64 << p.bits;
@@ -429,18 +479,19 @@ impl Books {
                     if gone > 0 {
                         let s = self.slab_of(first);
                         debug_assert_eq!(s, p.slab as usize);
-                        self.release_objects(s, first - self.slabs[s].base(), gone, size);
+                        let offset = first - self.slabs[s].base();
+                        self.release_objects(s, offset, gone, size, keep);
                     }
                 }
                 WatermarkRule::Lifted => {
-                    self.release_objects(p.slab as usize, p.first, u64::from(p.count), size)
+                    self.release_objects(p.slab as usize, p.first, u64::from(p.count), size, keep)
                 }
             }
         }
     }
 
-    fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64) {
-        let reset = self.update_slab(s, |slab| slab.release(offset, count, size));
+    fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64, keep: bool) {
+        let reset = self.update_slab(s, |slab| slab.release_counted(offset, count, size, keep));
         self.stats.slab_resets += reset as u64;
         self.stats.bytes_in_use -= count * size;
         self.stats.objects_in_use -= count;

@@ -359,11 +359,13 @@ impl Replay {
     }
 
     fn free(&mut self, ids: &[u32]) {
-        for id in ids {
-            let (handles, _, _) = self.live.remove(id).expect("live id");
-            for (mm, h) in self.mms.iter_mut().zip(handles) {
-                mm.free(h).expect("live allocation");
-            }
+        let handles: Vec<Vec<AllocId>> = ids
+            .iter()
+            .map(|id| self.live.remove(id).expect("live id").0)
+            .collect();
+        for (m, mm) in self.mms.iter_mut().enumerate() {
+            let mine: Vec<AllocId> = handles.iter().map(|h| h[m]).collect();
+            mm.free_request(&mine).expect("live allocations");
         }
     }
 
