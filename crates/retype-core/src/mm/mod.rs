@@ -133,7 +133,7 @@ impl core::error::Error for FreeError {}
 pub struct AllocId(pub u32);
 
 /// The counters of seed 000, current after every operation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stats {
     pub bytes_in_use: u64,
     pub objects_in_use: u64,
@@ -302,6 +302,17 @@ impl MemoryManager {
     pub fn placement(&self, id: AllocId) -> Option<impl Iterator<Item = (u32, u32, u32)> + '_> {
         let a = self.live.get(id)?;
         Some(a.placed.iter().map(|p| (p.slab, p.bits, p.count)))
+    }
+
+    /// Feeds `h` everything that decides how later requests are placed and
+    /// counted: the counters, every slab and the policy's own state (the
+    /// kernel's view follows the slabs). The recovery of logged requests
+    /// merges branches whose managers fingerprint alike; off the hot path.
+    pub fn fingerprint(&self, h: &mut impl core::hash::Hasher) {
+        use core::hash::Hash;
+        self.books.stats.hash(h);
+        self.slabs().hash(h);
+        self.books.policy.hash(h);
     }
 
     /// The counters as they would be after freeing `ids`, without freeing.

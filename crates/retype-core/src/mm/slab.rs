@@ -46,7 +46,7 @@ pub enum WatermarkRule {
 }
 
 /// One slab's state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct Slab {
     base: u64,
     bits: u32,

@@ -12,6 +12,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::{Arch, Config};
+use retype_core::workload::logged::{LoggedOp, Resolved};
 use retype_core::workload::{drive, Outcome, Step};
 
 use crate::names;
@@ -443,13 +444,25 @@ fn cantrip(
         } else {
             format!("{title}\n  the logs got different requests (OOMs changed the run): best-fit and the other policies replay {bf_name}, blind-next-fit replays {nf_name}")
         };
-        let title = format!(
-            "{title}\n  recovery: {ambiguous} frees matched several sets of live allocations (chosen by looking ahead), {unsized_sizes} refused requests had no logged size\n  {}",
+        let mut title = format!(
+            "{title}\n  recovery: exact search over the frees, the look-ahead's choice first; {ambiguous} frees had several sets of live allocations agreeing with the logs, {unsized_sizes} refused requests had no logged size\n  {}",
             accounting_line()
         );
-        for r in &runs[..2] {
+        // Each log with the recovery that replays it, and its place there.
+        let fates = [
+            (&bf, &recovered[0], 0),
+            (&nf, &recovered[recovered.len() - 1], same as usize),
+        ];
+        for (r, (w, rec, m)) in runs.iter().zip(&fates) {
+            let log = w.log.as_ref().expect("a log run");
+            title.push_str(&format!("\n  {}: {}", r.policy, fate(rec, *m, &log.ops)));
             if let Some(a) = &r.agreement {
-                lines.push((r.workload.clone(), r.policy, a.exact_fraction()));
+                lines.push((
+                    r.workload.clone(),
+                    r.policy,
+                    a.exact_fraction(),
+                    rec.death.as_ref().map(|d| d.op),
+                ));
             }
         }
         emit(args, &title, &runs, csv, report, published)?;
@@ -459,14 +472,48 @@ fn cantrip(
             .iter()
             .any(|&p| p == PolicySpec::kept(PolicyKind::ClassFit));
         outln!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
-        for (w, p, f) in &lines {
-            outln!("  {:>5.1} %  {p:<15} {w}", 100.0 * f);
+        for (w, p, f, death) in &lines {
+            let why = death.map_or_else(String::new, |op| {
+                format!("  (no choice of frees agrees past request {op})")
+            });
+            outln!("  {:>5.1} %  {p:<15} {w}{why}", 100.0 * f);
         }
         if own {
             outln!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
         }
     }
     Ok(())
+}
+
+/// Whether the recovery matched log `m` of `rec` to its end, else the request
+/// no branch got past, the proof, and the counters that kept the closest
+/// branch from the log.
+fn fate(rec: &Resolved, m: usize, log: &[LoggedOp]) -> String {
+    let Some(d) = &rec.death else {
+        return format!(
+            "the recovered requests agree with every counter after all {} requests",
+            log.len()
+        );
+    };
+    let diffs: Vec<String> = d
+        .differences(m, log)
+        .iter()
+        .map(|(c, ours, theirs)| format!("{c} ours {ours}, log {theirs}"))
+        .collect();
+    let diffs = if diffs.is_empty() {
+        "none in this log (the other log's disagree)".to_string()
+    } else {
+        diffs.join("; ")
+    };
+    let how = if d.exhaustive {
+        "every branch tried: no replay can match"
+    } else {
+        "search bound reached: not a proof"
+    };
+    format!(
+        "requests 0..{} agree exactly; no choice of frees gets past request {} ({} branches died, {} requests replayed, {how}); closest there: {diffs}",
+        d.op, d.op, d.branches, d.replayed
+    )
 }
 
 /// Which accounting the figures and the comparison with the logs follow.
