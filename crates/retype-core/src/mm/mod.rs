@@ -27,6 +27,9 @@ use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
 pub use accounting::{Accounting, Quirk};
+
+/// 4 KiB: the frames CantripOS combines into one descriptor when freeing.
+const PAGE_BITS: u32 = 12;
 pub use layout::Layout;
 pub use policy::PolicyKind;
 use policy::{AnyPolicy, Policy};
@@ -275,7 +278,7 @@ impl MemoryManager {
             }
         }
         let keep = self.keeps_bytes(ids);
-        for &id in ids {
+        for (&id, keep) in ids.iter().zip(keep) {
             let a = self.live.get(id).expect("checked live");
             self.books.release(a, keep);
             self.live.vacate(id);
@@ -283,18 +286,38 @@ impl MemoryManager {
         Ok(())
     }
 
-    /// Whether freeing `ids` (live) as one request leaves the freed bytes
-    /// counted in the slabs that keep objects ([`Quirk::SplitFreeKeepsBytes`]).
-    fn keeps_bytes(&self, ids: &[AllocId]) -> bool {
+    /// For each of `ids` (live, freed as one request), whether its bytes stay
+    /// counted in the slabs that keep objects ([`Quirk::SplitFreeKeepsBytes`]):
+    /// the request's descriptors as CantripOS frees them (adjacent page
+    /// allocations combined while they do not shrink), and those whose
+    /// objects lie in several slabs keep their bytes counted.
+    fn keeps_bytes(&self, ids: &[AllocId]) -> Vec<bool> {
+        let mut keep = alloc::vec![false; ids.len()];
         if !self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
-            return false;
+            return keep;
         }
-        let mut slabs = ids
-            .iter()
-            .flat_map(|&id| self.live.get(id).expect("live").placed.iter())
-            .map(|p| p.slab);
-        let first = slabs.next();
-        slabs.any(|s| Some(s) != first)
+        let placed = |id| &self.live.get(id).expect("live").placed;
+        // Pages, no fewer than the allocation before.
+        let joins = |a: AllocId, b: AllocId| {
+            let (a, b) = (placed(a), placed(b));
+            let count = |p: &[Placed]| p.iter().map(|p| p.count).sum::<u32>();
+            a.iter().chain(b).all(|p| p.bits == PAGE_BITS) && count(b) >= count(a)
+        };
+        let mut start = 0;
+        while start < ids.len() {
+            let mut end = start + 1;
+            while end < ids.len() && joins(ids[end - 1], ids[end]) {
+                end += 1;
+            }
+            let mut slabs = ids[start..end]
+                .iter()
+                .flat_map(|&id| placed(id).iter().map(|p| p.slab));
+            let first = slabs.next();
+            let split = slabs.any(|s| Some(s) != first);
+            keep[start..end].fill(split);
+            start = end;
+        }
+        keep
     }
 
     /// Where the objects of a live allocation are: `(slab, object bits, count)`
@@ -327,7 +350,7 @@ impl MemoryManager {
             return None;
         }
         let keep = self.keeps_bytes(ids);
-        for &id in ids {
+        for (&id, keep) in ids.iter().zip(keep) {
             for p in &self.live.get(id)?.placed {
                 let slab = touched
                     .entry(p.slab)
