@@ -506,7 +506,7 @@ fn fate(rec: &Resolved, m: usize, log: &[LoggedOp]) -> String {
         diffs.join("; ")
     };
     let how = if d.exhaustive {
-        "every branch tried: no replay can match"
+        "every branch tried (each free: one live allocation, else a run of consecutive ones): none matches"
     } else {
         "search bound reached: not a proof"
     };

@@ -32,7 +32,9 @@ pub const LOOKAHEAD: usize = 48;
 pub const BUDGET: u64 = 150_000;
 
 /// Where every branch died, and the proof: how hard the search tried and the
-/// counters of the closest branch there.
+/// counters of the closest branch there. The branches of a free are the
+/// sets `Replay` offers: one live allocation of the freed size, else runs of
+/// consecutive ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Death {
     /// 0-based index of the logged request no branch got past.
