@@ -15,17 +15,21 @@ use retype_core::objects::{Config, ObjectType};
 
 #[derive(Clone, Debug)]
 enum Req {
-    Alloc(ObjDesc),
+    /// One or two descriptors.
+    Alloc(Vec<ObjDesc>),
     /// Free up to this many live allocations (picked by the seeds) as one request.
     Free(Vec<usize>),
 }
 
 fn req() -> impl Strategy<Value = Req> {
     prop_oneof![
-        5 => prop_oneof![
-            (4u32..=12).prop_map(|b| ObjDesc::new(ObjectType::Untyped, b, 1)),
-            (1u32..=6).prop_map(|n| ObjDesc::new(ObjectType::SmallPage, 0, n)),
-        ]
+        5 => prop::collection::vec(
+            prop_oneof![
+                (4u32..=12).prop_map(|b| ObjDesc::new(ObjectType::Untyped, b, 1)),
+                (1u32..=6).prop_map(|n| ObjDesc::new(ObjectType::SmallPage, 0, n)),
+            ],
+            1..=2,
+        )
         .prop_map(Req::Alloc),
         3 => prop::collection::vec(any::<usize>(), 1..=4).prop_map(Req::Free),
     ]
@@ -47,7 +51,7 @@ fn run(policy: PolicyKind, reqs: &[Req]) -> Result<(), TestCaseError> {
     for r in reqs {
         match r {
             Req::Alloc(d) => {
-                let (a, b) = (thesis.alloc(&[*d]), logs.alloc(&[*d]));
+                let (a, b) = (thesis.alloc(d), logs.alloc(d));
                 prop_assert_eq!(a, b, "the accounting changed a placement's outcome");
                 if let Ok(id) = a {
                     let pa: Vec<_> = thesis.placement(id).unwrap().collect();
@@ -66,25 +70,20 @@ fn run(policy: PolicyKind, reqs: &[Req]) -> Result<(), TestCaseError> {
                 if ids.is_empty() {
                     continue;
                 }
-                // The descriptors: runs of page allocations that do not shrink;
-                // per descriptor, the bytes it frees in each slab.
+                // The descriptors as freed: runs of adjacent page descriptors
+                // that do not shrink; per descriptor, its bytes in each slab.
                 let mut descriptors: Vec<BTreeMap<u32, u64>> = Vec::new();
-                let mut last: Option<Vec<(u32, u32, u32)>> = None;
+                let mut last: Option<(u32, u32)> = None;
                 for &id in &ids {
-                    let placed: Vec<(u32, u32, u32)> = logs.placement(id).unwrap().collect();
-                    let pages = |p: &[(u32, u32, u32)]| p.iter().all(|x| x.1 == 12);
-                    let count = |p: &[(u32, u32, u32)]| p.iter().map(|x| x.2).sum::<u32>();
-                    let joins = last
-                        .as_ref()
-                        .is_some_and(|l| pages(l) && pages(&placed) && count(&placed) >= count(l));
-                    if !joins {
-                        descriptors.push(BTreeMap::new());
-                    }
-                    for &(s, bits, n) in &placed {
+                    for (s, bits, n) in logs.placement(id).unwrap() {
+                        let joins = last.is_some_and(|(b, m)| b == 12 && bits == 12 && n >= m);
+                        if !joins {
+                            descriptors.push(BTreeMap::new());
+                        }
                         *descriptors.last_mut().unwrap().entry(s).or_default() +=
                             u64::from(n) << bits;
+                        last = Some((bits, n));
                     }
-                    last = Some(placed);
                 }
                 let preview = logs.preview_free(&ids).unwrap();
                 thesis.free_request(&ids).unwrap();

@@ -266,7 +266,13 @@ impl MemoryManager {
 
     /// Frees every object of a served request.
     pub fn free(&mut self, id: AllocId) -> Result<(), FreeError> {
-        self.free_request(&[id])
+        if self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            return self.free_request(&[id]);
+        }
+        let a = self.live.get(id).ok_or(FreeError::Unknown(id))?;
+        self.books.release(a, &[]);
+        self.live.vacate(id);
+        Ok(())
     }
 
     /// Frees several served requests as one request (an application exiting),
@@ -277,43 +283,45 @@ impl MemoryManager {
                 return Err(FreeError::Unknown(id));
             }
         }
+        if !self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            return ids.iter().try_for_each(|&id| self.free(id));
+        }
         let keep = self.keeps_bytes(ids);
-        for (&id, keep) in ids.iter().zip(keep) {
+        let mut from = 0;
+        for &id in ids {
             let a = self.live.get(id).expect("checked live");
-            self.books.release(a, keep);
+            let to = from + a.placed.len();
+            self.books.release(a, &keep[from..to]);
             self.live.vacate(id);
+            from = to;
         }
         Ok(())
     }
 
-    /// For each of `ids` (live, freed as one request), whether its bytes stay
-    /// counted in the slabs that keep objects ([`Quirk::SplitFreeKeepsBytes`]):
-    /// the request's descriptors as CantripOS frees them (adjacent page
-    /// allocations combined while they do not shrink), and those whose
-    /// objects lie in several slabs keep their bytes counted.
+    /// For each descriptor of `ids` (live, freed as one request), in order,
+    /// whether its bytes stay counted in the slabs that keep objects
+    /// ([`Quirk::SplitFreeKeepsBytes`]): the request's descriptors as CantripOS
+    /// frees them (adjacent page descriptors combined while they do not
+    /// shrink), and those whose objects lie in several slabs keep their bytes.
     fn keeps_bytes(&self, ids: &[AllocId]) -> Vec<bool> {
-        let mut keep = alloc::vec![false; ids.len()];
-        if !self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
-            return keep;
-        }
-        let placed = |id| &self.live.get(id).expect("live").placed;
-        // Pages, no fewer than the allocation before.
-        let joins = |a: AllocId, b: AllocId| {
-            let (a, b) = (placed(a), placed(b));
-            let count = |p: &[Placed]| p.iter().map(|p| p.count).sum::<u32>();
-            a.iter().chain(b).all(|p| p.bits == PAGE_BITS) && count(b) >= count(a)
+        let placed: Vec<&Placed> = ids
+            .iter()
+            .flat_map(|&id| &self.live.get(id).expect("live").placed)
+            .collect();
+        // Pages, no fewer than the descriptor before.
+        let joins = |a: &Placed, b: &Placed| {
+            a.bits == PAGE_BITS && b.bits == PAGE_BITS && b.count >= a.count
         };
+        let mut keep = alloc::vec![false; placed.len()];
         let mut start = 0;
-        while start < ids.len() {
+        while start < placed.len() {
             let mut end = start + 1;
-            while end < ids.len() && joins(ids[end - 1], ids[end]) {
+            while end < placed.len() && joins(placed[end - 1], placed[end]) {
                 end += 1;
             }
-            let mut slabs = ids[start..end]
+            let split = placed[start..end]
                 .iter()
-                .flat_map(|&id| placed(id).iter().map(|p| p.slab));
-            let first = slabs.next();
-            let split = slabs.any(|s| Some(s) != first);
+                .any(|p| p.slab != placed[start].slab);
             keep[start..end].fill(split);
             start = end;
         }
@@ -349,9 +357,15 @@ impl MemoryManager {
         if ids.iter().any(|&id| self.live.get(id).is_none()) {
             return None;
         }
-        let keep = self.keeps_bytes(ids);
-        for (&id, keep) in ids.iter().zip(keep) {
+        let keep = if books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            self.keeps_bytes(ids)
+        } else {
+            Vec::new()
+        };
+        let mut keep = keep.into_iter();
+        for &id in ids {
             for p in &self.live.get(id)?.placed {
+                let keep = keep.next().unwrap_or(false);
                 let slab = touched
                     .entry(p.slab)
                     .or_insert_with(|| books.slabs[p.slab as usize].clone());
@@ -447,7 +461,7 @@ impl Books {
             self.stats.failed_retypes += choice.failed_retypes;
             let Some(s) = choice.slab else {
                 self.policy.end_request(false);
-                self.release(a, false);
+                self.release(a, &[]);
                 self.stats.ooms += 1;
                 return Err(AllocError::OutOfMemory { desc });
             };
@@ -491,11 +505,13 @@ impl Books {
         Ok(())
     }
 
-    /// Deletes the objects of `a` and charges each to its slab; with `keep`,
-    /// the bytes stay counted in slabs that keep objects.
-    fn release(&mut self, a: &Allocation, keep: bool) {
+    /// Deletes the objects of `a` and charges each to its slab; the bytes of
+    /// the descriptors `keep` marks (none if empty) stay counted in slabs
+    /// that keep objects.
+    fn release(&mut self, a: &Allocation, keep: &[bool]) {
         let mut caps = a.caps.iter();
-        for p in &a.placed {
+        for (k, p) in a.placed.iter().enumerate() {
+            let keep = keep.get(k).copied().unwrap_or(false);
             let size = 1u64 << p.bits;
             match self.rule {
                 WatermarkRule::Kept => {
