@@ -7,8 +7,11 @@
 //! went the kernel returns its physical address, and the manager charges the
 //! free to the slab holding that address (a binary search over the slabs'
 //! bases: O(log n)), exactly as the improved CantripOS design of seed 000
-//! §3.3 does. [`Stats`] are current after every operation.
+//! §3.3 does. [`Stats`] are current after every operation, counted as the
+//! thesis defines them or, for comparing with CantripOS's logs, with its own
+//! counters' quirks ([`Accounting`]).
 
+pub mod accounting;
 mod allocation;
 pub mod layout;
 pub mod policy;
@@ -23,6 +26,10 @@ use allocation::{Allocation, Allocations, Placed};
 use crate::kernel::{Kernel, UtId};
 use crate::objects::{Config, ObjectType, SizeError};
 use crate::untyped::FAN_OUT_LIMIT;
+pub use accounting::{Accounting, Quirk};
+
+/// 4 KiB: the frames CantripOS combines into one descriptor when freeing.
+const PAGE_BITS: u32 = 12;
 pub use layout::Layout;
 pub use policy::PolicyKind;
 use policy::{AnyPolicy, Policy};
@@ -129,7 +136,7 @@ impl core::error::Error for FreeError {}
 pub struct AllocId(pub u32);
 
 /// The counters of seed 000, current after every operation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Stats {
     pub bytes_in_use: u64,
     pub objects_in_use: u64,
@@ -174,6 +181,7 @@ struct Books {
     by_base: Vec<u32>,
     policy: AnyPolicy,
     rule: WatermarkRule,
+    accounting: Accounting,
     stats: Stats,
     largest: u64,
 }
@@ -205,6 +213,7 @@ impl MemoryManager {
             bases,
             by_base,
             rule,
+            accounting: Accounting::THESIS,
             stats: Stats::default(),
             largest,
         };
@@ -231,6 +240,17 @@ impl MemoryManager {
         self.books.rule
     }
 
+    /// The same manager counting under `accounting` (the thesis's by default).
+    /// Set before the first request: it changes counters, not placement.
+    pub fn with_accounting(mut self, accounting: Accounting) -> MemoryManager {
+        self.books.accounting = accounting;
+        self
+    }
+
+    pub fn accounting(&self) -> Accounting {
+        self.books.accounting
+    }
+
     /// Serves a request, all or nothing. When a later descriptor cannot be
     /// placed the objects already made for the request are deleted again
     /// (CantripOS leaks them; we do not) and the request counts as one OOM.
@@ -246,10 +266,66 @@ impl MemoryManager {
 
     /// Frees every object of a served request.
     pub fn free(&mut self, id: AllocId) -> Result<(), FreeError> {
+        if self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            return self.free_request(&[id]);
+        }
         let a = self.live.get(id).ok_or(FreeError::Unknown(id))?;
-        self.books.release(a);
+        self.books.release(a, &[]);
         self.live.vacate(id);
         Ok(())
+    }
+
+    /// Frees several served requests as one request (an application exiting),
+    /// all or nothing: the manager is unchanged if any id is not live.
+    pub fn free_request(&mut self, ids: &[AllocId]) -> Result<(), FreeError> {
+        for (k, &id) in ids.iter().enumerate() {
+            if self.live.get(id).is_none() || ids[..k].contains(&id) {
+                return Err(FreeError::Unknown(id));
+            }
+        }
+        if !self.books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            return ids.iter().try_for_each(|&id| self.free(id));
+        }
+        let keep = self.keeps_bytes(ids);
+        let mut from = 0;
+        for &id in ids {
+            let a = self.live.get(id).expect("checked live");
+            let to = from + a.placed.len();
+            self.books.release(a, &keep[from..to]);
+            self.live.vacate(id);
+            from = to;
+        }
+        Ok(())
+    }
+
+    /// For each descriptor of `ids` (live, freed as one request), in order,
+    /// whether its bytes stay counted in the slabs that keep objects
+    /// ([`Quirk::SplitFreeKeepsBytes`]): the request's descriptors as CantripOS
+    /// frees them (adjacent page descriptors combined while they do not
+    /// shrink), and those whose objects lie in several slabs keep their bytes.
+    fn keeps_bytes(&self, ids: &[AllocId]) -> Vec<bool> {
+        let placed: Vec<&Placed> = ids
+            .iter()
+            .flat_map(|&id| &self.live.get(id).expect("live").placed)
+            .collect();
+        // Pages, no fewer than the descriptor before.
+        let joins = |a: &Placed, b: &Placed| {
+            a.bits == PAGE_BITS && b.bits == PAGE_BITS && b.count >= a.count
+        };
+        let mut keep = alloc::vec![false; placed.len()];
+        let mut start = 0;
+        while start < placed.len() {
+            let mut end = start + 1;
+            while end < placed.len() && joins(placed[end - 1], placed[end]) {
+                end += 1;
+            }
+            let split = placed[start..end]
+                .iter()
+                .any(|p| p.slab != placed[start].slab);
+            keep[start..end].fill(split);
+            start = end;
+        }
+        keep
     }
 
     /// Where the objects of a live allocation are: `(slab, object bits, count)`
@@ -257,6 +333,17 @@ impl MemoryManager {
     pub fn placement(&self, id: AllocId) -> Option<impl Iterator<Item = (u32, u32, u32)> + '_> {
         let a = self.live.get(id)?;
         Some(a.placed.iter().map(|p| (p.slab, p.bits, p.count)))
+    }
+
+    /// Feeds `h` everything that decides how later requests are placed and
+    /// counted: the counters, every slab and the policy's own state (the
+    /// kernel's view follows the slabs). The recovery of logged requests
+    /// merges branches whose managers fingerprint alike; off the hot path.
+    pub fn fingerprint(&self, h: &mut impl core::hash::Hasher) {
+        use core::hash::Hash;
+        self.books.stats.hash(h);
+        self.slabs().hash(h);
+        self.books.policy.hash(h);
     }
 
     /// The counters as they would be after freeing `ids`, without freeing.
@@ -267,13 +354,23 @@ impl MemoryManager {
         let mut stats = books.stats;
         let mut touched: alloc::collections::BTreeMap<u32, Slab> =
             alloc::collections::BTreeMap::new();
+        if ids.iter().any(|&id| self.live.get(id).is_none()) {
+            return None;
+        }
+        let keep = if books.accounting.has(Quirk::SplitFreeKeepsBytes) {
+            self.keeps_bytes(ids)
+        } else {
+            Vec::new()
+        };
+        let mut keep = keep.into_iter();
         for &id in ids {
             for p in &self.live.get(id)?.placed {
+                let keep = keep.next().unwrap_or(false);
                 let slab = touched
                     .entry(p.slab)
                     .or_insert_with(|| books.slabs[p.slab as usize].clone());
                 let (count, size) = (u64::from(p.count), 1u64 << p.bits);
-                stats.slab_resets += slab.release(p.first, count, size) as u64;
+                stats.slab_resets += slab.release_counted(p.first, count, size, keep) as u64;
                 stats.bytes_in_use -= count * size;
                 stats.objects_in_use -= count;
             }
@@ -364,7 +461,7 @@ impl Books {
             self.stats.failed_retypes += choice.failed_retypes;
             let Some(s) = choice.slab else {
                 self.policy.end_request(false);
-                self.release(a);
+                self.release(a, &[]);
                 self.stats.ooms += 1;
                 return Err(AllocError::OutOfMemory { desc });
             };
@@ -408,10 +505,13 @@ impl Books {
         Ok(())
     }
 
-    /// Deletes the objects of `a` and charges each to its slab.
-    fn release(&mut self, a: &Allocation) {
+    /// Deletes the objects of `a` and charges each to its slab; the bytes of
+    /// the descriptors `keep` marks (none if empty) stay counted in slabs
+    /// that keep objects.
+    fn release(&mut self, a: &Allocation, keep: &[bool]) {
         let mut caps = a.caps.iter();
-        for p in &a.placed {
+        for (k, p) in a.placed.iter().enumerate() {
+            let keep = keep.get(k).copied().unwrap_or(false);
             let size = 1u64 << p.bits;
             match self.rule {
                 WatermarkRule::Kept => {
@@ -429,18 +529,19 @@ impl Books {
                     if gone > 0 {
                         let s = self.slab_of(first);
                         debug_assert_eq!(s, p.slab as usize);
-                        self.release_objects(s, first - self.slabs[s].base(), gone, size);
+                        let offset = first - self.slabs[s].base();
+                        self.release_objects(s, offset, gone, size, keep);
                     }
                 }
                 WatermarkRule::Lifted => {
-                    self.release_objects(p.slab as usize, p.first, u64::from(p.count), size)
+                    self.release_objects(p.slab as usize, p.first, u64::from(p.count), size, keep)
                 }
             }
         }
     }
 
-    fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64) {
-        let reset = self.update_slab(s, |slab| slab.release(offset, count, size));
+    fn release_objects(&mut self, s: usize, offset: u64, count: u64, size: u64, keep: bool) {
+        let reset = self.update_slab(s, |slab| slab.release_counted(offset, count, size, keep));
         self.stats.slab_resets += reset as u64;
         self.stats.bytes_in_use -= count * size;
         self.stats.objects_in_use -= count;

@@ -46,7 +46,7 @@ pub enum WatermarkRule {
 }
 
 /// One slab's state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct Slab {
     base: u64,
     bits: u32,
@@ -56,6 +56,9 @@ pub struct Slab {
     watermark: u64,
     /// Alignment bytes skipped since the last reset (kept rule only).
     align_waste: u64,
+    /// Freed bytes still counted as allocated until the next reset, under
+    /// [`Quirk::SplitFreeKeepsBytes`](super::accounting::Quirk) (kept rule only).
+    retained: u64,
     /// Live extents, offset → length (lifted rule only).
     extents: Option<BTreeMap<u64, u64>>,
 }
@@ -69,6 +72,7 @@ impl Slab {
             live_bytes: 0,
             watermark: 0,
             align_waste: 0,
+            retained: 0,
             extents: (rule == WatermarkRule::Lifted).then(BTreeMap::new),
         }
     }
@@ -201,15 +205,29 @@ impl Slab {
         if self.live_objects == 0 {
             self.watermark = 0;
             self.align_waste = 0;
+            self.retained = 0;
             return true;
         }
         false
     }
 
-    /// Bytes below the watermark neither live nor skipped for alignment:
-    /// freed space. An empty slab has watermark, waste and live bytes all 0.
+    /// [`Slab::release`]; with `keep`, the bytes released stay counted as
+    /// allocated until the slab resets (a quirk of CantripOS's counters, no
+    /// effect on placement). Under the lifted rule nothing is locked, so
+    /// nothing is kept.
+    #[inline]
+    pub fn release_counted(&mut self, offset: u64, count: u64, size: u64, keep: bool) -> bool {
+        let reset = self.release(offset, count, size);
+        if keep && !reset && self.extents.is_none() {
+            self.retained += count * size;
+        }
+        reset
+    }
+
+    /// Bytes below the watermark neither live, skipped for alignment nor
+    /// retained: freed space. An empty slab has all of them 0.
     fn freed(&self) -> u64 {
-        self.watermark - self.align_waste - self.live_bytes
+        self.watermark - self.align_waste - self.live_bytes - self.retained
     }
 
     /// Watermarking fragmentation: freed bytes still locked below the watermark.

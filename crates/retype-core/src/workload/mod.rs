@@ -111,9 +111,7 @@ pub fn drive(
                     .map(|id| ids.remove(id).ok_or(DriveError::UnknownId { op, id: *id }))
                     .collect::<Result<Vec<_>, _>>()?;
                 let t0 = clock();
-                for h in handles {
-                    mm.free(h).expect("a live handle frees");
-                }
+                mm.free_request(&handles).expect("live handles free");
                 (Outcome::Free, clock().wrapping_sub(t0))
             }
         };

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand};
-use retype_core::mm::{AllocError, AllocId, Layout, ObjDesc};
+use retype_core::mm::{Accounting, AllocError, AllocId, Layout, ObjDesc};
 use retype_core::objects::Config;
 use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::{Op, Workload};
@@ -167,7 +167,7 @@ fn mm(args: MmArgs) -> anyhow::Result<()> {
 
 /// Runs the requests on a fresh manager: elapsed ns, requests served, OOMs.
 fn time(policy: PolicySpec, layout: &Layout, reqs: &[Request]) -> (u128, usize, u64) {
-    let mut mm = data::manager(Config::CANTRIP, layout, policy);
+    let mut mm = data::manager(Config::CANTRIP, layout, policy, Accounting::THESIS);
     let mut ids: Vec<Option<AllocId>> = Vec::new();
     let mut served = 0;
     let start = Instant::now();

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use retype_core::mm::{Layout, MemoryManager, PolicyKind};
+use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::Config;
 use retype_core::workload::logged::{self, LoggedOp, Resolved};
 use retype_core::workload::script::{self, Script};
@@ -86,17 +86,27 @@ pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
     })
 }
 
-/// A fresh manager for `policy`.
-pub fn manager(config: Config, layout: &Layout, policy: PolicySpec) -> MemoryManager {
-    MemoryManager::new(config, layout, policy.rule, policy.kind)
+/// A fresh manager for `policy`, counting under `accounting`.
+pub fn manager(
+    config: Config,
+    layout: &Layout,
+    policy: PolicySpec,
+    accounting: Accounting,
+) -> MemoryManager {
+    MemoryManager::new(config, layout, policy.rule, policy.kind).with_accounting(accounting)
 }
 
 /// Recovers the requests of logs that got the same requests, replaying each
-/// under its own policy.
+/// under its own policy and the logs' own accounting.
 pub fn resolve(runs: &[&LogRun], config: Config, layout: &Layout) -> anyhow::Result<Resolved> {
     let logs = runs
         .iter()
-        .map(|r| (&r.ops[..], manager(config, layout, r.policy)))
+        .map(|r| {
+            (
+                &r.ops[..],
+                manager(config, layout, r.policy, Accounting::LOGS),
+            )
+        })
         .collect();
     let names: Vec<String> = runs.iter().map(|r| r.path.display().to_string()).collect();
     logged::resolve(logs).with_context(|| names.join(" + "))

@@ -18,7 +18,7 @@ use crate::mm::slabs::Slabs;
 /// The number of slabs from which best fit keeps an index.
 pub const INDEX_FROM: usize = 64;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub struct BestFit {
     /// `(available, index)` of every slab, when indexed.
     by_room: Option<BTreeSet<(u64, u32)>>,

@@ -10,7 +10,7 @@
 use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Hash)]
 pub struct BlindNextFit {
     /// Where the next request starts (`cur_untyped`).
     cursor: usize,

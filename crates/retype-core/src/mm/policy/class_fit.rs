@@ -80,6 +80,19 @@ impl ClassFit {
     }
 }
 
+/// By content: a heap hashes as its sorted slabs, whatever its layout.
+impl core::hash::Hash for ClassFit {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.class.hash(h);
+        self.members.hash(h);
+        for heap in &self.empty {
+            heap.clone().into_sorted_vec().hash(h);
+        }
+        self.empty_sizes.hash(h);
+        self.is_empty.hash(h);
+    }
+}
+
 impl Policy for ClassFit {
     fn choose(&mut self, slabs: &Slabs, bits: u32, n: u64) -> Choice {
         let Some(need) = bytes_of(bits, n).filter(|&b| b > 0) else {

@@ -3,7 +3,7 @@
 use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Hash)]
 pub struct FirstFit;
 
 impl Policy for FirstFit {

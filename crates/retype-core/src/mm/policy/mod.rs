@@ -96,7 +96,7 @@ impl PolicyKind {
 /// One of the policies, called without a virtual call: the manager asks its
 /// policy several times a request, and a match lets the policy's code (and
 /// its empty hooks) inline into the manager's.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Hash)]
 pub enum AnyPolicy {
     BlindNextFit(BlindNextFit),
     NextFit(NextFit),

@@ -4,7 +4,7 @@
 use super::{Choice, Policy};
 use crate::mm::slabs::Slabs;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Hash)]
 pub struct NextFit {
     cursor: usize,
 }

@@ -1,0 +1,407 @@
+//! Recovering the requests of a CantripOS log (seed 000's evaluation).
+//!
+//! The logs print the manager's counters after every request, not the
+//! requests. An allocation shows as growth of bytes and objects in use: `b`
+//! bytes over `k` objects are `k` objects of `b/k` bytes (every logged bundle
+//! is uniform). A refused allocation shows as one more OOM; its size comes
+//! from the kernel's "Insufficient memory (k * s bytes needed" message when
+//! the log has one. A free shows as a drop of bytes and objects but does not
+//! say *which* allocation went: we take the live allocations that add up to
+//! exactly that drop (one allocation, or a run of consecutive ones: an
+//! application exiting frees everything it holds), replay each on a copy of
+//! the manager with the log's own policy and accounting, and search for the
+//! choices under which every counter agrees with the log after every request
+//! ([`search`]).
+//!
+//! The log does not name object types; only sizes matter for placement, and a
+//! recovered descriptor names its type by its size (see [`type_for_size`]).
+
+mod replay;
+pub mod search;
+
+use alloc::vec::Vec;
+
+use super::script::Script;
+use crate::mm::{MemoryManager, ObjDesc, Stats};
+use crate::objects::ObjectType;
+use replay::Replay;
+pub use search::Death;
+
+/// The counters a CantripOS log prints after each request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogCounters {
+    pub bytes_in_use: u64,
+    pub objects_in_use: u64,
+    pub slab_resets: u64,
+    pub failed_retypes: u64,
+    pub ooms: u64,
+    pub bytes_requested: u64,
+    pub frag_watermark: u64,
+    pub frag_alignment: u64,
+}
+
+impl LogCounters {
+    /// The same counters of one of our runs.
+    pub fn of(s: &Stats) -> LogCounters {
+        LogCounters {
+            bytes_in_use: s.bytes_in_use,
+            objects_in_use: s.objects_in_use,
+            slab_resets: s.slab_resets,
+            failed_retypes: s.failed_retypes,
+            ooms: s.ooms,
+            bytes_requested: s.bytes_requested,
+            frag_watermark: s.frag_watermark,
+            frag_alignment: s.frag_alignment,
+        }
+    }
+
+    /// The counters a replay must agree on, by name: all but bytes
+    /// requested, which follows from the rest.
+    fn compared(&self) -> [(&'static str, u64); 7] {
+        [
+            ("bytes in use", self.bytes_in_use),
+            ("objects in use", self.objects_in_use),
+            ("slab resets", self.slab_resets),
+            ("watermarking", self.frag_watermark),
+            ("alignment", self.frag_alignment),
+            ("failed retypes", self.failed_retypes),
+            ("OOMs", self.ooms),
+        ]
+    }
+
+    /// How many counters [`LogCounters::compared`] has.
+    const COMPARED: u32 = 7;
+
+    /// How many of the compared counters agree (0..=7).
+    fn agreement(&self, other: &LogCounters) -> u32 {
+        self.compared()
+            .iter()
+            .zip(other.compared())
+            .filter(|(a, b)| a.1 == b.1)
+            .count() as u32
+    }
+
+    /// Whether bytes in use, slab resets and both fragmentations agree: what
+    /// the study counts as an exact match.
+    pub fn exact(&self, other: &LogCounters) -> bool {
+        (
+            self.bytes_in_use,
+            self.slab_resets,
+            self.frag_watermark,
+            self.frag_alignment,
+        ) == (
+            other.bytes_in_use,
+            other.slab_resets,
+            other.frag_watermark,
+            other.frag_alignment,
+        )
+    }
+
+    /// The compared counters that differ: name, ours, theirs.
+    pub fn differences(&self, other: &LogCounters) -> Vec<(&'static str, u64, u64)> {
+        self.compared()
+            .iter()
+            .zip(other.compared())
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, b)| (a.0, a.1, b.1))
+            .collect()
+    }
+}
+
+/// One logged request: the counters after it, and the size of the last
+/// retype the kernel refused while serving it, `(count, object bytes)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoggedOp {
+    pub after: LogCounters,
+    pub refused: Option<(u64, u64)>,
+    /// Retired instructions of the request, in `latency_*` logs.
+    pub instructions: Option<u64>,
+}
+
+/// Why a log's requests could not be recovered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolveError {
+    /// 0-based index of the logged request.
+    pub op: usize,
+    pub message: alloc::string::String,
+}
+
+impl core::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "logged request {}: {}", self.op, self.message)
+    }
+}
+
+impl core::error::Error for ResolveError {}
+
+/// A log's recovered requests, and how sure the recovery is.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub script: Script,
+    /// Frees for which more than one set of allocations agreed with the logs.
+    pub ambiguous_frees: usize,
+    /// Refused allocations whose size the log did not give (replayed as one
+    /// page: the smallest object that still fails when memory is full).
+    pub unsized_refusals: usize,
+    /// The first request no choice of frees got past, with the proof.
+    pub death: Option<Death>,
+}
+
+/// The object type a recovered descriptor is named by, from its size.
+/// RISC-V 32 sizes: 16 B endpoint, 32 B notification (MCS), 512 B TCB,
+/// 4 KiB page; any other size becomes an untyped of that size.
+pub fn type_for_size(bytes: u64) -> ObjDesc {
+    let bits = bytes.trailing_zeros();
+    match bits {
+        4 => ObjDesc::new(ObjectType::Endpoint, 0, 1),
+        5 => ObjDesc::new(ObjectType::Notification, 0, 1),
+        9 => ObjDesc::new(ObjectType::Tcb, 0, 1),
+        12 => ObjDesc::new(ObjectType::SmallPage, 0, 1),
+        b => ObjDesc::new(ObjectType::Untyped, b, 1),
+    }
+}
+
+/// Recovers the requests of one or more logs that got the same requests
+/// (seed 000's runs without OOMs, and its applications), each replayed on its
+/// manager (a fresh one with the policy and accounting that produced it):
+/// every free must then agree with all the logs at once. The search is exact
+/// ([`search`]): the result agrees with every logged counter, or
+/// [`Resolved::death`] names the first request no choice of frees got past.
+pub fn resolve(logs: Vec<(&[LoggedOp], MemoryManager)>) -> Result<Resolved, ResolveError> {
+    let n = logs.first().map_or(0, |l| l.0.len());
+    let (logs, mms): (Vec<&[LoggedOp]>, Vec<MemoryManager>) = logs.into_iter().unzip();
+    for (i, pair) in logs.windows(2).enumerate() {
+        if let Some(op) =
+            (0..n.max(pair[1].len())).find(|&j| delta(pair[0], j) != delta(pair[1], j))
+        {
+            return Err(ResolveError {
+                op,
+                message: alloc::format!("logs {i} and {} did not get the same requests", i + 1),
+            });
+        }
+    }
+    let found = search::recover(&logs, Replay::new(mms))?;
+    let mut ops = Vec::with_capacity(n);
+    let mut node = found.replay.history.clone();
+    while let Some(h) = node {
+        ops.push(h.op.clone());
+        node = h.prev.clone();
+    }
+    ops.reverse();
+    Ok(Resolved {
+        script: Script::new(ops),
+        ambiguous_frees: found.replay.ambiguous_frees,
+        unsized_refusals: found.replay.unsized_refusals,
+        death: found.death,
+    })
+}
+
+/// What request `i` of a log did to bytes and objects in use, and whether it
+/// was refused: what two logs of the same requests share.
+fn delta(log: &[LoggedOp], i: usize) -> Option<(i64, i64, bool)> {
+    let now = log.get(i)?.after;
+    let prev = if i == 0 {
+        LogCounters::default()
+    } else {
+        log[i - 1].after
+    };
+    Some((
+        now.bytes_in_use as i64 - prev.bytes_in_use as i64,
+        now.objects_in_use as i64 - prev.objects_in_use as i64,
+        now.ooms > prev.ooms,
+    ))
+}
+
+/// `count` objects of `size` bytes as one descriptor.
+fn descriptor(count: u64, size: u64) -> Option<ObjDesc> {
+    if !size.is_power_of_two() || size < 16 || count == 0 || count > u64::from(u32::MAX) {
+        return None;
+    }
+    Some(ObjDesc {
+        count: count as u32,
+        ..type_for_size(size)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::vec;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::mm::slab::WatermarkRule;
+    use crate::mm::{Accounting, Layout, PolicyKind};
+    use crate::objects::{Arch, Config};
+    use crate::workload::{drive, Op};
+
+    const RV32: Config = Config::new(Arch::Riscv32);
+
+    /// Slabs of 16, 16 and 1 KiB: [`late_script`]'s; the generated logs'
+    /// also have some of 64, 32 and 8 KiB, so that they rarely run out.
+    fn manager(policy: PolicyKind, large: bool) -> MemoryManager {
+        let bits = if large {
+            vec![16, 15, 14, 14, 13, 10]
+        } else {
+            vec![14, 14, 10]
+        };
+        let layout = Layout::from_bits(bits).unwrap();
+        MemoryManager::new(RV32, &layout, WatermarkRule::Kept, policy)
+            .with_accounting(Accounting::LOGS)
+    }
+
+    fn alloc(id: u32, bytes: u64) -> Op {
+        Op::Alloc {
+            id,
+            request: vec![type_for_size(bytes)],
+        }
+    }
+
+    /// The log a run of `ops` under `policy` prints.
+    fn log_of(ops: &[Op], policy: PolicyKind, large: bool) -> Vec<LoggedOp> {
+        let mut log = Vec::new();
+        let mut script = Script::new(ops.to_vec());
+        drive(
+            &mut manager(policy, large),
+            &mut script,
+            || 0,
+            |step, _| {
+                log.push(LoggedOp {
+                    after: LogCounters::of(&step.stats),
+                    ..LoggedOp::default()
+                })
+            },
+        )
+        .unwrap();
+        log
+    }
+
+    fn resolve_one(log: &[LoggedOp], large: bool) -> Resolved {
+        resolve(vec![(log, manager(PolicyKind::BestFit, large))]).unwrap()
+    }
+
+    /// Two 8 KiB allocations in different slabs, each beside a live 4 KiB
+    /// one: freeing either locks 8 KiB alike. Only 120 requests later, when
+    /// the second slab's last object goes and the slab resets, does the log
+    /// show which one went: beyond the look-ahead.
+    fn late_script() -> Vec<Op> {
+        let mut ops = vec![
+            alloc(0, 8192),
+            alloc(1, 4096),
+            alloc(2, 8192),
+            alloc(3, 4096),
+            alloc(4, 4096),
+            Op::Free { ids: vec![2] },
+        ];
+        for id in 5..65 {
+            ops.push(alloc(id, 16));
+            ops.push(Op::Free { ids: vec![id] });
+        }
+        ops.push(Op::Free { ids: vec![4] });
+        ops
+    }
+
+    #[test]
+    fn the_search_recovers_a_free_that_shows_only_much_later() {
+        let ops = late_script();
+        let log = log_of(&ops, PolicyKind::BestFit, false);
+        let r = resolve_one(&log, false);
+        assert_eq!(r.death, None);
+        assert_eq!(
+            r.script.ops()[5],
+            Op::Free { ids: vec![2] },
+            "not the oldest 8 KiB"
+        );
+        assert_eq!(
+            log_of(r.script.ops(), PolicyKind::BestFit, false),
+            log,
+            "every counter of every request"
+        );
+        assert_eq!(r.ambiguous_frees, 1);
+    }
+
+    #[test]
+    fn a_contradictory_log_dies_where_no_branch_agrees() {
+        let mut log = log_of(&late_script(), PolicyKind::BestFit, false);
+        let last = log.len() - 1;
+        log[last].after.slab_resets += 1;
+        let r = resolve_one(&log, false);
+        let d = r.death.expect("no replay gives that many resets");
+        assert_eq!((d.op, d.exhaustive), (last, true));
+        assert_eq!(d.branches, 2, "both 8 KiB frees were tried");
+        let diffs = d.differences(0, &log);
+        assert_eq!(diffs.len(), 1, "{diffs:?}");
+        assert_eq!(diffs[0].0, "slab resets");
+        assert_eq!(diffs[0].2, diffs[0].1 + 1, "ours, the log's");
+        assert_eq!(
+            r.script.ops().len(),
+            log.len(),
+            "recovered to the end all the same"
+        );
+    }
+
+    /// A request sequence: allocations of a few sizes, frees of one live
+    /// allocation each (picked by the seeds), so that many frees are ambiguous.
+    fn requests() -> impl Strategy<Value = Vec<Op>> {
+        prop::collection::vec(
+            (prop::bool::weighted(0.55), 0usize..4, any::<usize>()),
+            1..120,
+        )
+        .prop_map(|steps| {
+            let sizes = [16, 512, 4096, 8192];
+            let (mut ops, mut live, mut next) = (Vec::new(), Vec::new(), 0u32);
+            for (grow, size, seed) in steps {
+                if grow || live.is_empty() {
+                    ops.push(alloc(next, sizes[size]));
+                    live.push(next);
+                    next += 1;
+                } else {
+                    let id = live.swap_remove(seed % live.len());
+                    ops.push(Op::Free { ids: vec![id] });
+                }
+            }
+            ops
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Logs generated by a known request sequence (no OOMs: the layout is
+        /// large enough) are matched on every request, alone and together.
+        #[test]
+        fn the_search_recovers_every_request_of_a_generated_log(ops in requests()) {
+            let bf = log_of(&ops, PolicyKind::BestFit, true);
+            let nf = log_of(&ops, PolicyKind::BlindNextFit, true);
+            prop_assume!(bf.iter().chain(&nf).all(|o| o.after.ooms == 0));
+            let r = resolve_one(&bf, true);
+            prop_assert_eq!(r.death, None);
+            prop_assert_eq!(log_of(r.script.ops(), PolicyKind::BestFit, true), bf.clone());
+            let both = resolve(vec![
+                (&bf[..], manager(PolicyKind::BestFit, true)),
+                (&nf[..], manager(PolicyKind::BlindNextFit, true)),
+            ])
+            .unwrap();
+            prop_assert_eq!(both.death, None);
+            prop_assert_eq!(log_of(both.script.ops(), PolicyKind::BestFit, true), bf);
+            prop_assert_eq!(log_of(both.script.ops(), PolicyKind::BlindNextFit, true), nf);
+        }
+
+        /// The same logs with one counter of one request made impossible
+        /// (more watermarking than the slabs could lock) die at that request,
+        /// every branch tried, with that counter named.
+        #[test]
+        fn an_impossible_request_is_proved_so(ops in requests(), at in any::<prop::sample::Index>()) {
+            let mut log = log_of(&ops, PolicyKind::BestFit, true);
+            prop_assume!(log.iter().all(|o| o.after.ooms == 0));
+            let k = at.index(log.len());
+            log[k].after.frag_watermark += 1 << 20;
+            let r = resolve_one(&log, true);
+            let d = r.death.expect("no replay locks a MiB more");
+            prop_assert_eq!((d.op, d.exhaustive), (k, true));
+            let diffs = d.differences(0, &log);
+            prop_assert!(diffs.iter().any(|c| c.0 == "watermarking"), "{:?}", diffs);
+            prop_assert_eq!(r.script.ops().len(), log.len());
+        }
+    }
+}
