@@ -7,6 +7,9 @@ use crate::consts::{EARLY_SLOTS, SEGMENT_SIZE};
 
 /// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
 pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+/// Large blocks of 2 MiB or more start on a 2 MiB boundary and are advised for huge pages
+/// from the first one (`RETYPE_MALLOC_HUGEPAGES_LARGE`, default: as `RETYPE_MALLOC_HUGEPAGES`).
+pub(crate) static HUGE_LARGE: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
@@ -38,6 +41,11 @@ pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn huge_large() -> bool {
+    HUGE_LARGE.load(Ordering::Relaxed)
 }
 
 #[inline]
@@ -93,7 +101,12 @@ fn number(v: &[u8]) -> Option<u64> {
 /// Reads every setting; opens the statistics descriptor now, at start-up, because programs
 /// may close their standard streams before exit.
 pub(crate) fn load() {
-    HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
+    let huge = flag(c"RETYPE_MALLOC_HUGEPAGES", true);
+    HUGE_PAGES.store(huge, Ordering::Relaxed);
+    HUGE_LARGE.store(
+        flag(c"RETYPE_MALLOC_HUGEPAGES_LARGE", huge),
+        Ordering::Relaxed,
+    );
     // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
     let all = flag(c"RETYPE_MALLOC_HARDENED", false);
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);

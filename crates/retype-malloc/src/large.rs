@@ -1,11 +1,15 @@
 //! Large objects (over 128 KiB, or with alignment a page cannot give): each is its own
 //! 2 MiB-aligned mapping with a segment header in front, so `free` finds it with the same
-//! address mask as small blocks. Mappings of 2 MiB and more are advised for huge pages once
-//! the heap is big (a sparsely touched block would otherwise cost whole huge pages).
-//! Freed mappings go through the retirement cache and return to the OS after the purge delay.
+//! address mask as small blocks. Freed mappings go through the retirement cache and return to
+//! the OS after the purge delay.
 //!
-//! An alignment of 2 MiB or more puts the block at a segment boundary, where the mask would
-//! find no header; the word before such a block points back to the header instead.
+//! A block of 2 MiB or more (`RETYPE_MALLOC_HUGEPAGES_LARGE`, on by default) starts on a
+//! 2 MiB boundary and its pages are advised for huge pages from the first such block, so a
+//! big array or list walk gets them; the first 2 MiB of its mapping hold only the header and
+//! are advised against huge pages (a few 4 KiB pages of it are ever touched).
+//!
+//! A block at a segment boundary (those, and alignments of 2 MiB or more) is where the mask
+//! would find no header; the word before such a block points back to the header instead.
 //!
 //! With guard pages (`RETYPE_MALLOC_GUARD`, hardened mode) a block aligned to at most a page
 //! gets an inaccessible page before and after its pages and ends where its last page ends
@@ -16,15 +20,16 @@
 
 use core::sync::atomic::Ordering;
 
-use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
+use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
-use crate::segment::{self, Segment, KIND_LARGE};
+use crate::segment::{Segment, KIND_LARGE};
 use crate::{cache, canary, config, os, quarantine, registry, stats};
 
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     let guarded = config::guard() && align <= OS_PAGE;
+    let huge = !guarded && size >= SEGMENT_SIZE && config::huge_large();
     // At least one byte, even for size 0, so the block lies inside its mapping (a block at
     // the mapping's end would be outside, and unknown to hardened mode's registry).
     let Some(rounded) = size.max(1).checked_add(align - 1).map(|n| n & !(align - 1)) else {
@@ -33,10 +38,10 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     // Guarded: header, guard page, the block's pages, guard page.
     let (offset, tail) = if guarded {
         (HEADER_SIZE + OS_PAGE, OS_PAGE)
-    } else if align < SEGMENT_SIZE {
+    } else if align < SEGMENT_SIZE && !huge {
         ((HEADER_SIZE + align - 1) & !(align - 1), 0)
     } else {
-        (align, 0)
+        (align.max(SEGMENT_SIZE), 0)
     };
     let Some(need) = offset
         .checked_add(rounded)
@@ -67,9 +72,6 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                 (b, need, true)
             }
         };
-        if len >= SEGMENT_SIZE && segment::big_heap() {
-            os::advise_huge(base, len & !SEGMENT_MASK);
-        }
         let seg = base.cast::<Segment>();
         let (p, end) = if guarded {
             let end = base.add(need - OS_PAGE);
@@ -84,6 +86,9 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         (*seg).slice_head = [0; SLICES];
         (*seg).pages[0].flags.store(FLAG_LARGE, Ordering::Relaxed);
         (*seg).map_len = len;
+        if huge {
+            advise_huge(seg, offset);
+        }
         (*seg).large_ptr = p;
         (*seg).large_size = size.max(1);
         (*seg).large_end = end;
@@ -101,6 +106,22 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, len);
         p
+    }
+}
+
+/// Advises the mapping with header `seg` for huge pages from `offset` (a multiple of 2 MiB,
+/// where its block starts) and against them before: once per mapping, which keeps the offset
+/// advised in its header, also while it is cached.
+unsafe fn advise_huge(seg: *mut Segment, offset: usize) {
+    // SAFETY: `seg` heads a mapping of ours at least `offset` bytes long.
+    unsafe {
+        if (*seg).huge_from == offset {
+            return;
+        }
+        let base = seg.cast::<u8>();
+        os::advise_small(base, offset);
+        os::advise_huge(base.add(offset), (*seg).map_len - offset);
+        (*seg).huge_from = offset;
     }
 }
 

@@ -19,7 +19,7 @@
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
 //! - `large`: objects over 128 KiB are mapped on their own (between guard pages in hardened
-//!   mode);
+//!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `pool`: heaps of exited threads, adopted whole by new threads;
@@ -32,7 +32,8 @@
 //! # Environment variables
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | segments on huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed), and large blocks as below; `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES_LARGE` | as `HUGEPAGES` | `1`: every block of 2 MiB or more starts on a 2 MiB boundary and is advised for huge pages (`MADV_HUGEPAGE`; the kernel grants them within its THP mode), from the first one; `0`: neither |
 //! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
@@ -117,6 +118,15 @@ unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
     }
 }
 
+/// Allocates a large block; the settings are loaded first, since a program's first malloc
+/// may be a large one (small ones load them on a thread's first malloc).
+#[cold]
+unsafe fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
+    global::init();
+    // SAFETY: large blocks take any size and power-of-two alignment.
+    unsafe { large::alloc(size, align, zero) }
+}
+
 /// Allocates `size` bytes aligned to 16; null when out of memory.
 ///
 /// # Safety
@@ -131,7 +141,7 @@ pub unsafe fn malloc(size: usize) -> *mut u8 {
         if size <= MEDIUM_MAX {
             return alloc(size_class::class_of(size), size);
         }
-        large::alloc(size, MIN_ALIGN, false)
+        alloc_large(size, MIN_ALIGN, false)
     }
 }
 
@@ -143,7 +153,7 @@ pub unsafe fn malloc_zeroed(size: usize) -> *mut u8 {
     // SAFETY: a fresh block of at least `size` bytes is written only within its bounds.
     unsafe {
         if size > MEDIUM_MAX {
-            return large::alloc(size, MIN_ALIGN, true);
+            return alloc_large(size, MIN_ALIGN, true);
         }
         let p = malloc(size);
         if !p.is_null() {
@@ -182,7 +192,7 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
         }
     }
     // SAFETY: large blocks take any power-of-two alignment.
-    unsafe { large::alloc(size, align, false) }
+    unsafe { alloc_large(size, align, false) }
 }
 
 /// Frees a pointer returned by this allocator; null is ignored.
@@ -274,6 +284,13 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
 /// Gives retired memory back to the OS now, instead of after the purge delay.
 pub fn trim() {
     cache::purge(true);
+}
+
+/// How many calls that map, unmap, move or advise memory (`mmap`, `munmap`, `mremap`,
+/// `madvise`) the allocator has made so far, process-wide: a real-time program can check
+/// that this stays still after its warm-up.
+pub fn system_calls() -> usize {
+    stats::system_calls()
 }
 
 /// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.

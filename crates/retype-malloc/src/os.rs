@@ -1,6 +1,8 @@
 //! The operating-system backend: anonymous mappings, huge-page advice, a coarse clock.
 //!
-//! Nothing here allocates, so every function may be called from inside malloc.
+//! Nothing here allocates, so every function may be called from inside malloc. Every call
+//! that maps, unmaps, moves or advises memory is counted (`stats`), so a real-time program
+//! can check that it makes none after warm-up.
 
 use core::ptr;
 
@@ -50,10 +52,10 @@ pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
     // SAFETY: head and tail are the parts of our own fresh mapping outside [start, start+len).
     unsafe {
         if head > 0 {
-            libc::munmap(raw.cast(), head);
+            unmap(raw, head);
         }
         if tail > 0 {
-            libc::munmap((start + len) as *mut libc::c_void, tail);
+            unmap((start + len) as *mut u8, tail);
         }
     }
     start as *mut u8
@@ -73,10 +75,24 @@ pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {
     }
 }
 
+/// `madvise`, counted; failure (advice the kernel does not know) is ignored.
+unsafe fn advise(p: *mut u8, len: usize, advice: libc::c_int) {
+    stats::add(&stats::MADVISE_CALLS, 1);
+    // SAFETY: the caller's range is its own mapping.
+    unsafe { libc::madvise(p.cast(), len, advice) };
+}
+
 /// Asks the kernel to back `[p, p+len)` with transparent huge pages (THP in madvise mode).
 pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
     // SAFETY: advice on our own mapping; failure (THP off) is harmless.
-    unsafe { libc::madvise(p.cast(), len, libc::MADV_HUGEPAGE) };
+    unsafe { advise(p, len, libc::MADV_HUGEPAGE) };
+}
+
+/// Asks the kernel never to back `[p, p+len)` with huge pages (even in THP mode `always`),
+/// for a range of which only a few 4 KiB pages are ever touched.
+pub(crate) unsafe fn advise_small(p: *mut u8, len: usize) {
+    // SAFETY: advice on our own mapping; failure (no THP) is harmless.
+    unsafe { advise(p, len, libc::MADV_NOHUGEPAGE) };
 }
 
 /// Asks the kernel to back `[p, p+len)` with huge pages now, copying what is already there
@@ -84,7 +100,7 @@ pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
 pub(crate) unsafe fn collapse_huge(p: *mut u8, len: usize) {
     const MADV_COLLAPSE: libc::c_int = 25;
     // SAFETY: advice only; the contents of the range are preserved.
-    unsafe { libc::madvise(p.cast(), len, MADV_COLLAPSE) };
+    unsafe { advise(p, len, MADV_COLLAPSE) };
 }
 
 /// Milliseconds on a coarse monotonic clock (vDSO, no system call).

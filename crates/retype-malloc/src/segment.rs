@@ -46,6 +46,9 @@ pub(crate) struct Segment {
     pub large_end: *mut u8,
     /// For large blocks: guard pages surround the block's pages.
     pub large_guarded: bool,
+    /// The offset in the mapping from which it is advised for huge pages (the range before
+    /// it advised against them), kept while the mapping is cached; 0 when not known.
+    pub huge_from: usize,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -188,6 +191,7 @@ unsafe fn create(heap: *mut HeapId) -> *mut Segment {
         huge_pages_for(base);
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
+        (*seg).huge_from = 0;
         (*seg).used = 0;
         (*seg).listed = false;
         (*seg).heap = heap;

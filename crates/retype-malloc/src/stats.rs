@@ -8,6 +8,8 @@ use crate::consts::SEGMENT_SIZE;
 
 pub(crate) static MMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static MUNMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MADVISE_CALLS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MREMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS_PEAK: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS_CACHED: AtomicUsize = AtomicUsize::new(0);
@@ -33,6 +35,14 @@ pub(crate) fn lower(gauge: &AtomicUsize, n: usize) {
     gauge.fetch_sub(n, Ordering::Relaxed);
 }
 
+/// Calls that mapped, unmapped, moved or advised memory so far.
+pub(crate) fn system_calls() -> usize {
+    [&MMAP_CALLS, &MUNMAP_CALLS, &MADVISE_CALLS, &MREMAP_CALLS]
+        .iter()
+        .map(|c| get(c))
+        .sum()
+}
+
 /// A line of the report, formatted without allocating.
 type Line = retype_stackstr::StackStr<256>;
 
@@ -44,7 +54,7 @@ fn get(c: &AtomicUsize) -> usize {
 /// this leaf needs no I/O module).
 pub(crate) fn report(out: &mut dyn FnMut(&[u8])) {
     let seg_mib = SEGMENT_SIZE >> 20;
-    let rows: [(&[u8], usize); 11] = [
+    let rows: [(&[u8], usize); 13] = [
         (b"segments in use", get(&SEGMENTS)),
         (b"segments peak", get(&SEGMENTS_PEAK)),
         (
@@ -59,6 +69,8 @@ pub(crate) fn report(out: &mut dyn FnMut(&[u8])) {
         (b"segments/blocks purged to the OS", get(&PURGED)),
         (b"mmap calls", get(&MMAP_CALLS)),
         (b"munmap calls", get(&MUNMAP_CALLS)),
+        (b"madvise calls", get(&MADVISE_CALLS)),
+        (b"mremap calls", get(&MREMAP_CALLS)),
     ];
     let mut head = Line::new();
     head.push(b"retype-malloc statistics (segment = ")
