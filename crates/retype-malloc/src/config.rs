@@ -25,9 +25,12 @@ pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
 /// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
 /// default: as `RETYPE_MALLOC_HARDENED`).
 pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
-/// Milliseconds an empty segment or large block is kept before it goes back to the OS
-/// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
+/// Milliseconds an empty segment or large block is cached with its pages before they go
+/// back to the OS (`RETYPE_MALLOC_PURGE_DELAY`, default 100; see `cache`).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
+/// Bytes of retired mappings the cache keeps with their pages (`RETYPE_MALLOC_CACHE_MIB`,
+/// default 64 MiB); past it the oldest ones' pages go back to the OS at once.
+pub(crate) static CACHE_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
 /// Byte bound of each thread's quarantine of freed blocks, 0 for none
 /// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).
 pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -130,6 +133,9 @@ pub(crate) fn load() {
     }
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    if let Some(mib) = env(c"RETYPE_MALLOC_CACHE_MIB").and_then(number) {
+        CACHE_BYTES.store((mib as usize) << 20, Ordering::Relaxed);
     }
     STATS_FD.store(open_stats(), Ordering::Relaxed);
 }

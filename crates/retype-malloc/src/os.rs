@@ -61,6 +61,31 @@ pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
     start as *mut u8
 }
 
+/// Grows our mapping `[p, p+len)` to `new_len` bytes where it lies, if the address space
+/// after it is free; false otherwise (nothing changed).
+pub(crate) unsafe fn grow_in_place(p: *mut u8, len: usize, new_len: usize) -> bool {
+    stats::add(&stats::MREMAP_CALLS, 1);
+    // SAFETY: without MREMAP_MAYMOVE the kernel only extends our own mapping or fails.
+    unsafe { libc::mremap(p.cast(), len, new_len, 0) != libc::MAP_FAILED }
+}
+
+/// Moves the pages of our mapping `[p, p+len)` (one kernel mapping) onto `[to, to+new_len)`,
+/// ours too, growing it to `new_len` bytes, without copying them; false (nothing changed) on
+/// failure.
+pub(crate) unsafe fn move_to(p: *mut u8, len: usize, new_len: usize, to: *mut u8) -> bool {
+    stats::add(&stats::MREMAP_CALLS, 1);
+    let flags = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED;
+    // SAFETY: both ranges are ours; the target's old pages are replaced, the source goes.
+    unsafe { libc::mremap(p.cast(), len, new_len, flags, to) != libc::MAP_FAILED }
+}
+
+/// Gives the pages `[p, p+len)` of our mapping back to the OS, keeping the range mapped
+/// (it reads as zeros afterwards).
+pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
+    // SAFETY: the caller owns the range and no longer needs its contents.
+    unsafe { advise(p, len, libc::MADV_DONTNEED) };
+}
+
 /// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any
 /// access faults) or readable and writable again (`open` true).
 pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {

@@ -46,8 +46,8 @@ pub(crate) struct Segment {
     pub large_end: *mut u8,
     /// For large blocks: guard pages surround the block's pages.
     pub large_guarded: bool,
-    /// The offset in the mapping from which it is advised for huge pages (the range before
-    /// it advised against them), kept while the mapping is cached; 0 when not known.
+    /// For large blocks: the offset in the mapping from which it is advised for huge pages
+    /// (the range before it advised against them); 0 when not known (see `cache::Mapping`).
     pub huge_from: usize,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
@@ -177,8 +177,8 @@ fn find_free(used: u32, span: usize) -> Option<usize> {
 unsafe fn create(heap: *mut HeapId) -> *mut Segment {
     // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
     unsafe {
-        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4) {
-            Some(m) => m,
+        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4, false) {
+            Some(m) => (m.base, m.len),
             None => {
                 let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
                 if p.is_null() {
@@ -191,7 +191,6 @@ unsafe fn create(heap: *mut HeapId) -> *mut Segment {
         huge_pages_for(base);
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
-        (*seg).huge_from = 0;
         (*seg).used = 0;
         (*seg).listed = false;
         (*seg).heap = heap;
@@ -283,7 +282,7 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
-            cache::put(seg.cast(), (*seg).map_len);
+            cache::put(seg.cast(), (*seg).map_len, 0);
             return;
         }
         if !(*seg).listed {

@@ -19,6 +19,9 @@ pub(crate) static PAGES_CLAIMED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static HEAPS_CREATED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static HEAPS_ADOPTED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static PURGED: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of retired mappings cached with their pages, and with their pages returned.
+pub(crate) static CACHE_KEPT: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static CACHE_DISCARDED: AtomicUsize = AtomicUsize::new(0);
 
 #[inline]
 pub(crate) fn add(counter: &AtomicUsize, n: usize) {
@@ -54,13 +57,15 @@ fn get(c: &AtomicUsize) -> usize {
 /// this leaf needs no I/O module).
 pub(crate) fn report(out: &mut dyn FnMut(&[u8])) {
     let seg_mib = SEGMENT_SIZE >> 20;
-    let rows: [(&[u8], usize); 13] = [
+    let rows: [(&[u8], usize); 15] = [
         (b"segments in use", get(&SEGMENTS)),
         (b"segments peak", get(&SEGMENTS_PEAK)),
         (
             b"segments cached (empty, not yet purged)",
             get(&SEGMENTS_CACHED),
         ),
+        (b"cached bytes, pages kept", get(&CACHE_KEPT)),
+        (b"cached bytes, pages returned", get(&CACHE_DISCARDED)),
         (b"large-object bytes mapped", get(&LARGE_BYTES)),
         (b"large-object bytes peak", get(&LARGE_BYTES_PEAK)),
         (b"pages claimed", get(&PAGES_CLAIMED)),
