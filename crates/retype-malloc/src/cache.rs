@@ -40,6 +40,8 @@ struct Node {
     huge_from: usize,
     /// Its pages (after the header area) were returned: they read as zeros.
     discarded: bool,
+    /// It was an empty segment (for the statistics).
+    segment: bool,
 }
 
 /// A mapping handed out by the cache.
@@ -83,12 +85,16 @@ fn base_of(node: *mut Node) -> *mut u8 {
 }
 
 impl List {
-    /// Counts `len` bytes in (`add`) or out of the cache, in its gauges and the statistics.
-    fn count(&mut self, len: usize, discarded: bool, add: bool) {
-        let (gauge, stat) = if discarded {
-            (&mut self.discarded, &stats::CACHE_DISCARDED)
-        } else {
-            (&mut self.resident, &stats::CACHE_KEPT)
+    /// Counts the bytes of `node` in (`add`) or out of the cache, in its gauges and the
+    /// statistics.
+    unsafe fn count(&mut self, node: *const Node, add: bool) {
+        // SAFETY: the caller's node is a cached (or just unlinked) mapping's.
+        let n = unsafe { &*node };
+        let len = n.len;
+        let (gauge, stat) = match (n.discarded, n.segment) {
+            (true, _) => (&mut self.discarded, &stats::CACHE_DISCARDED),
+            (false, true) => (&mut self.resident, &stats::CACHE_KEPT_SEGMENTS),
+            (false, false) => (&mut self.resident, &stats::CACHE_KEPT_LARGE),
         };
         if add {
             *gauge += len;
@@ -105,7 +111,7 @@ impl List {
         unsafe {
             let node = *link;
             *link = (*node).next;
-            self.count((*node).len, (*node).discarded, false);
+            self.count(node, false);
             stats::lower(&stats::SEGMENTS_CACHED, 1);
             node
         }
@@ -117,7 +123,7 @@ impl List {
         unsafe {
             (*node).next = self.head;
             self.head = node;
-            self.count((*node).len, (*node).discarded, true);
+            self.count(node, true);
         }
         stats::add(&stats::SEGMENTS_CACHED, 1);
     }
@@ -156,7 +162,7 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
         let fits = |len: usize, discarded: bool| len >= min && !(kept && discarded);
         let link = list.find(fits, |len, best| len < best)?;
         let node = list.unlink(link);
-        let freed_at = (*node).freed_at;
+        let (freed_at, segment) = ((*node).freed_at, (*node).segment);
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
         if m.len > max && cut < m.len {
@@ -173,6 +179,7 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
                 freed_at,
                 huge_from: 0,
                 discarded: m.zeroed,
+                segment,
             });
             list.push(rest);
             m.len = cut;
@@ -214,8 +221,8 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
 }
 
 /// Retires the mapping `[p, p+len)`, advised for huge pages from `huge_from` (see
-/// [`Mapping`]); unmaps it at once if the purge delay is 0.
-pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize) {
+/// [`Mapping`]), an empty segment if `segment`; unmaps it at once if the purge delay is 0.
+pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool) {
     let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
     if delay == 0 {
         // SAFETY: the mapping is ours and no longer referenced.
@@ -233,6 +240,7 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize) {
                 freed_at: now,
                 huge_from,
                 discarded: false,
+                segment,
             });
             list.push(node);
         }

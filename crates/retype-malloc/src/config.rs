@@ -40,10 +40,24 @@ pub(crate) static QUARANTINE_MS: AtomicU64 = AtomicU64::new(1000);
 const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
+/// Count live bytes for the report: every malloc and free takes the slow path (on with
+/// `RETYPE_MALLOC_STATS`).
+pub(crate) static COUNTED: AtomicBool = AtomicBool::new(false);
 
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn counted() -> bool {
+    COUNTED.load(Ordering::Relaxed)
+}
+
+/// Whether every malloc and free must take the slow path (hardened or counted mode).
+#[inline]
+pub(crate) fn no_fast_path() -> bool {
+    hardened() || counted()
 }
 
 #[inline]
@@ -137,7 +151,9 @@ pub(crate) fn load() {
     if let Some(mib) = env(c"RETYPE_MALLOC_CACHE_MIB").and_then(number) {
         CACHE_BYTES.store((mib as usize) << 20, Ordering::Relaxed);
     }
-    STATS_FD.store(open_stats(), Ordering::Relaxed);
+    let stats_fd = open_stats();
+    STATS_FD.store(stats_fd, Ordering::Relaxed);
+    COUNTED.store(stats_fd >= 0, Ordering::Relaxed);
 }
 
 /// Lowest descriptor number for the statistics descriptor: programs that close and reopen

@@ -130,7 +130,7 @@ extern "C" fn thread_exit(heap: *mut libc::c_void) {
 
 extern "C" fn report_at_exit() {
     let fd = config::STATS_FD.load(Ordering::Relaxed);
-    stats::report(&mut |line| os::write_all(fd, line));
+    stats::report(&mut |line| os::write_all(fd, line), config::counted());
 }
 
 /// Takes every global lock so that no other thread holds one while the process forks.

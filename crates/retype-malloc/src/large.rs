@@ -104,6 +104,8 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
             canary::fill_slack(p, from, p);
             canary::fill_slack(p, p.add(size.max(1)), to);
         }
+        // Live first: a new peak of the bytes mapped records the live bytes with it.
+        stats::live(true, size.max(1) as isize);
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, m.len);
         p
     }
@@ -145,7 +147,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
                 ptr::null_mut()
             };
             if base.is_null() {
-                cache::put(first.base, first.len, first.huge_from);
+                cache::put(first.base, first.len, first.huge_from, false);
                 return None;
             }
             return Some(Mapping {
@@ -156,7 +158,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
         }
         let to = os::map_aligned(need, SEGMENT_SIZE);
         if to.is_null() {
-            cache::put(first.base, first.len, first.huge_from);
+            cache::put(first.base, first.len, first.huge_from, false);
             return None;
         }
         let (mut at, mut piece) = (offset, Some(first));
@@ -165,7 +167,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             let from = m.huge_from;
             let len = (m.len - from).min(need - at);
             if !os::move_to(m.base.add(from), m.len - from, len, to.add(at)) {
-                cache::put(m.base, m.len, m.huge_from);
+                cache::put(m.base, m.len, m.huge_from, false);
                 break;
             }
             if from > 0 {
@@ -256,6 +258,7 @@ pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Opti
         let offset = p as usize - base as usize;
         let huge = size >= SEGMENT_SIZE && config::huge_large();
         let (len, huge_from) = ((*seg).map_len, (*seg).huge_from);
+        let grown = size as isize - (*seg).large_size as isize;
         if huge && !offset.is_multiple_of(SEGMENT_SIZE) {
             return None;
         }
@@ -270,6 +273,7 @@ pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Opti
                     (*seg).huge_from = 0;
                 }
             }
+            stats::live(true, grown);
             (*seg).large_size = size;
             return Some(p);
         }
@@ -284,6 +288,7 @@ pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Opti
             return None;
         }
         let (seg, q) = (to.cast::<Segment>(), to.add(offset));
+        stats::live(true, grown);
         write_header(seg, q, size, new_len, to.add(new_len), false);
         (*seg).huge_from = huge_from;
         if huge {
@@ -362,6 +367,7 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
             check_slack(seg);
         }
         let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
+        stats::live(true, -((*seg).large_size as isize));
         if config::quarantine() {
             let p = (*seg).large_ptr;
             let from = p.sub(p as usize & (OS_PAGE - 1));
@@ -387,7 +393,7 @@ unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
             os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
         }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(base, len, (*base.cast::<Segment>()).huge_from);
+        cache::put(base, len, (*base.cast::<Segment>()).huge_from, false);
     }
 }
 
@@ -521,7 +527,8 @@ mod tests {
                 }
             }
             let (kept, cap) = (
-                stats::CACHE_KEPT.load(Ordering::Relaxed),
+                stats::CACHE_KEPT_SEGMENTS.load(Ordering::Relaxed)
+                    + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed),
                 config::CACHE_BYTES.load(Ordering::Relaxed),
             );
             assert!(kept <= cap, "{kept} B cached with their pages, cap {cap}");
@@ -532,7 +539,12 @@ mod tests {
             unsafe { crate::free(p as *mut u8) };
         }
         crate::trim();
-        assert_eq!(stats::CACHE_KEPT.load(Ordering::Relaxed), 0, "after trim");
+        assert_eq!(
+            stats::CACHE_KEPT_SEGMENTS.load(Ordering::Relaxed)
+                + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed),
+            0,
+            "after trim"
+        );
     }
 
     proptest! {

@@ -262,6 +262,7 @@ pub(crate) unsafe fn claim_page(
         let area = seg.cast::<u8>().add(index * SLICE_SIZE + header);
         let page = ptr::addr_of_mut!((*seg).pages[index]);
         page::init(page, heap, class, span, area, span * SLICE_SIZE - header);
+        stats::add(&stats::PAGE_BYTES, span * SLICE_SIZE - header);
         stats::add(&stats::PAGES_CLAIMED, 1);
         os::debug_verify(|| check(seg, heap));
         page
@@ -276,13 +277,15 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
         let (seg, index) = locate(page);
         let span = (*page).span as usize;
         (*page).in_use = 0;
+        let header = if index == 0 { HEADER_SIZE } else { 0 };
+        stats::lower(&stats::PAGE_BYTES, span * SLICE_SIZE - header);
         (*seg).used &= !((((1u64 << span) - 1) as u32) << index);
         if (*seg).used == 0 {
             if (*seg).listed {
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
-            cache::put(seg.cast(), (*seg).map_len, 0);
+            cache::put(seg.cast(), (*seg).map_len, 0, true);
             return;
         }
         if !(*seg).listed {
