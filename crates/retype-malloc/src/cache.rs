@@ -17,9 +17,14 @@
 //! The delay keeps memory a program frees and takes again soon (a loop, a phase) mapped and
 //! resident, the cap bounds what it costs, and returning pages before unmapping keeps the
 //! address space of a program that comes back later.
+//!
+//! The reserve (`RETYPE_MALLOC_RESERVE`) is mapped and faulted in at start-up and cached
+//! pinned: its pieces serve segments and large blocks like any cached mapping, but they are
+//! never returned to the OS, moved or counted against the cap, so once a real-time program
+//! has warmed up, its mallocs and frees within the reserve make no system call.
 
 use core::ptr;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::consts::{HEADER_SIZE, SEGMENT_SIZE};
 use crate::lock::SpinLock;
@@ -42,6 +47,8 @@ struct Node {
     discarded: bool,
     /// It was an empty segment (for the statistics).
     segment: bool,
+    /// It lies in the reserve.
+    pinned: bool,
 }
 
 /// A mapping handed out by the cache.
@@ -62,6 +69,8 @@ pub(crate) struct List {
     resident: usize,
     /// Bytes of cached mappings whose pages were returned.
     discarded: usize,
+    /// Bytes of the reserve cached.
+    pinned: usize,
     /// No mapping needs purging before this time (`os::now_ms`).
     next_purge: u64,
 }
@@ -73,8 +82,39 @@ pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List {
     head: ptr::null_mut(),
     resident: 0,
     discarded: 0,
+    pinned: 0,
     next_purge: u64::MAX,
 });
+
+/// The reserve's range, `[start, end)` (empty without one).
+static RESERVE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// Maps the reserve of `bytes` (rounded up to 2 MiB), advised for huge pages if the heap may
+/// use them, faults its pages in, and caches it pinned. Called once, at start-up.
+pub(crate) fn reserve(bytes: usize) {
+    let len = bytes.next_multiple_of(SEGMENT_SIZE);
+    // SAFETY: a fresh mapping of ours, handed to the cache whole.
+    unsafe {
+        let p = os::map_aligned(len, SEGMENT_SIZE);
+        if p.is_null() {
+            return;
+        }
+        if config::HUGE_PAGES.load(Ordering::Relaxed) {
+            os::advise_huge(p, len);
+        }
+        os::prefault(p, len);
+        registry::mark(p, len);
+        RESERVE[0].store(p as usize, Ordering::Relaxed);
+        RESERVE[1].store(p as usize + len, Ordering::Release);
+        put(p, len, 0, false);
+    }
+}
+
+/// Whether `p` lies in the reserve.
+pub(crate) fn reserved(p: *const u8) -> bool {
+    let end = RESERVE[1].load(Ordering::Acquire);
+    (RESERVE[0].load(Ordering::Relaxed)..end).contains(&(p as usize))
+}
 
 fn node_of(base: *mut u8) -> *mut Node {
     base.wrapping_add(NODE_OFFSET).cast()
@@ -92,6 +132,7 @@ impl List {
         let n = unsafe { &*node };
         let len = n.len;
         let (gauge, stat) = match (n.discarded, n.segment) {
+            _ if n.pinned => (&mut self.pinned, &stats::CACHE_RESERVE),
             (true, _) => (&mut self.discarded, &stats::CACHE_DISCARDED),
             (false, true) => (&mut self.resident, &stats::CACHE_KEPT_SEGMENTS),
             (false, false) => (&mut self.resident, &stats::CACHE_KEPT_LARGE),
@@ -129,10 +170,10 @@ impl List {
     }
 
     /// The link to the node that `better` prefers, comparing lengths, among those for which
-    /// `fits` (given the length, and whether the pages were returned).
+    /// `fits`.
     unsafe fn find(
         &mut self,
-        fits: impl Fn(usize, bool) -> bool,
+        fits: impl Fn(&Node) -> bool,
         better: impl Fn(usize, usize) -> bool,
     ) -> Option<*mut *mut Node> {
         let mut best: Option<(*mut *mut Node, usize)> = None;
@@ -140,8 +181,8 @@ impl List {
         // SAFETY: every node in the list is a live mapping owned by the cache.
         unsafe {
             while !(*link).is_null() {
-                let (len, discarded) = ((**link).len, (**link).discarded);
-                if fits(len, discarded) && best.is_none_or(|(_, b)| better(len, b)) {
+                let len = (**link).len;
+                if fits(&**link) && best.is_none_or(|(_, b)| better(len, b)) {
                     best = Some((link, len));
                 }
                 link = &mut (**link).next;
@@ -159,10 +200,10 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
     let mut list = CACHE.lock();
     // SAFETY: the node found is a cached mapping, ours to hand out once unlinked.
     unsafe {
-        let fits = |len: usize, discarded: bool| len >= min && !(kept && discarded);
+        let fits = |n: &Node| n.len >= min && !(kept && n.discarded);
         let link = list.find(fits, |len, best| len < best)?;
         let node = list.unlink(link);
-        let (freed_at, segment) = ((*node).freed_at, (*node).segment);
+        let (freed_at, segment, pinned) = ((*node).freed_at, (*node).segment, (*node).pinned);
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
         if m.len > max && cut < m.len {
@@ -180,6 +221,7 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
                 huge_from: 0,
                 discarded: m.zeroed,
                 segment,
+                pinned,
             });
             list.push(rest);
             m.len = cut;
@@ -194,12 +236,12 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
 }
 
 /// Takes the longest cached mapping of at least `min` and fewer than `below` bytes whose
-/// pages are kept, for the caller to grow.
+/// pages are kept, outside the reserve, for the caller to grow or move.
 pub(crate) unsafe fn take_shorter(min: usize, below: usize) -> Option<Mapping> {
     let mut list = CACHE.lock();
     // SAFETY: as in `take`.
     unsafe {
-        let fits = |len: usize, discarded: bool| len >= min && len < below && !discarded;
+        let fits = |n: &Node| n.len >= min && n.len < below && !n.discarded && !n.pinned;
         let link = list.find(fits, |len, best| len > best)?;
         Some(mapping(list.unlink(link)))
     }
@@ -221,10 +263,11 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
 }
 
 /// Retires the mapping `[p, p+len)`, advised for huge pages from `huge_from` (see
-/// [`Mapping`]), an empty segment if `segment`; unmaps it at once if the purge delay is 0.
+/// [`Mapping`]), an empty segment if `segment`; unmaps it at once if the purge delay is 0
+/// (unless it lies in the reserve).
 pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool) {
     let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
-    if delay == 0 {
+    if delay == 0 && !reserved(p) {
         // SAFETY: the mapping is ours and no longer referenced.
         return unsafe { release(p, len) };
     }
@@ -241,6 +284,7 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool
                 huge_from,
                 discarded: false,
                 segment,
+                pinned: reserved(p),
             });
             list.push(node);
         }
@@ -267,7 +311,7 @@ fn over_cap(list: &mut List) -> *mut Node {
     unsafe {
         while !(*link).is_null() {
             let node = *link;
-            if !(*node).discarded {
+            if !(*node).discarded && !(*node).pinned {
                 kept += (*node).len;
                 if kept > cap {
                     list.unlink(link);
@@ -325,7 +369,10 @@ pub(crate) fn purge(all: bool) {
             while !(*link).is_null() {
                 let node = *link;
                 let age = now.saturating_sub((*node).freed_at);
-                let chain = if all || age >= delay * UNMAP_AFTER_DELAYS {
+                let chain = if (*node).pinned {
+                    link = &mut (*node).next;
+                    continue;
+                } else if all || age >= delay * UNMAP_AFTER_DELAYS {
                     &mut expired
                 } else if !(*node).discarded && age >= delay {
                     &mut old

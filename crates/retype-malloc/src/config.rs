@@ -38,6 +38,9 @@ pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static QUARANTINE_MS: AtomicU64 = AtomicU64::new(1000);
 /// Hardened mode's default quarantine bound in bytes.
 const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
+/// Bytes mapped and faulted in at start-up for segments and large blocks, never returned to
+/// the OS (`RETYPE_MALLOC_RESERVE`, default 0).
+pub(crate) static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
 /// Count live bytes for the report: every malloc and free takes the slow path (on with
@@ -115,6 +118,17 @@ fn number(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// A size: a number of bytes, or of KiB, MiB or GiB with a suffix `K`, `M` or `G`.
+fn size(v: &[u8]) -> Option<usize> {
+    let (digits, shift) = match v.last()?.to_ascii_uppercase() {
+        b'K' => (&v[..v.len() - 1], 10),
+        b'M' => (&v[..v.len() - 1], 20),
+        b'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    (number(digits)? as usize).checked_mul(1 << shift)
+}
+
 /// Reads every setting; opens the statistics descriptor now, at start-up, because programs
 /// may close their standard streams before exit.
 pub(crate) fn load() {
@@ -147,6 +161,9 @@ pub(crate) fn load() {
     }
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+    }
+    if let Some(bytes) = env(c"RETYPE_MALLOC_RESERVE").and_then(size) {
+        RESERVE_BYTES.store(bytes, Ordering::Relaxed);
     }
     if let Some(mib) = env(c"RETYPE_MALLOC_CACHE_MIB").and_then(number) {
         CACHE_BYTES.store((mib as usize) << 20, Ordering::Relaxed);
@@ -198,5 +215,15 @@ mod tests {
         assert_eq!(super::number(b"0"), Some(0));
         assert_eq!(super::number(b"1x"), None);
         assert_eq!(super::number(b""), None);
+    }
+
+    #[test]
+    fn sizes_take_a_unit() {
+        assert_eq!(super::size(b"4096"), Some(4096));
+        assert_eq!(super::size(b"64M"), Some(64 << 20));
+        assert_eq!(super::size(b"2g"), Some(2 << 30));
+        assert_eq!(super::size(b"3K"), Some(3 << 10));
+        assert_eq!(super::size(b"M"), None);
+        assert_eq!(super::size(b"12X"), None);
     }
 }

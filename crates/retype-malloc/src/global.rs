@@ -42,6 +42,10 @@ pub fn init() {
     if config::zero_fault() {
         zero::reserve();
     }
+    let reserve = config::RESERVE_BYTES.load(Ordering::Relaxed);
+    if reserve > 0 {
+        cache::reserve(reserve);
+    }
     // SAFETY: KEY is written once, here, before STATE becomes DONE.
     unsafe { libc::pthread_key_create(&raw mut KEY, Some(thread_exit)) };
     STATE.store(DONE, Ordering::Release);

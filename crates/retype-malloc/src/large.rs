@@ -250,13 +250,18 @@ unsafe fn write_header(
 /// block shrunk below half of it), else by growing the mapping with an eighth to spare for
 /// the next growth (see [`grow`]). Not in hardened mode. None when the caller must copy it:
 /// for a block growing past 2 MiB that must move to a 2 MiB boundary, a block that lies
-/// across two differently advised ranges of its mapping, or when the kernel refuses.
+/// across two differently advised ranges of its mapping or in the reserve, or when the
+/// kernel refuses.
 pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Option<*mut u8> {
     // SAFETY: `seg` heads the live block `p`, whose mapping is the caller's to resize.
     unsafe {
         let base = seg.cast::<u8>();
         let offset = p as usize - base as usize;
         let huge = size >= SEGMENT_SIZE && config::huge_large();
+        // Moving or unmapping pages of the reserve would leave holes in it.
+        if cache::reserved(base) {
+            return None;
+        }
         let (len, huge_from) = ((*seg).map_len, (*seg).huge_from);
         let grown = size as isize - (*seg).large_size as isize;
         if huge && !offset.is_multiple_of(SEGMENT_SIZE) {

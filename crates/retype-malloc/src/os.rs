@@ -79,6 +79,14 @@ pub(crate) unsafe fn move_to(p: *mut u8, len: usize, new_len: usize, to: *mut u8
     unsafe { libc::mremap(p.cast(), len, new_len, flags, to) != libc::MAP_FAILED }
 }
 
+/// Faults in the pages of our fresh mapping `[p, p+len)` now, by writing to each.
+pub(crate) unsafe fn prefault(p: *mut u8, len: usize) {
+    for at in (0..len).step_by(4096) {
+        // SAFETY: `at` < `len`: inside the caller's mapping, which reads as zeros.
+        unsafe { p.add(at).write_volatile(0) };
+    }
+}
+
 /// Gives the pages `[p, p+len)` of our mapping back to the OS, keeping the range mapped
 /// (it reads as zeros afterwards).
 pub(crate) unsafe fn discard(p: *mut u8, len: usize) {

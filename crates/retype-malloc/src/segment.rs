@@ -188,7 +188,10 @@ unsafe fn create(heap: *mut HeapId) -> *mut Segment {
                 (p, SEGMENT_SIZE)
             }
         };
-        huge_pages_for(base);
+        // The reserve was advised at start-up (and advice is a system call).
+        if !cache::reserved(base) {
+            huge_pages_for(base);
+        }
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
         (*seg).used = 0;

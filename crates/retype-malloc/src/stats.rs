@@ -33,6 +33,8 @@ pub(crate) static PURGED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static CACHE_KEPT_SEGMENTS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static CACHE_KEPT_LARGE: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static CACHE_DISCARDED: AtomicUsize = AtomicUsize::new(0);
+/// Bytes of the reserve (`RETYPE_MALLOC_RESERVE`) cached, not in use.
+pub(crate) static CACHE_RESERVE: AtomicUsize = AtomicUsize::new(0);
 /// Bytes of the pages that heaps have claimed in their segments (their areas).
 pub(crate) static PAGE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Live bytes: of small and medium blocks (counted mode only, in batches per thread, so it
@@ -80,6 +82,7 @@ struct Footprint {
     segments: usize,
     cache_segments: usize,
     cache_large: usize,
+    reserve: usize,
     large: usize,
 }
 
@@ -92,6 +95,7 @@ impl Footprint {
         segments: 0,
         cache_segments: 0,
         cache_large: 0,
+        reserve: 0,
         large: 0,
     };
 
@@ -105,9 +109,10 @@ impl Footprint {
             segments: get(&SEGMENTS) * SEGMENT_SIZE,
             cache_segments: get(&CACHE_KEPT_SEGMENTS),
             cache_large: get(&CACHE_KEPT_LARGE),
+            reserve: get(&CACHE_RESERVE),
             large: get(&LARGE_BYTES),
         };
-        f.mapped = f.segments + f.cache_segments + f.cache_large + f.large;
+        f.mapped = f.segments + f.cache_segments + f.cache_large + f.reserve + f.large;
         f
     }
 }
@@ -209,13 +214,14 @@ pub(crate) fn report(out: &mut dyn FnMut(&[u8]), counted: bool) {
         b"pages of thread heaps, live and free blocks" as &[u8],
         f.pages,
     )];
-    let rest: [(&[u8], usize); 5] = [
+    let rest: [(&[u8], usize); 6] = [
         (
             b"free slices and headers of segments in use",
             f.segments.saturating_sub(f.pages),
         ),
         (b"empty segments cached, pages kept", f.cache_segments),
         (b"freed large blocks cached, pages kept", f.cache_large),
+        (b"reserve not in use", f.reserve),
         (b"live large blocks (bytes asked for)", f.live_large),
         (
             b"large mappings beyond the bytes asked for",

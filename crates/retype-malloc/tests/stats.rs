@@ -89,6 +89,7 @@ fn the_report_gives_peak_live_bytes_and_where_mapped_bytes_were() {
         "free slices and headers of segments in use",
         "empty segments cached, pages kept",
         "freed large blocks cached, pages kept",
+        "reserve not in use",
         "live large blocks (bytes asked for)",
         "large mappings beyond the bytes asked for",
     ]
