@@ -30,6 +30,9 @@ use crate::consts::{HEADER_SIZE, SEGMENT_SIZE};
 use crate::lock::SpinLock;
 use crate::{config, os, registry, stats};
 
+/// No piece shorter than this is cut off and cached: it could hold no large block.
+const MIN_PIECE: usize = 256 << 10;
+
 /// A mapping whose pages were returned is unmapped this many purge delays after its free.
 pub(crate) const UNMAP_AFTER_DELAYS: u64 = 10;
 
@@ -206,12 +209,10 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
         let (freed_at, segment, pinned) = ((*node).freed_at, (*node).segment, (*node).pinned);
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
-        if m.len > max && cut < m.len {
-            // The rest's header area held block data: cleared, it reads as a fresh mapping's
-            // (returned pages read as zeros already).
+        if m.len > max && cut + MIN_PIECE <= m.len {
             let rest_base = m.base.add(cut);
             if !m.zeroed {
-                rest_base.write_bytes(0, HEADER_SIZE);
+                clear_header(rest_base);
             }
             let rest = node_of(rest_base);
             rest.write(Node {
@@ -232,6 +233,26 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
         drop(list);
         registry::mark(m.base, m.len);
         Some(m)
+    }
+}
+
+/// A piece cut from a mapping (at a 2 MiB boundary) has block data where its header would be:
+/// cleared, it reads as a fresh mapping's, which a segment needs.
+unsafe fn clear_header(p: *mut u8) {
+    // SAFETY: the caller owns the piece, at least a header long.
+    unsafe { p.write_bytes(0, HEADER_SIZE) };
+}
+
+/// Retires the piece `[p, p+len)` cut from a mapping whose pages are kept (`large`'s
+/// gathering), `p` on a 2 MiB boundary; unmaps it if too short to be of use.
+pub(crate) unsafe fn put_piece(p: *mut u8, len: usize) {
+    // SAFETY: the caller gives up the piece.
+    unsafe {
+        if len < MIN_PIECE {
+            return release(p, len);
+        }
+        clear_header(p);
+        put(p, len, 0, false);
     }
 }
 

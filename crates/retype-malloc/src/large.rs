@@ -31,7 +31,7 @@ use crate::{cache, canary, config, os, quarantine, registry, stats};
 /// memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     let guarded = config::guard() && align <= OS_PAGE;
-    let huge = !guarded && size >= SEGMENT_SIZE && config::huge_large();
+    let huge = on_huge_pages(size, guarded);
     // At least one byte, even for size 0, so the block lies inside its mapping (a block at
     // the mapping's end would be outside, and unknown to hardened mode's registry).
     let Some(rounded) = size.max(1).checked_add(align - 1).map(|n| n & !(align - 1)) else {
@@ -111,6 +111,18 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     }
 }
 
+/// Whether a block of `size` bytes (`guarded`: between guard pages) starts on a 2 MiB
+/// boundary and is advised for huge pages.
+fn on_huge_pages(size: usize, guarded: bool) -> bool {
+    !guarded && size >= SEGMENT_SIZE && config::huge_large()
+}
+
+/// Whether the block `p`, resized to `size` bytes, would not start where a new block of that
+/// size does (on a 2 MiB boundary), so it must move.
+pub(crate) fn misplaced(p: *const u8, size: usize) -> bool {
+    on_huge_pages(size, config::guard()) && !(p as usize).is_multiple_of(SEGMENT_SIZE)
+}
+
 /// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept,
 /// long enough, or else (outside hardened mode, whose registry follows mappings as they were
 /// made) made from shorter ones (see [`gather`]), so their pages, already faulted in, serve
@@ -164,14 +176,18 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
         let (mut at, mut piece) = (offset, Some(first));
         while let Some(m) = piece {
             // The kernel moves one of its mappings (VMA) per call: the advised part only.
+            // What does not fit (a multiple of 2 MiB) stays where it is, cached again.
             let from = m.huge_from;
             let len = (m.len - from).min(need - at);
-            if !os::move_to(m.base.add(from), m.len - from, len, to.add(at)) {
+            if !os::move_to(m.base.add(from), len, len, to.add(at)) {
                 cache::put(m.base, m.len, m.huge_from, false);
                 break;
             }
             if from > 0 {
                 os::unmap(m.base, from);
+            }
+            if from + len < m.len {
+                cache::put_piece(m.base.add(from + len), m.len - from - len);
             }
             at = (at + len).next_multiple_of(SEGMENT_SIZE);
             piece = if at < need {
@@ -257,7 +273,7 @@ pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Opti
     unsafe {
         let base = seg.cast::<u8>();
         let offset = p as usize - base as usize;
-        let huge = size >= SEGMENT_SIZE && config::huge_large();
+        let huge = on_huge_pages(size, false);
         // Moving or unmapping pages of the reserve would leave holes in it.
         if cache::reserved(base) {
             return None;

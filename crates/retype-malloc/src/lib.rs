@@ -280,7 +280,7 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `p` is live; the copy stays within both blocks.
     unsafe {
         let usable = usable_size(p);
-        if size <= usable && size >= usable / 2 {
+        if size <= usable && size >= usable / 2 && !large::misplaced(p, size) {
             return p;
         }
         // Hardened mode copies: its guard pages, canaries and registry follow blocks as made.
