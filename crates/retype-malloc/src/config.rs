@@ -30,7 +30,7 @@ pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
 /// Bytes of retired mappings the cache keeps with their pages (`RETYPE_MALLOC_CACHE_MIB`,
 /// default 64 MiB); past it the oldest ones' pages go back to the OS at once.
-pub(crate) static CACHE_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
+pub(crate) static CACHE_BYTES: AtomicUsize = AtomicUsize::new(128 << 20);
 /// Byte bound of each thread's quarantine of freed blocks, 0 for none
 /// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).
 pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
