@@ -45,7 +45,7 @@
 //! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
 //! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
+//! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]; hardened mode's guard pages and quarantine still protect pages). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
 //! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to. They give peak RSS against peak live bytes, and where the bytes mapped were at their peak (live blocks, free blocks in thread heaps' pages, free slices of segments, the cache of empty segments and of freed large blocks, large mappings beyond the bytes asked for); to count live bytes every malloc and free takes the slow path, so the program runs slower |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
@@ -309,9 +309,10 @@ pub fn trim() {
     cache::purge(true);
 }
 
-/// How many calls that map, unmap, move or advise memory (`mmap`, `munmap`, `mremap`,
-/// `madvise`) the allocator has made so far, process-wide: a real-time program can check
-/// that this stays still after its warm-up.
+/// How many calls that map, unmap, move, advise or protect memory (`mmap`, `munmap`,
+/// `mremap`, `madvise`, and `mprotect` for hardened mode's guard pages and quarantine) the
+/// allocator has made so far, process-wide: a real-time program can check that this stays
+/// still after its warm-up.
 pub fn system_calls() -> usize {
     stats::system_calls()
 }

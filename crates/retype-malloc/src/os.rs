@@ -1,8 +1,8 @@
 //! The operating-system backend: anonymous mappings, huge-page advice, a coarse clock.
 //!
 //! Nothing here allocates, so every function may be called from inside malloc. Every call
-//! that maps, unmaps, moves or advises memory is counted (`stats`), so a real-time program
-//! can check that it makes none after warm-up.
+//! that maps, unmaps, moves, advises or protects memory is counted (`stats`), so a real-time
+//! program can check that it makes none after warm-up.
 
 use core::ptr;
 
@@ -102,6 +102,7 @@ pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {
     } else {
         libc::PROT_NONE
     };
+    stats::add(&stats::MPROTECT_CALLS, 1);
     // SAFETY: the pages are part of the caller's mapping; nothing else refers to them.
     if unsafe { libc::mprotect(p.cast(), len, prot) } != 0 {
         fatal("mprotect failed");

@@ -19,6 +19,7 @@ pub(crate) static MMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static MUNMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static MADVISE_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static MREMAP_CALLS: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MPROTECT_CALLS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS_PEAK: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS_CACHED: AtomicUsize = AtomicUsize::new(0);
@@ -135,12 +136,18 @@ pub(crate) fn lower(gauge: &AtomicUsize, n: usize) {
     gauge.fetch_sub(n, Ordering::Relaxed);
 }
 
-/// Calls that mapped, unmapped, moved or advised memory so far.
+/// Calls that mapped, unmapped, moved, advised or protected memory so far.
 pub(crate) fn system_calls() -> usize {
-    [&MMAP_CALLS, &MUNMAP_CALLS, &MADVISE_CALLS, &MREMAP_CALLS]
-        .iter()
-        .map(|c| get(c))
-        .sum()
+    [
+        &MMAP_CALLS,
+        &MUNMAP_CALLS,
+        &MADVISE_CALLS,
+        &MREMAP_CALLS,
+        &MPROTECT_CALLS,
+    ]
+    .iter()
+    .map(|c| get(c))
+    .sum()
 }
 
 /// A line of the report, formatted without allocating.
@@ -164,7 +171,7 @@ fn row(out: &mut dyn FnMut(&[u8]), indent: &[u8], name: &[u8], value: usize) {
 /// this leaf needs no I/O module). `counted`: small and medium live bytes were counted.
 pub(crate) fn report(out: &mut dyn FnMut(&[u8]), counted: bool) {
     let seg_mib = SEGMENT_SIZE >> 20;
-    let rows: [(&[u8], usize); 16] = [
+    let rows: [(&[u8], usize); 17] = [
         (b"segments in use", get(&SEGMENTS)),
         (b"segments peak", get(&SEGMENTS_PEAK)),
         (
@@ -186,6 +193,7 @@ pub(crate) fn report(out: &mut dyn FnMut(&[u8]), counted: bool) {
         (b"munmap calls", get(&MUNMAP_CALLS)),
         (b"madvise calls", get(&MADVISE_CALLS)),
         (b"mremap calls", get(&MREMAP_CALLS)),
+        (b"mprotect calls", get(&MPROTECT_CALLS)),
         (b"bytes mapped, peak", get(&MAPPED_PEAK)),
     ];
     let mut head = Line::new();
