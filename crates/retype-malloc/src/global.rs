@@ -142,11 +142,13 @@ extern "C" fn fork_prepare() {
     pool::POOL.acquire();
     cache::CACHE.acquire();
     quarantine::LARGE.acquire();
+    stats::AT_PEAK.acquire();
 }
 
 /// Releases the locks after fork, in the parent and in the child alike: in the child only
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
+    stats::AT_PEAK.release();
     quarantine::LARGE.release();
     cache::CACHE.release();
     pool::POOL.release();

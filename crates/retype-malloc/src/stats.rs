@@ -45,7 +45,8 @@ pub(crate) static LIVE_LARGE: AtomicIsize = AtomicIsize::new(0);
 pub(crate) static LIVE_PEAK: AtomicUsize = AtomicUsize::new(0);
 /// The bytes mapped at their peak, and where they were then.
 static MAPPED_PEAK: AtomicUsize = AtomicUsize::new(0);
-static AT_PEAK: SpinLock<Footprint> = SpinLock::new(Footprint::ZERO);
+/// Taken only when the bytes mapped reach a new peak (and around fork).
+pub(crate) static AT_PEAK: SpinLock<Footprint> = SpinLock::new(Footprint::ZERO);
 
 #[inline]
 pub(crate) fn add(counter: &AtomicUsize, n: usize) {
@@ -75,7 +76,7 @@ pub(crate) fn live(large: bool, delta: isize) {
 
 /// Where the mapped bytes are, in bytes.
 #[derive(Clone, Copy)]
-struct Footprint {
+pub(crate) struct Footprint {
     mapped: usize,
     live_small: usize,
     live_large: usize,
