@@ -46,6 +46,7 @@ else
     "alloc-test-2t|alloc_test 2 5"
     "rptest-2t|rptest 2 2000 1000"
     "bignum|bignum 300 3000"
+    "large-1t|large 1 20 1000 1"
     "linkedlist|linkedlist 256 2"
     "kmeans-2t|kmeans 2 200000 64 10"
     "richards|richards 2000000"

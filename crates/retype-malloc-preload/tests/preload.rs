@@ -594,8 +594,12 @@ fn a_big_heap_asks_for_huge_pages_and_a_small_one_does_not() {
         advised >= 60 * 1024,
         "only {advised} KiB of a 64 MiB heap advised"
     );
+    // Only its 2 MiB array of pointers, a large block, is advised (see RETYPE_MALLOC_HUGEPAGES_LARGE).
     let (small, _) = huge_heap(16, &[]);
-    assert_eq!(small, 0, "a 16 MiB heap stays on 4 KiB pages");
+    assert!(
+        small <= 2 * 1024 + 4,
+        "a 16 MiB heap stays on 4 KiB pages, but {small} KiB advised"
+    );
     let (from_start, _) = huge_heap(16, &[("RETYPE_MALLOC_HUGEPAGES_MIN_MIB", "0")]);
     assert!(
         from_start >= 15 * 1024,

@@ -7,6 +7,9 @@ use crate::consts::{EARLY_SLOTS, SEGMENT_SIZE};
 
 /// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
 pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+/// Large blocks of 2 MiB or more start on a 2 MiB boundary and are advised for huge pages
+/// from the first one (`RETYPE_MALLOC_HUGEPAGES_LARGE`, default: as `RETYPE_MALLOC_HUGEPAGES`).
+pub(crate) static HUGE_LARGE: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
@@ -22,9 +25,12 @@ pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
 /// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
 /// default: as `RETYPE_MALLOC_HARDENED`).
 pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
-/// Milliseconds an empty segment or large block is kept before it goes back to the OS
-/// (`RETYPE_MALLOC_PURGE_DELAY`, default 100).
+/// Milliseconds an empty segment or large block is cached with its pages before they go
+/// back to the OS (`RETYPE_MALLOC_PURGE_DELAY`, default 100; see `cache`).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
+/// Bytes of retired mappings the cache keeps with their pages (`RETYPE_MALLOC_CACHE_MIB`,
+/// default 64 MiB); past it the oldest ones' pages go back to the OS at once.
+pub(crate) static CACHE_BYTES: AtomicUsize = AtomicUsize::new(128 << 20);
 /// Byte bound of each thread's quarantine of freed blocks, 0 for none
 /// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).
 pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -32,12 +38,34 @@ pub(crate) static QUARANTINE_BYTES: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static QUARANTINE_MS: AtomicU64 = AtomicU64::new(1000);
 /// Hardened mode's default quarantine bound in bytes.
 const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
+/// Bytes mapped and faulted in at start-up for segments and large blocks, never returned to
+/// the OS (`RETYPE_MALLOC_RESERVE`, default 0).
+pub(crate) static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
+/// Count live bytes for the report: every malloc and free takes the slow path (on with
+/// `RETYPE_MALLOC_STATS`).
+pub(crate) static COUNTED: AtomicBool = AtomicBool::new(false);
 
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn counted() -> bool {
+    COUNTED.load(Ordering::Relaxed)
+}
+
+/// Whether every malloc and free must take the slow path (hardened or counted mode).
+#[inline]
+pub(crate) fn no_fast_path() -> bool {
+    hardened() || counted()
+}
+
+#[inline]
+pub(crate) fn huge_large() -> bool {
+    HUGE_LARGE.load(Ordering::Relaxed)
 }
 
 #[inline]
@@ -90,10 +118,26 @@ fn number(v: &[u8]) -> Option<u64> {
     })
 }
 
+/// A size: a number of bytes, or of KiB, MiB or GiB with a suffix `K`, `M` or `G`.
+fn size(v: &[u8]) -> Option<usize> {
+    let (digits, shift) = match v.last()?.to_ascii_uppercase() {
+        b'K' => (&v[..v.len() - 1], 10),
+        b'M' => (&v[..v.len() - 1], 20),
+        b'G' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    (number(digits)? as usize).checked_mul(1 << shift)
+}
+
 /// Reads every setting; opens the statistics descriptor now, at start-up, because programs
 /// may close their standard streams before exit.
 pub(crate) fn load() {
-    HUGE_PAGES.store(flag(c"RETYPE_MALLOC_HUGEPAGES", true), Ordering::Relaxed);
+    let huge = flag(c"RETYPE_MALLOC_HUGEPAGES", true);
+    HUGE_PAGES.store(huge, Ordering::Relaxed);
+    HUGE_LARGE.store(
+        flag(c"RETYPE_MALLOC_HUGEPAGES_LARGE", huge),
+        Ordering::Relaxed,
+    );
     // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
     let all = flag(c"RETYPE_MALLOC_HARDENED", false);
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);
@@ -118,7 +162,15 @@ pub(crate) fn load() {
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
     }
-    STATS_FD.store(open_stats(), Ordering::Relaxed);
+    if let Some(bytes) = env(c"RETYPE_MALLOC_RESERVE").and_then(size) {
+        RESERVE_BYTES.store(bytes, Ordering::Relaxed);
+    }
+    if let Some(mib) = env(c"RETYPE_MALLOC_CACHE_MIB").and_then(number) {
+        CACHE_BYTES.store((mib as usize) << 20, Ordering::Relaxed);
+    }
+    let stats_fd = open_stats();
+    STATS_FD.store(stats_fd, Ordering::Relaxed);
+    COUNTED.store(stats_fd >= 0, Ordering::Relaxed);
 }
 
 /// Lowest descriptor number for the statistics descriptor: programs that close and reopen
@@ -163,5 +215,15 @@ mod tests {
         assert_eq!(super::number(b"0"), Some(0));
         assert_eq!(super::number(b"1x"), None);
         assert_eq!(super::number(b""), None);
+    }
+
+    #[test]
+    fn sizes_take_a_unit() {
+        assert_eq!(super::size(b"4096"), Some(4096));
+        assert_eq!(super::size(b"64M"), Some(64 << 20));
+        assert_eq!(super::size(b"2g"), Some(2 << 30));
+        assert_eq!(super::size(b"3K"), Some(3 << 10));
+        assert_eq!(super::size(b"M"), None);
+        assert_eq!(super::size(b"12X"), None);
     }
 }

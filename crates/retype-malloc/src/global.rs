@@ -42,6 +42,10 @@ pub fn init() {
     if config::zero_fault() {
         zero::reserve();
     }
+    let reserve = config::RESERVE_BYTES.load(Ordering::Relaxed);
+    if reserve > 0 {
+        cache::reserve(reserve);
+    }
     // SAFETY: KEY is written once, here, before STATE becomes DONE.
     unsafe { libc::pthread_key_create(&raw mut KEY, Some(thread_exit)) };
     STATE.store(DONE, Ordering::Release);
@@ -130,7 +134,7 @@ extern "C" fn thread_exit(heap: *mut libc::c_void) {
 
 extern "C" fn report_at_exit() {
     let fd = config::STATS_FD.load(Ordering::Relaxed);
-    stats::report(&mut |line| os::write_all(fd, line));
+    stats::report(&mut |line| os::write_all(fd, line), config::counted());
 }
 
 /// Takes every global lock so that no other thread holds one while the process forks.
@@ -138,11 +142,13 @@ extern "C" fn fork_prepare() {
     pool::POOL.acquire();
     cache::CACHE.acquire();
     quarantine::LARGE.acquire();
+    stats::AT_PEAK.acquire();
 }
 
 /// Releases the locks after fork, in the parent and in the child alike: in the child only
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
+    stats::AT_PEAK.release();
     quarantine::LARGE.release();
     cache::CACHE.release();
     pool::POOL.release();

@@ -17,7 +17,7 @@ use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
-use crate::{canary, config, hardened, large, os, quarantine, tls};
+use crate::{canary, config, hardened, large, os, quarantine, stats, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -36,6 +36,8 @@ pub(crate) struct Heap {
     pub next_in_pool: *mut Heap,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
     quarantine: *mut quarantine::Ring,
+    /// Counted mode: live bytes not yet added to the statistics.
+    uncounted: isize,
 }
 
 struct SyncPage(Page);
@@ -57,6 +59,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
     quarantine: ptr::null_mut(),
+    uncounted: 0,
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -138,6 +141,9 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             p
         };
         let heap = current();
+        if flags & page::FLAG_COUNTED != 0 {
+            count(heap, -((*page).block_size as isize));
+        }
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
             if config::canary() {
@@ -230,7 +236,7 @@ unsafe fn set_direct(heap: *mut Heap, class: usize) {
     // SAFETY: the heap is the caller's own.
     unsafe {
         let first = (*heap).queues[class].first;
-        (*heap).direct[class] = if first.is_null() || config::hardened() {
+        (*heap).direct[class] = if first.is_null() || config::no_fast_path() {
             EMPTY
         } else {
             first
@@ -372,7 +378,29 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
         if config::hardened() {
             hardened::remember_block(page, p);
         }
+        if config::counted() {
+            count(heap, (*page).block_size as isize);
+        }
         p
+    }
+}
+
+/// Live bytes a heap adds up before it adds them to the statistics' count.
+const COUNT_BATCH: usize = 64 * 1024;
+
+/// Counted mode: adds `delta` live bytes through `heap`'s batch (the empty heap of a thread
+/// that never allocated adds them at once), so threads do not contend on every call.
+unsafe fn count(heap: *mut Heap, delta: isize) {
+    if is_empty(heap) {
+        return stats::live(false, delta);
+    }
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        (*heap).uncounted += delta;
+        if (*heap).uncounted.unsigned_abs() >= COUNT_BATCH {
+            stats::live(false, (*heap).uncounted);
+            (*heap).uncounted = 0;
+        }
     }
 }
 
@@ -398,6 +426,8 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
 pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
     // SAFETY: the heap belongs to the exiting thread.
     unsafe {
+        stats::live(false, (*heap).uncounted);
+        (*heap).uncounted = 0;
         take_notified(heap);
         sweep_full(heap);
         for class in 1..CLASSES {
@@ -472,7 +502,7 @@ unsafe fn check_class(
         if class == 0 && n != 0 {
             return Err("heap: a page in the queue of class 0");
         }
-        let first = if q.first.is_null() || config::hardened() {
+        let first = if q.first.is_null() || config::no_fast_path() {
             EMPTY
         } else {
             q.first

@@ -1,11 +1,15 @@
 //! Large objects (over 128 KiB, or with alignment a page cannot give): each is its own
 //! 2 MiB-aligned mapping with a segment header in front, so `free` finds it with the same
-//! address mask as small blocks. Mappings of 2 MiB and more are advised for huge pages once
-//! the heap is big (a sparsely touched block would otherwise cost whole huge pages).
-//! Freed mappings go through the retirement cache and return to the OS after the purge delay.
+//! address mask as small blocks. Freed mappings go through the retirement cache and return to
+//! the OS after the purge delay.
 //!
-//! An alignment of 2 MiB or more puts the block at a segment boundary, where the mask would
-//! find no header; the word before such a block points back to the header instead.
+//! A block of 2 MiB or more (`RETYPE_MALLOC_HUGEPAGES_LARGE`, on by default) starts on a
+//! 2 MiB boundary and its pages are advised for huge pages from the first such block, so a
+//! big array or list walk gets them; the first 2 MiB of its mapping hold only the header and
+//! are advised against huge pages (a few 4 KiB pages of it are ever touched).
+//!
+//! A block at a segment boundary (those, and alignments of 2 MiB or more) is where the mask
+//! would find no header; the word before such a block points back to the header instead.
 //!
 //! With guard pages (`RETYPE_MALLOC_GUARD`, hardened mode) a block aligned to at most a page
 //! gets an inaccessible page before and after its pages and ends where its last page ends
@@ -14,71 +18,234 @@
 //! block's first and last pages holds a keyed pattern, checked at free and realloc. With
 //! quarantine a freed block's pages are inaccessible until it leaves the quarantine.
 
+use core::ptr;
 use core::sync::atomic::Ordering;
 
-use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_MASK, SEGMENT_SIZE, SLICES};
+use crate::cache::Mapping;
+use crate::consts::{HEADER_SIZE, OS_PAGE, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
-use crate::segment::{self, Segment, KIND_LARGE};
+use crate::segment::{Segment, KIND_LARGE};
 use crate::{cache, canary, config, os, quarantine, registry, stats};
 
 /// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
 /// memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     let guarded = config::guard() && align <= OS_PAGE;
+    let huge = on_huge_pages(size, guarded);
     // At least one byte, even for size 0, so the block lies inside its mapping (a block at
     // the mapping's end would be outside, and unknown to hardened mode's registry).
     let Some(rounded) = size.max(1).checked_add(align - 1).map(|n| n & !(align - 1)) else {
-        return core::ptr::null_mut();
+        return ptr::null_mut();
     };
     // Guarded: header, guard page, the block's pages, guard page.
     let (offset, tail) = if guarded {
         (HEADER_SIZE + OS_PAGE, OS_PAGE)
-    } else if align < SEGMENT_SIZE {
+    } else if align < SEGMENT_SIZE && !huge {
         ((HEADER_SIZE + align - 1) & !(align - 1), 0)
     } else {
-        (align, 0)
+        (align.max(SEGMENT_SIZE), 0)
     };
+    // A huge block's mapping ends on a 2 MiB boundary too, so its last pages are a huge page
+    // and its pieces, cut or gathered in the cache, are whole huge pages.
+    let unit = if huge { SEGMENT_SIZE } else { OS_PAGE };
     let Some(need) = offset
         .checked_add(rounded)
-        .and_then(|n| n.checked_add(OS_PAGE - 1 + tail))
+        .and_then(|n| n.checked_add(tail))
+        .and_then(|n| n.checked_next_multiple_of(unit))
     else {
-        return core::ptr::null_mut();
+        return ptr::null_mut();
     };
-    let need = need & !(OS_PAGE - 1);
     if need > isize::MAX as usize {
-        return core::ptr::null_mut();
+        return ptr::null_mut();
     }
     // SAFETY: cached and fresh mappings are ours alone; the header is rewritten here.
     unsafe {
         // Cached mappings are only known to be segment-aligned.
-        let cached = if align <= SEGMENT_SIZE {
-            cache::take(need, need + need / 4)
+        let reused = if align <= SEGMENT_SIZE {
+            reuse(need, offset)
         } else {
             None
         };
-        let (base, len, fresh) = match cached {
-            Some((b, l)) => (b, l, false),
+        let m = match reused {
+            Some(m) => m,
             None => {
-                let b = os::map_aligned(need, align.max(SEGMENT_SIZE));
-                if b.is_null() {
-                    return b;
+                let base = os::map_aligned(need, align.max(SEGMENT_SIZE));
+                if base.is_null() {
+                    return base;
                 }
-                registry::mark(b, need);
-                (b, need, true)
+                registry::mark(base, need);
+                Mapping {
+                    base,
+                    len: need,
+                    huge_from: 0,
+                    zeroed: true,
+                }
             }
         };
-        if len >= SEGMENT_SIZE && segment::big_heap() {
-            os::advise_huge(base, len & !SEGMENT_MASK);
-        }
-        let seg = base.cast::<Segment>();
+        let seg = m.base.cast::<Segment>();
         let (p, end) = if guarded {
-            let end = base.add(need - OS_PAGE);
-            os::protect(base.add(HEADER_SIZE), OS_PAGE, false);
+            let end = m.base.add(need - OS_PAGE);
+            os::protect(m.base.add(HEADER_SIZE), OS_PAGE, false);
             os::protect(end, OS_PAGE, false);
             (end.sub(rounded), end)
         } else {
-            (base.add(offset), base.add(len))
+            (m.base.add(offset), m.base.add(m.len))
         };
+        write_header(seg, p, size, m.len, end, guarded);
+        (*seg).huge_from = m.huge_from;
+        if huge {
+            advise_huge(seg, offset);
+        }
+        if zero && !m.zeroed {
+            p.write_bytes(0, size);
+        }
+        if config::canary() {
+            let (from, to) = slack(seg);
+            canary::fill_slack(p, from, p);
+            canary::fill_slack(p, p.add(size.max(1)), to);
+        }
+        // Live first: a new peak of the bytes mapped records the live bytes with it.
+        stats::live(true, size.max(1) as isize);
+        stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, m.len);
+        p
+    }
+}
+
+/// Whether a block of `size` bytes (`guarded`: between guard pages) starts on a 2 MiB
+/// boundary and is advised for huge pages.
+fn on_huge_pages(size: usize, guarded: bool) -> bool {
+    !guarded && size >= SEGMENT_SIZE && config::huge_large()
+}
+
+/// Whether the block `p`, resized to `size` bytes, would not start where a new block of that
+/// size does (on a 2 MiB boundary), so it must move.
+pub(crate) fn misplaced(p: *const u8, size: usize) -> bool {
+    on_huge_pages(size, config::guard()) && !(p as usize).is_multiple_of(SEGMENT_SIZE)
+}
+
+/// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept,
+/// long enough, or else (outside hardened mode, whose registry follows mappings as they were
+/// made) made from shorter ones (see [`gather`]), so their pages, already faulted in, serve
+/// again; else one whose pages were returned.
+unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
+    let max = need + need / 4;
+    // SAFETY: cached mappings are ours alone.
+    unsafe {
+        if let Some(m) = cache::take(need, max, true) {
+            return Some(m);
+        }
+        if !config::hardened() {
+            if let Some(m) = gather(need, offset) {
+                return Some(m);
+            }
+        }
+        cache::take(need, max, false)
+    }
+}
+
+/// Makes a mapping of `need` bytes for a block at `offset` from cached mappings whose pages
+/// are kept, all shorter than `need`: for a block below 2 MiB, the longest one grown if it
+/// holds half of it (see [`grow`]); for a block at 2 MiB, the longest ones, their pages
+/// moved (not copied) to successive 2 MiB boundaries of a fresh range, which keeps their
+/// huge pages whole. What they do not fill is fresh memory.
+unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
+    // SAFETY: the pieces taken are ours; a piece that cannot be moved goes back as it was.
+    unsafe {
+        let first = cache::take_shorter(0, need)?;
+        if offset < SEGMENT_SIZE {
+            let base = if first.len >= need / 2 {
+                grow(first.base, first.len, first.huge_from, need)
+            } else {
+                ptr::null_mut()
+            };
+            if base.is_null() {
+                cache::put(first.base, first.len, first.huge_from, false);
+                return None;
+            }
+            return Some(Mapping {
+                base,
+                len: need,
+                ..first
+            });
+        }
+        let to = os::map_aligned(need, SEGMENT_SIZE);
+        if to.is_null() {
+            cache::put(first.base, first.len, first.huge_from, false);
+            return None;
+        }
+        let (mut at, mut piece) = (offset, Some(first));
+        while let Some(m) = piece {
+            // The kernel moves one of its mappings (VMA) per call: the advised part only.
+            // What does not fit (a multiple of 2 MiB) stays where it is, cached again.
+            let from = m.huge_from;
+            let len = (m.len - from).min(need - at);
+            if !os::move_to(m.base.add(from), len, len, to.add(at)) {
+                cache::put(m.base, m.len, m.huge_from, false);
+                break;
+            }
+            if from > 0 {
+                os::unmap(m.base, from);
+            }
+            if from + len < m.len {
+                cache::put_piece(m.base.add(from + len), m.len - from - len);
+            }
+            at = (at + len).next_multiple_of(SEGMENT_SIZE);
+            piece = if at < need {
+                cache::take_shorter(0, need)
+            } else {
+                None
+            };
+        }
+        Some(Mapping {
+            base: to,
+            len: need,
+            huge_from: 0,
+            zeroed: false,
+        })
+    }
+}
+
+/// Grows the mapping `[base, base+len)`, advised for huge pages from `huge_from` (see
+/// `cache::Mapping`), to `new_len` bytes: where it lies if the address space after it is
+/// free, else by moving its pages, without copying them, to a fresh 2 MiB-aligned range.
+/// The kernel moves one of its mappings (VMA) per call, so with huge-page advice only the
+/// advised part moves, and the range before it (the header's, which the caller rewrites)
+/// is fresh at the new place. Returns the new base, or null (nothing changed) on failure.
+unsafe fn grow(base: *mut u8, len: usize, huge_from: usize, new_len: usize) -> *mut u8 {
+    let keep = huge_from;
+    // SAFETY: the mapping is the caller's; the target range is a fresh mapping of ours.
+    unsafe {
+        if os::grow_in_place(base.add(keep), len - keep, new_len - keep) {
+            return base;
+        }
+        let to = os::map_aligned(new_len, SEGMENT_SIZE);
+        if to.is_null() {
+            return to;
+        }
+        if !os::move_to(base.add(keep), len - keep, new_len - keep, to.add(keep)) {
+            os::unmap(to, new_len);
+            return ptr::null_mut();
+        }
+        if keep > 0 {
+            os::unmap(base, keep);
+            os::advise_small(to, keep);
+        }
+        to
+    }
+}
+
+/// Writes the header `seg` of a large block `p` of `size` bytes, usable up to `end`, in a
+/// mapping of `len` bytes, and the pointer back to it before a block at a segment boundary.
+unsafe fn write_header(
+    seg: *mut Segment,
+    p: *mut u8,
+    size: usize,
+    len: usize,
+    end: *mut u8,
+    guarded: bool,
+) {
+    // SAFETY: `seg` heads the caller's mapping, which holds the block.
+    unsafe {
         (*seg).kind = KIND_LARGE;
         (*seg).large_live.store(1, Ordering::Release);
         (*seg).slice_head = [0; SLICES];
@@ -88,19 +255,84 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         (*seg).large_size = size.max(1);
         (*seg).large_end = end;
         (*seg).large_guarded = guarded;
-        if offset >= SEGMENT_SIZE {
+        if p as usize - seg as usize >= SEGMENT_SIZE {
             p.cast::<*mut Segment>().sub(1).write(seg);
         }
-        if zero && !fresh {
-            p.write_bytes(0, size);
+    }
+}
+
+/// Resizes the large block `p` (header `seg`) to `size` bytes, more than the medium classes
+/// hold, without copying it: in its mapping when it fits (giving back the pages after a
+/// block shrunk below half of it), else by growing the mapping with an eighth to spare for
+/// the next growth (see [`grow`]). Not in hardened mode. None when the caller must copy it:
+/// for a block growing past 2 MiB that must move to a 2 MiB boundary, a block that lies
+/// across two differently advised ranges of its mapping or in the reserve, or when the
+/// kernel refuses.
+pub(crate) unsafe fn realloc(seg: *mut Segment, p: *mut u8, size: usize) -> Option<*mut u8> {
+    // SAFETY: `seg` heads the live block `p`, whose mapping is the caller's to resize.
+    unsafe {
+        let base = seg.cast::<u8>();
+        let offset = p as usize - base as usize;
+        let huge = on_huge_pages(size, false);
+        // Moving or unmapping pages of the reserve would leave holes in it.
+        if cache::reserved(base) {
+            return None;
         }
-        if config::canary() {
-            let (from, to) = slack(seg);
-            canary::fill_slack(p, from, p);
-            canary::fill_slack(p, p.add(size.max(1)), to);
+        let (len, huge_from) = ((*seg).map_len, (*seg).huge_from);
+        let grown = size as isize - (*seg).large_size as isize;
+        if huge && !offset.is_multiple_of(SEGMENT_SIZE) {
+            return None;
         }
-        stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, len);
-        p
+        let need = (offset + size).next_multiple_of(OS_PAGE);
+        if need <= len {
+            if need < len / 2 {
+                os::unmap(base.add(need), len - need);
+                stats::lower(&stats::LARGE_BYTES, len - need);
+                (*seg).map_len = need;
+                (*seg).large_end = base.add(need);
+                if huge_from >= need {
+                    (*seg).huge_from = 0;
+                }
+            }
+            stats::live(true, grown);
+            (*seg).large_size = size;
+            return Some(p);
+        }
+        // A block before the advised part would be split between two kernel mappings.
+        if huge_from > offset {
+            return None;
+        }
+        let unit = if huge { SEGMENT_SIZE } else { OS_PAGE };
+        let new_len = (need + need / 8).next_multiple_of(unit);
+        let to = grow(base, len, huge_from, new_len);
+        if to.is_null() {
+            return None;
+        }
+        let (seg, q) = (to.cast::<Segment>(), to.add(offset));
+        stats::live(true, grown);
+        write_header(seg, q, size, new_len, to.add(new_len), false);
+        (*seg).huge_from = huge_from;
+        if huge {
+            advise_huge(seg, offset);
+        }
+        stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, new_len - len);
+        Some(q)
+    }
+}
+
+/// Advises the mapping with header `seg` for huge pages from `offset` (a multiple of 2 MiB,
+/// where its block starts) and against them before: once per mapping, which keeps the offset
+/// advised in its header, also while it is cached.
+unsafe fn advise_huge(seg: *mut Segment, offset: usize) {
+    // SAFETY: `seg` heads a mapping of ours at least `offset` bytes long.
+    unsafe {
+        if (*seg).huge_from == offset {
+            return;
+        }
+        let base = seg.cast::<u8>();
+        os::advise_small(base, offset);
+        os::advise_huge(base.add(offset), (*seg).map_len - offset);
+        (*seg).huge_from = offset;
     }
 }
 
@@ -156,6 +388,7 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
             check_slack(seg);
         }
         let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
+        stats::live(true, -((*seg).large_size as isize));
         if config::quarantine() {
             let p = (*seg).large_ptr;
             let from = p.sub(p as usize & (OS_PAGE - 1));
@@ -181,6 +414,173 @@ unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
             os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
         }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(base, len);
+        cache::put(base, len, (*base.cast::<Segment>()).huge_from, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::Ordering;
+
+    use proptest::prelude::*;
+
+    use crate::consts::SEGMENT_SIZE;
+    use crate::{config, stats};
+
+    const MIB: usize = 1 << 20;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Alloc(usize),
+        Realloc(usize, usize),
+        Free(usize),
+        /// A new purge delay for the cache (ms; 0 unmaps at once).
+        Settle(u64),
+    }
+
+    fn size() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            3 => 129 * 1024..MIB,
+            3 => MIB..8 * MIB,
+            1 => 8 * MIB..40 * MIB,
+            1 => 1usize..100_000,
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => size().prop_map(Op::Alloc),
+            3 => (any::<usize>(), size()).prop_map(|(i, s)| Op::Realloc(i, s)),
+            3 => any::<usize>().prop_map(Op::Free),
+            1 => (0u64..4).prop_map(Op::Settle),
+        ]
+    }
+
+    /// The offsets of a block of `size` bytes that hold its pattern: its ends and a byte in
+    /// every 64 KiB, at varying offsets in the page.
+    fn probes(size: usize) -> impl Iterator<Item = usize> {
+        let ends = (0..size.min(64)).chain(size.saturating_sub(64)..size);
+        ends.chain((0..size).step_by(64 * 1024 + 24))
+    }
+
+    fn byte(seed: u8, i: usize) -> u8 {
+        seed ^ (i as u8) ^ ((i >> 12) as u8)
+    }
+
+    fn fill(p: usize, size: usize, seed: u8) {
+        for i in probes(size) {
+            // SAFETY: `i` < `size`, the block's usable size.
+            unsafe { (p as *mut u8).add(i).write(byte(seed, i)) };
+        }
+    }
+
+    /// Checks the pattern of a block of `size` bytes in its first `keep` bytes at `p`.
+    fn check(p: usize, size: usize, keep: usize, seed: u8) {
+        for i in probes(size).filter(|&i| i < keep) {
+            // SAFETY: `i` < `size`, within the live block.
+            let b = unsafe { (p as *const u8).add(i).read() };
+            assert_eq!(b, byte(seed, i), "block {p:#x} of {size} B, byte {i}");
+        }
+    }
+
+    /// The model: live blocks by address, with the size whose pattern they hold.
+    struct Model {
+        live: BTreeMap<usize, (usize, u8)>,
+        seed: u8,
+    }
+
+    impl Model {
+        fn insert(&mut self, p: usize, size: usize) {
+            assert_ne!(p, 0, "allocation of {size} B failed");
+            // SAFETY: `p` is live.
+            let usable = unsafe { crate::usable_size(p as *mut u8) };
+            assert!(usable >= size, "usable {usable} < {size}");
+            if size >= SEGMENT_SIZE && config::huge_large() {
+                assert!(p.is_multiple_of(SEGMENT_SIZE), "{size} B at {p:#x}");
+            }
+            if let Some((&q, &(s, _))) = self.live.range(..p).next_back() {
+                assert!(q + s <= p, "{p:#x} overlaps {q:#x}+{s}");
+            }
+            if let Some((&q, _)) = self.live.range(p..).next() {
+                assert!(p + usable <= q, "{p:#x}+{usable} overlaps {q:#x}");
+            }
+            self.seed = self.seed.wrapping_add(1);
+            fill(p, size, self.seed);
+            self.live.insert(p, (size, self.seed));
+        }
+
+        fn take(&mut self, i: usize) -> Option<(usize, usize, u8)> {
+            let (&p, &(size, seed)) = self.live.iter().nth(i % self.live.len().max(1))?;
+            check(p, size, size, seed);
+            self.live.remove(&p);
+            Some((p, size, seed))
+        }
+    }
+
+    /// Runs `ops` with a cache of `cap_mib` MiB, emptied first.
+    fn run(cap_mib: usize, ops: Vec<Op>) {
+        crate::trim();
+        config::CACHE_BYTES.store(cap_mib * MIB, Ordering::Relaxed);
+        let mut m = Model {
+            live: BTreeMap::new(),
+            seed: 0,
+        };
+        for op in ops {
+            // SAFETY: the model hands the allocator only live blocks, each freed once.
+            unsafe {
+                match op {
+                    Op::Alloc(size) => m.insert(crate::malloc(size) as usize, size),
+                    Op::Realloc(i, size) => {
+                        let Some((p, old, seed)) = m.take(i) else {
+                            continue;
+                        };
+                        let q = crate::realloc(p as *mut u8, size) as usize;
+                        check(q, old, size, seed);
+                        m.insert(q, size);
+                    }
+                    Op::Free(i) => {
+                        if let Some((p, _, _)) = m.take(i) {
+                            crate::free(p as *mut u8);
+                        }
+                    }
+                    Op::Settle(delay) => config::PURGE_DELAY_MS.store(delay, Ordering::Relaxed),
+                }
+            }
+            let (kept, cap) = (
+                stats::CACHE_KEPT_SEGMENTS.load(Ordering::Relaxed)
+                    + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed),
+                config::CACHE_BYTES.load(Ordering::Relaxed),
+            );
+            assert!(kept <= cap, "{kept} B cached with their pages, cap {cap}");
+        }
+        for (&p, &(size, seed)) in &m.live {
+            check(p, size, size, seed);
+            // SAFETY: every block left is live.
+            unsafe { crate::free(p as *mut u8) };
+        }
+        crate::trim();
+        assert_eq!(
+            stats::CACHE_KEPT_SEGMENTS.load(Ordering::Relaxed)
+                + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed),
+            0,
+            "after trim"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Random mallocs, reallocs and frees of large blocks, with a random cache cap and
+        /// purge delays changed on the way: blocks keep their contents, do not overlap, blocks of 2 MiB
+        /// and more start on 2 MiB boundaries, and the bytes the cache keeps stay under its
+        /// cap.
+        #[test]
+        fn large_blocks_keep_their_contents_and_the_cache_its_cap(
+            cap_mib in 0usize..80,
+            ops in prop::collection::vec(op(), 1..40)
+        ) {
+            run(cap_mib, ops);
+        }
     }
 }

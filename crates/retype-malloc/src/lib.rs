@@ -12,14 +12,16 @@
 //! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
-//! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, returned
-//!   to the OS after a delay;
+//! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
+//!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
+//!   cap;
 //! - `page`: per-page free lists, a lock-free list for frees from other threads;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
 //! - `large`: objects over 128 KiB are mapped on their own (between guard pages in hardened
-//!   mode);
+//!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages; realloc
+//!   resizes them in their mapping or moves their pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `pool`: heaps of exited threads, adopted whole by new threads;
@@ -32,16 +34,19 @@
 //! # Environment variables
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed); `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | segments on huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed), and large blocks as below; `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES_LARGE` | as `HUGEPAGES` | `1`: every block of 2 MiB or more starts on a 2 MiB boundary and is advised for huge pages (`MADV_HUGEPAGE`; the kernel grants them within its THP mode), from the first one; `0`: neither |
 //! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
-//! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays mapped for reuse; `0` unmaps at once |
+//! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays cached with its pages for reuse; then its pages go back to the OS (`MADV_DONTNEED`), and ten delays after its free it is unmapped; `0` unmaps at once |
+//! | `RETYPE_MALLOC_CACHE_MIB` | `128` | MiB of empty segments and freed large blocks cached with their pages at most; past it the oldest ones' pages go back to the OS at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
 //! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
 //! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to |
+//! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]; hardened mode's guard pages and quarantine still protect pages). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
+//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to. They give peak RSS against peak live bytes, and where the bytes mapped were at their peak (live blocks, free blocks in thread heaps' pages, free slices of segments, the cache of empty segments and of freed large blocks, large mappings beyond the bytes asked for); to count live bytes every malloc and free takes the slow path, so the program runs slower |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
 //! relies on) or off in hardened mode. A failed check writes one line to standard error,
@@ -117,6 +122,15 @@ unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
     }
 }
 
+/// Allocates a large block; the settings are loaded first, since a program's first malloc
+/// may be a large one (small ones load them on a thread's first malloc).
+#[cold]
+unsafe fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
+    global::init();
+    // SAFETY: large blocks take any size and power-of-two alignment.
+    unsafe { large::alloc(size, align, zero) }
+}
+
 /// Allocates `size` bytes aligned to 16; null when out of memory.
 ///
 /// # Safety
@@ -131,7 +145,7 @@ pub unsafe fn malloc(size: usize) -> *mut u8 {
         if size <= MEDIUM_MAX {
             return alloc(size_class::class_of(size), size);
         }
-        large::alloc(size, MIN_ALIGN, false)
+        alloc_large(size, MIN_ALIGN, false)
     }
 }
 
@@ -143,7 +157,7 @@ pub unsafe fn malloc_zeroed(size: usize) -> *mut u8 {
     // SAFETY: a fresh block of at least `size` bytes is written only within its bounds.
     unsafe {
         if size > MEDIUM_MAX {
-            return large::alloc(size, MIN_ALIGN, true);
+            return alloc_large(size, MIN_ALIGN, true);
         }
         let p = malloc(size);
         if !p.is_null() {
@@ -182,7 +196,7 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
         }
     }
     // SAFETY: large blocks take any power-of-two alignment.
-    unsafe { large::alloc(size, align, false) }
+    unsafe { alloc_large(size, align, false) }
 }
 
 /// Frees a pointer returned by this allocator; null is ignored.
@@ -201,12 +215,22 @@ pub unsafe fn free(p: *mut u8) {
                 return;
             }
             hardened::validate(p)
-        } else if p as usize & consts::SEGMENT_MASK == 0 {
-            large::header_of_aligned(p)
         } else {
-            segment::of(p)
+            header_of(p)
         };
         heap::free(seg, segment::page_of(seg, p), p)
+    }
+}
+
+/// The header of the segment or large mapping holding the live block `p`: at the address
+/// masked to its segment, or behind the back pointer of a block at a segment boundary.
+#[inline(always)]
+unsafe fn header_of(p: *mut u8) -> *mut segment::Segment {
+    if p as usize & consts::SEGMENT_MASK == 0 {
+        // SAFETY: only large blocks lie at a segment boundary (a segment starts with its header).
+        unsafe { large::header_of_aligned(p) }
+    } else {
+        segment::of(p)
     }
 }
 
@@ -224,11 +248,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
             }
             hardened::check_live(p);
         }
-        let seg = if p as usize & consts::SEGMENT_MASK == 0 {
-            large::header_of_aligned(p)
-        } else {
-            segment::of(p)
-        };
+        let seg = header_of(p);
         let page = segment::page_of(seg, p);
         let flags = (*page).flags.load(core::sync::atomic::Ordering::Relaxed);
         if flags & page::FLAG_LARGE != 0 {
@@ -250,8 +270,9 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 }
 
 /// Resizes the block at `p` (non-null) to `size` bytes (≥ 1), in place when it fits and would
-/// not waste more than half the block; otherwise moves it. Null (and `p` untouched) when out
-/// of memory.
+/// not waste more than half the block; a large block staying large is resized in its
+/// mapping or has its pages moved (see `large::realloc`); otherwise the block is copied.
+/// Null (and `p` untouched) when out of memory.
 ///
 /// # Safety
 /// `p` must be a live pointer from this allocator.
@@ -259,8 +280,20 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `p` is live; the copy stays within both blocks.
     unsafe {
         let usable = usable_size(p);
-        if size <= usable && size >= usable / 2 {
+        if size <= usable && size >= usable / 2 && !large::misplaced(p, size) {
             return p;
+        }
+        // Hardened mode copies: its guard pages, canaries and registry follow blocks as made.
+        if size > MEDIUM_MAX && !config::hardened() {
+            let seg = header_of(p);
+            let flags = (*segment::page_of(seg, p))
+                .flags
+                .load(core::sync::atomic::Ordering::Relaxed);
+            if flags & page::FLAG_LARGE != 0 {
+                if let Some(q) = large::realloc(seg, p, size) {
+                    return q;
+                }
+            }
         }
         let q = malloc(size);
         if !q.is_null() {
@@ -276,9 +309,17 @@ pub fn trim() {
     cache::purge(true);
 }
 
+/// How many calls that map, unmap, move, advise or protect memory (`mmap`, `munmap`,
+/// `mremap`, `madvise`, and `mprotect` for hardened mode's guard pages and quarantine) the
+/// allocator has made so far, process-wide: a real-time program can check that this stays
+/// still after its warm-up.
+pub fn system_calls() -> usize {
+    stats::system_calls()
+}
+
 /// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
-    stats::report(&mut |line| os::write_all(fd, line));
+    stats::report(&mut |line| os::write_all(fd, line), config::counted());
 }
 
 /// Checks the calling thread's heap and panics, naming the first inconsistency, if its page

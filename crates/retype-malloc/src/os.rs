@@ -1,6 +1,8 @@
 //! The operating-system backend: anonymous mappings, huge-page advice, a coarse clock.
 //!
-//! Nothing here allocates, so every function may be called from inside malloc.
+//! Nothing here allocates, so every function may be called from inside malloc. Every call
+//! that maps, unmaps, moves, advises or protects memory is counted (`stats`), so a real-time
+//! program can check that it makes none after warm-up.
 
 use core::ptr;
 
@@ -50,13 +52,46 @@ pub(crate) unsafe fn map_aligned(len: usize, align: usize) -> *mut u8 {
     // SAFETY: head and tail are the parts of our own fresh mapping outside [start, start+len).
     unsafe {
         if head > 0 {
-            libc::munmap(raw.cast(), head);
+            unmap(raw, head);
         }
         if tail > 0 {
-            libc::munmap((start + len) as *mut libc::c_void, tail);
+            unmap((start + len) as *mut u8, tail);
         }
     }
     start as *mut u8
+}
+
+/// Grows our mapping `[p, p+len)` to `new_len` bytes where it lies, if the address space
+/// after it is free; false otherwise (nothing changed).
+pub(crate) unsafe fn grow_in_place(p: *mut u8, len: usize, new_len: usize) -> bool {
+    stats::add(&stats::MREMAP_CALLS, 1);
+    // SAFETY: without MREMAP_MAYMOVE the kernel only extends our own mapping or fails.
+    unsafe { libc::mremap(p.cast(), len, new_len, 0) != libc::MAP_FAILED }
+}
+
+/// Moves the pages of our mapping `[p, p+len)` (one kernel mapping) onto `[to, to+new_len)`,
+/// ours too, growing it to `new_len` bytes, without copying them; false (nothing changed) on
+/// failure.
+pub(crate) unsafe fn move_to(p: *mut u8, len: usize, new_len: usize, to: *mut u8) -> bool {
+    stats::add(&stats::MREMAP_CALLS, 1);
+    let flags = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED;
+    // SAFETY: both ranges are ours; the target's old pages are replaced, the source goes.
+    unsafe { libc::mremap(p.cast(), len, new_len, flags, to) != libc::MAP_FAILED }
+}
+
+/// Faults in the pages of our fresh mapping `[p, p+len)` now, by writing to each.
+pub(crate) unsafe fn prefault(p: *mut u8, len: usize) {
+    for at in (0..len).step_by(4096) {
+        // SAFETY: `at` < `len`: inside the caller's mapping, which reads as zeros.
+        unsafe { p.add(at).write_volatile(0) };
+    }
+}
+
+/// Gives the pages `[p, p+len)` of our mapping back to the OS, keeping the range mapped
+/// (it reads as zeros afterwards).
+pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
+    // SAFETY: the caller owns the range and no longer needs its contents.
+    unsafe { advise(p, len, libc::MADV_DONTNEED) };
 }
 
 /// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any
@@ -67,16 +102,31 @@ pub(crate) unsafe fn protect(p: *mut u8, len: usize, open: bool) {
     } else {
         libc::PROT_NONE
     };
+    stats::add(&stats::MPROTECT_CALLS, 1);
     // SAFETY: the pages are part of the caller's mapping; nothing else refers to them.
     if unsafe { libc::mprotect(p.cast(), len, prot) } != 0 {
         fatal("mprotect failed");
     }
 }
 
+/// `madvise`, counted; failure (advice the kernel does not know) is ignored.
+unsafe fn advise(p: *mut u8, len: usize, advice: libc::c_int) {
+    stats::add(&stats::MADVISE_CALLS, 1);
+    // SAFETY: the caller's range is its own mapping.
+    unsafe { libc::madvise(p.cast(), len, advice) };
+}
+
 /// Asks the kernel to back `[p, p+len)` with transparent huge pages (THP in madvise mode).
 pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
     // SAFETY: advice on our own mapping; failure (THP off) is harmless.
-    unsafe { libc::madvise(p.cast(), len, libc::MADV_HUGEPAGE) };
+    unsafe { advise(p, len, libc::MADV_HUGEPAGE) };
+}
+
+/// Asks the kernel never to back `[p, p+len)` with huge pages (even in THP mode `always`),
+/// for a range of which only a few 4 KiB pages are ever touched.
+pub(crate) unsafe fn advise_small(p: *mut u8, len: usize) {
+    // SAFETY: advice on our own mapping; failure (no THP) is harmless.
+    unsafe { advise(p, len, libc::MADV_NOHUGEPAGE) };
 }
 
 /// Asks the kernel to back `[p, p+len)` with huge pages now, copying what is already there
@@ -84,7 +134,7 @@ pub(crate) unsafe fn advise_huge(p: *mut u8, len: usize) {
 pub(crate) unsafe fn collapse_huge(p: *mut u8, len: usize) {
     const MADV_COLLAPSE: libc::c_int = 25;
     // SAFETY: advice only; the contents of the range are preserved.
-    unsafe { libc::madvise(p.cast(), len, MADV_COLLAPSE) };
+    unsafe { advise(p, len, MADV_COLLAPSE) };
 }
 
 /// Milliseconds on a coarse monotonic clock (vDSO, no system call).

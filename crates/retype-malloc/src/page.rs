@@ -34,6 +34,8 @@ pub(crate) const FLAG_CHECKED: u8 = 2;
 pub(crate) const FLAG_FULL: u8 = 4;
 /// The "page" is the header of a large block (free must take the large path).
 pub(crate) const FLAG_LARGE: u8 = 8;
+/// Counted mode (`RETYPE_MALLOC_STATS`): frees are counted.
+pub(crate) const FLAG_COUNTED: u8 = 16;
 
 /// `full_state`: the page is in its class queue.
 pub(crate) const QUEUED: u8 = 0;
@@ -109,7 +111,8 @@ pub(crate) unsafe fn init(
     len: usize,
 ) {
     let block_size = size_class::block_size(class);
-    let flags = if config::hardened() { FLAG_CHECKED } else { 0 };
+    let checked = if config::hardened() { FLAG_CHECKED } else { 0 };
+    let flags = checked | if config::counted() { FLAG_COUNTED } else { 0 };
     // SAFETY: the caller owns the (unused) page descriptor.
     unsafe {
         page.write(Page {

@@ -46,6 +46,9 @@ pub(crate) struct Segment {
     pub large_end: *mut u8,
     /// For large blocks: guard pages surround the block's pages.
     pub large_guarded: bool,
+    /// For large blocks: the offset in the mapping from which it is advised for huge pages
+    /// (the range before it advised against them); 0 when not known (see `cache::Mapping`).
+    pub huge_from: usize,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -174,8 +177,8 @@ fn find_free(used: u32, span: usize) -> Option<usize> {
 unsafe fn create(heap: *mut HeapId) -> *mut Segment {
     // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
     unsafe {
-        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4) {
-            Some(m) => m,
+        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4, false) {
+            Some(m) => (m.base, m.len),
             None => {
                 let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
                 if p.is_null() {
@@ -185,7 +188,10 @@ unsafe fn create(heap: *mut HeapId) -> *mut Segment {
                 (p, SEGMENT_SIZE)
             }
         };
-        huge_pages_for(base);
+        // The reserve was advised at start-up (and advice is a system call).
+        if !cache::reserved(base) {
+            huge_pages_for(base);
+        }
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
         (*seg).used = 0;
@@ -259,6 +265,7 @@ pub(crate) unsafe fn claim_page(
         let area = seg.cast::<u8>().add(index * SLICE_SIZE + header);
         let page = ptr::addr_of_mut!((*seg).pages[index]);
         page::init(page, heap, class, span, area, span * SLICE_SIZE - header);
+        stats::add(&stats::PAGE_BYTES, span * SLICE_SIZE - header);
         stats::add(&stats::PAGES_CLAIMED, 1);
         os::debug_verify(|| check(seg, heap));
         page
@@ -273,13 +280,15 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
         let (seg, index) = locate(page);
         let span = (*page).span as usize;
         (*page).in_use = 0;
+        let header = if index == 0 { HEADER_SIZE } else { 0 };
+        stats::lower(&stats::PAGE_BYTES, span * SLICE_SIZE - header);
         (*seg).used &= !((((1u64 << span) - 1) as u32) << index);
         if (*seg).used == 0 {
             if (*seg).listed {
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
-            cache::put(seg.cast(), (*seg).map_len);
+            cache::put(seg.cast(), (*seg).map_len, 0, true);
             return;
         }
         if !(*seg).listed {

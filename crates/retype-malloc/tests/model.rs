@@ -235,3 +235,17 @@ fn the_model_holds_in_hardened_mode() {
         ],
     );
 }
+
+/// Every test of this file again, in a child process with a reserve
+/// (`RETYPE_MALLOC_RESERVE`), whose pieces are cut, reused and never moved, and with the
+/// purge delay at 0, so what lies outside it is unmapped at once.
+#[test]
+fn the_model_holds_with_a_reserve() {
+    common::rerun_with(
+        "the_model_holds_with_a_reserve",
+        &[
+            ("RETYPE_MALLOC_RESERVE", "64M"),
+            ("RETYPE_MALLOC_PURGE_DELAY", "0"),
+        ],
+    );
+}
