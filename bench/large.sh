@@ -11,17 +11,7 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-5}
 OUT=target/bench
 mkdir -p "$OUT"
-bash scripts/install-deps libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 time gcc
-cargo build -q -p retype-malloc-preload --release
-LIB=/usr/lib/x86_64-linux-gnu
-TARGET=${CARGO_TARGET_DIR:-$PWD/target}
-declare -A ALLOC=(
-  [retype]="$TARGET/release/libretype_malloc_preload.so"
-  [glibc]=""
-  [jemalloc]="$LIB/libjemalloc.so.2"
-  [mimalloc]="$LIB/libmimalloc.so.2"
-  [tcmalloc]="$LIB/libtcmalloc_minimal.so.4"
-)
+source bench/allocators.sh
 ORDER=(retype glibc jemalloc mimalloc tcmalloc)
 if [ -n "${EXTRA:-}" ]; then ALLOC[${EXTRA%%=*}]=${EXTRA#*=}; ORDER+=("${EXTRA%%=*}"); fi
 for p in large hugeblock; do gcc -O2 -pthread -o "$OUT/$p" "bench/src/$p.c"; done

@@ -9,16 +9,7 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
 OUT=target/bench
 mkdir -p "$OUT" docs
-bash scripts/install-deps libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 time gcc
-cargo build -q -p retype-malloc-preload --release
-LIB=/usr/lib/x86_64-linux-gnu
-declare -A ALLOC=(
-  [glibc]=""
-  [jemalloc]="$LIB/libjemalloc.so.2"
-  [mimalloc]="$LIB/libmimalloc.so.2"
-  [tcmalloc]="$LIB/libtcmalloc_minimal.so.4"
-  [retype]="$PWD/target/release/libretype_malloc_preload.so"
-)
+source bench/allocators.sh
 ORDER=(mimalloc retype glibc jemalloc tcmalloc)
 for f in bench/src/*.c; do gcc -O2 -pthread -o "$OUT/$(basename "$f" .c)" "$f"; done
 
