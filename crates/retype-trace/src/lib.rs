@@ -21,7 +21,7 @@ pub mod wee_alloc;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
-pub use event::{Event, Op, Record, ThreadSummary};
+pub use event::{Event, Module, Op, Record, Stack, ThreadSummary};
 pub use reader::Reader;
 pub use trace::Trace;
 pub use writer::Writer;
