@@ -1,5 +1,6 @@
-//! The exported malloc family. Each hook times the call it forwards and
-//! appends one event to this thread's buffer.
+//! The exported malloc family. Each hook takes the call's stack (unless
+//! stacks are off), times the call it forwards and appends one event to this
+//! thread's buffer.
 //!
 //! Calls made while this thread is already inside the recorder (the next
 //! allocator calling malloc itself, or a libc function the recorder uses) are
@@ -12,7 +13,7 @@ use retype_trace::{Event, Op};
 
 use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
-use crate::{buffer, sys};
+use crate::{buffer, stacks, sys};
 
 /// Events are being recorded (set after the trace file is open).
 pub static RECORDING: AtomicBool = AtomicBool::new(false);
@@ -33,6 +34,12 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
     let Some(_busy) = Busy::enter_on(l) else {
         return call();
     };
+    // The stack is taken outside the timed call: latencies stay the allocator's.
+    let stack = if stacks::enabled() {
+        buffer::stack_state(l).map_or(0, stacks::capture)
+    } else {
+        0
+    };
     let t0 = sys::ticks();
     let v = call();
     let t1 = sys::ticks();
@@ -40,6 +47,7 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
+        stack,
         ..event(v)
     });
     v

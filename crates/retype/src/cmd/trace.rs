@@ -157,6 +157,9 @@ pub(crate) fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value
         "unknown_pointers": s.unknown_pointers,
         "reallocs_moved": s.reallocs_moved,
         "reallocs_in_place": s.reallocs_in_place,
+        "stacks": t.stacks.len(),
+        "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
+        "modules": t.modules.len(),
     })
 }
 
@@ -240,6 +243,16 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.live_at_end_bytes, s.live_at_end_blocks
     );
     let _ = writeln!(o, "bytes requested: {}", s.bytes_requested);
+    if !t.stacks.is_empty() {
+        let with = t.events.iter().filter(|e| e.stack != 0).count();
+        let _ = writeln!(
+            o,
+            "call stacks: {} distinct, on {with} of {} events; {} loaded objects",
+            t.stacks.len(),
+            s.events,
+            t.modules.len()
+        );
+    }
     let _ = writeln!(
         o,
         "realloc: {} moved, {} in place",
