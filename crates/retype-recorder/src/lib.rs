@@ -18,16 +18,16 @@
 //! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
 //! - [`process`]: fork, exec, `_exit`, fatal signals, process exit (`execl`,
 //!   `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`, built by `build.rs`);
-//! - [`stacks`]: each call's stack, unwound with framehop; [`stack_table`]:
-//!   each distinct stack once, with its id; [`modules`]: the loaded objects,
-//!   for the unwinder and for offline symbolization; [`arena`]: the
-//!   recorder's own heap for what its Rust code allocates;
+//! - [`stacks`]: each call's stack, walked with per-thread cached rules that
+//!   [`cfi`] derives from each object's call-frame information (gimli);
+//!   [`stack_table`]: each distinct stack once, with its id; [`modules`]: the
+//!   loaded objects, for the unwinder and for offline symbolization;
 //! - [`sys`]: small wrappers over raw system calls and clocks.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
-mod arena;
 mod buffer;
+mod cfi;
 mod hooks;
 mod local;
 mod modules;

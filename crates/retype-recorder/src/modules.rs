@@ -1,138 +1,158 @@
 //! The objects loaded in the process (the program, its shared libraries, the
 //! vDSO), found with `dl_iterate_phdr`. Each goes into the trace once per
 //! segment as a module record (path, load bias, address range, build id) for
-//! offline symbolization, and into the unwinder with its unwind tables
-//! (`.eh_frame_hdr` and `.eh_frame`, read in place where the loader mapped them).
+//! offline symbolization, and into a fixed table with its unwind tables
+//! (`.eh_frame_hdr` and `.eh_frame`, read in place where the loader mapped
+//! them), where [`crate::cfi`] finds the rule of an address.
 //!
-//! The objects are scanned when a segment begins, when unwinding fails while
-//! the loader's count of loads and unloads has changed since the last scan (a
-//! library opened by `dlopen`: the recorder does not wrap `dlopen`, whose
-//! caller decides where it looks for libraries), and when a segment ends. A
-//! scan builds a new unwinder and publishes it; older ones are never freed, as
-//! a thread may still be unwinding with one.
+//! The objects are scanned when a segment begins, when an address outside
+//! every known object is unwound while the loader's count of loads and
+//! unloads has changed (a library opened by `dlopen`: the recorder does not
+//! wrap `dlopen`, whose caller decides where it looks for libraries), and
+//! when a segment ends. The table and the unwinding that reads it share one
+//! lock; each change of the table bumps [`generation`], which empties the
+//! threads' rule caches.
 
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::ops::Range;
-use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use framehop::x86_64::UnwinderX86_64;
-use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
-use gimli::{BaseAddresses, EhFrameHdr, LittleEndian, Pointer};
 use libc::{c_int, c_void, dl_phdr_info, size_t, Elf64_Phdr};
 use retype_trace::codec;
 
 use crate::{output, sys};
 
-/// framehop's unwinder over unwind tables read in place.
-pub type Unwind = UnwinderX86_64<&'static [u8], MustNotAllocateDuringUnwind>;
+/// The most objects the table holds; further ones are written to the trace
+/// but unwound through with frame pointers.
+const MAX_OBJECTS: usize = 1024;
 
-/// The current unwinder; null before the first scan.
-static UNWINDER: AtomicPtr<Unwind> = AtomicPtr::new(null_mut());
-/// Held during a scan.
+/// An object and where its unwind tables are.
+#[derive(Clone, Copy)]
+pub struct Object {
+    pub base: u64,
+    pub start: u64,
+    pub end: u64,
+    /// `.eh_frame_hdr` and `.eh_frame` as mapped (empty when it has none).
+    pub eh_frame_hdr: &'static [u8],
+    pub eh_frame: &'static [u8],
+}
+
+const NO_OBJECT: Object = Object {
+    base: 0,
+    start: 0,
+    end: 0,
+    eh_frame_hdr: &[],
+    eh_frame: &[],
+};
+
+/// The objects, sorted by start address, and room for a scan's (only
+/// touched while [`LOCK`] is held; static, so a scan inside a hook takes
+/// little of the program's stack).
+struct Table {
+    objects: [Object; MAX_OBJECTS],
+    len: usize,
+    scratch: [Object; MAX_OBJECTS],
+}
+
+struct Shared(UnsafeCell<Table>);
+// SAFETY: accessed only by the thread holding LOCK.
+unsafe impl Sync for Shared {}
+static TABLE: Shared = Shared(UnsafeCell::new(Table {
+    objects: [NO_OBJECT; MAX_OBJECTS],
+    len: 0,
+    scratch: [NO_OBJECT; MAX_OBJECTS],
+}));
+
+/// Held while the table is read or changed.
 static LOCK: AtomicBool = AtomicBool::new(false);
-/// The recorder's own object: its frames are left out of stacks.
-static OWN_START: AtomicU64 = AtomicU64::new(0);
-static OWN_END: AtomicU64 = AtomicU64::new(0);
+/// Bumped whenever the table changes.
+static GENERATION: AtomicU32 = AtomicU32::new(1);
 /// The loader's loads plus unloads at the last scan.
 static LOADS: AtomicU64 = AtomicU64::new(0);
+/// Lookups of addresses outside every object since the last check.
+static STRANGERS: AtomicU32 = AtomicU32::new(0);
 
-/// An object as a scan sees it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Object {
-    base: u64,
-    start: u64,
-    end: u64,
+/// The table while its lock is held.
+pub struct Locked(&'static mut Table);
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        LOCK.store(false, Ordering::Release);
+    }
 }
 
-/// The objects of the last scan (only touched while [`LOCK`] is held).
-struct Known(UnsafeCell<Vec<Object>>);
-// SAFETY: accessed only by the thread holding LOCK.
-unsafe impl Sync for Known {}
-static KNOWN: Known = Known(UnsafeCell::new(Vec::new()));
-
-/// The unwinder, once the objects have been scanned.
-#[inline(always)]
-pub fn unwinder() -> Option<&'static Unwind> {
-    // SAFETY: published unwinders are leaked, never freed.
-    unsafe { UNWINDER.load(Ordering::Acquire).as_ref() }
+impl Locked {
+    /// The object holding address `at`.
+    pub fn find(&self, at: u64) -> Option<&Object> {
+        let objects = &self.0.objects[..self.0.len];
+        let i = objects.partition_point(|o| o.start <= at).checked_sub(1)?;
+        Some(&objects[i]).filter(|o| at < o.end)
+    }
 }
 
-/// The addresses of the recorder's own code.
-#[inline(always)]
-pub fn own() -> Range<u64> {
-    OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed)
-}
-
-/// Scans the loaded objects. `fresh`: a segment begins, so every object is
-/// written again and the unwinder is built anew; else only objects loaded or
-/// unloaded since the last scan change anything.
-pub fn scan(fresh: bool) {
+/// Takes the table's lock.
+pub fn lock() -> Locked {
     while LOCK
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
         std::hint::spin_loop();
     }
-    // SAFETY: we hold LOCK.
-    let known = unsafe { &mut *KNOWN.0.get() };
-    if fresh {
-        known.clear();
-    }
+    // SAFETY: we hold LOCK, the only way to the table.
+    Locked(unsafe { &mut *TABLE.0.get() })
+}
+
+/// The table's generation: rules cached under another one may be stale.
+#[inline(always)]
+pub fn generation() -> u32 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// Scans the loaded objects. `fresh`: a segment begins, so every object is
+/// written again; else only objects loaded since the last scan are.
+pub fn scan(fresh: bool) {
+    let t = lock();
+    let table = &mut *t.0;
     let mut s = Scan {
-        known,
-        found: Vec::new(),
-        unwinder: None,
+        old: &table.objects[..if fresh { 0 } else { table.len }],
+        new: &mut table.scratch,
+        len: 0,
         loads: 0,
     };
     // SAFETY: the callback has dl_iterate_phdr's signature and `s` outlives the call.
     unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut s).cast()) };
-    let Scan {
-        found,
-        mut unwinder,
-        loads,
-        ..
-    } = s;
-    for gone in known.iter().filter(|o| !found.contains(o)) {
-        unwinder
-            .get_or_insert_with(|| current(fresh))
-            .remove_module(gone.start);
-    }
-    if let Some(u) = unwinder {
-        UNWINDER.store(Box::leak(Box::new(u)), Ordering::Release);
-    }
-    *known = found;
+    let Scan { len, loads, .. } = s;
+    table.scratch[..len].sort_unstable_by_key(|o| o.start);
+    let key = |o: &Object| (o.start, o.end, o.base);
+    let changed = table.scratch[..len]
+        .iter()
+        .map(key)
+        .ne(table.objects[..table.len].iter().map(key));
+    std::mem::swap(&mut table.objects, &mut table.scratch);
+    table.len = len;
     LOADS.store(loads, Ordering::Relaxed);
-    LOCK.store(false, Ordering::Release);
-}
-
-/// A copy of the current unwinder to change, or a new one.
-fn current(fresh: bool) -> Unwind {
-    match unwinder() {
-        Some(u) if !fresh => u.clone(),
-        _ => Unwind::new(),
+    if changed {
+        GENERATION.fetch_add(1, Ordering::Release);
     }
 }
 
 /// What a scan gathers while `dl_iterate_phdr` calls [`visit`].
 struct Scan<'a> {
-    known: &'a [Object],
-    found: Vec<Object>,
-    /// The new unwinder, once an object was added or removed.
-    unwinder: Option<Unwind>,
+    /// The objects already written in this segment.
+    old: &'a [Object],
+    new: &'a mut [Object; MAX_OBJECTS],
+    len: usize,
     loads: u64,
 }
 
-/// Called when unwinding a stack failed before its end; counts the thread's
-/// failures (`failures`). Every 64th time, scans again if the loader's
-/// count of loads and unloads has changed (the check takes the loader's lock).
+/// Called (with the table locked) when an address lies outside every known
+/// object: every 64th time, tells whether the loader's count of loads and
+/// unloads has changed since the last scan (the check takes the loader's
+/// lock), so that the caller scans again once it has let the table go.
 #[cold]
-pub fn unwinding_failed(failures: &mut u32) {
-    *failures = failures.wrapping_add(1);
-    if *failures % 64 == 1 && loader_changes() != LOADS.load(Ordering::Relaxed) {
-        scan(false);
-    }
+pub fn stranger_seen() -> bool {
+    STRANGERS.fetch_add(1, Ordering::Relaxed).is_multiple_of(64)
+        && loader_changes() != LOADS.load(Ordering::Relaxed)
 }
 
 /// The loader's loads plus unloads so far.
@@ -148,8 +168,8 @@ fn loader_changes() -> u64 {
     n
 }
 
-/// The `dl_iterate_phdr` callback: notes each object, and writes and adds
-/// the ones the last scan did not know.
+/// The `dl_iterate_phdr` callback: notes each object, and writes the ones
+/// the segment has not seen.
 unsafe extern "C" fn visit(info: *mut dl_phdr_info, _: size_t, data: *mut c_void) -> c_int {
     // SAFETY: `data` is the Scan of `scan`; the loader passes a valid info
     // whose program headers stay mapped while the object is loaded.
@@ -165,29 +185,24 @@ unsafe extern "C" fn visit(info: *mut dl_phdr_info, _: size_t, data: *mut c_void
     ) else {
         return 0;
     };
-    let o = Object {
-        base,
-        start: base.wrapping_add(lo),
-        end: base.wrapping_add(hi),
-    };
-    s.found.push(o);
-    let here = visit as *const () as u64;
-    if (o.start..o.end).contains(&here) {
-        OWN_START.store(o.start, Ordering::Relaxed);
-        OWN_END.store(o.end, Ordering::Relaxed);
+    let o = object(base, base.wrapping_add(lo), base.wrapping_add(hi), phdrs);
+    if !s
+        .old
+        .iter()
+        .any(|k| (k.start, k.end, k.base) == (o.start, o.end, o.base))
+    {
+        let name = if info.dlpi_name.is_null() {
+            &b""[..]
+        } else {
+            // SAFETY: dlpi_name is a NUL-terminated string (empty for the program).
+            unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes()
+        };
+        write_record(&o, name, phdrs);
     }
-    if s.known.contains(&o) {
-        return 0;
+    if s.len < MAX_OBJECTS {
+        s.new[s.len] = o;
+        s.len += 1;
     }
-    // SAFETY: dlpi_name is a NUL-terminated string (empty for the program).
-    let name = unsafe { info.dlpi_name.as_ref() }.map_or(&b""[..], |_| {
-        unsafe { CStr::from_ptr(info.dlpi_name) }.to_bytes()
-    });
-    write_record(&o, name, phdrs);
-    let fresh = s.known.is_empty();
-    s.unwinder
-        .get_or_insert_with(|| current(fresh))
-        .add_module(module(&o, phdrs));
     0
 }
 
@@ -229,75 +244,63 @@ fn build_id(base: u64, phdrs: &[Elf64_Phdr], out: &mut [u8]) -> usize {
                 p.p_memsz as usize,
             )
         };
-        let mut at = 0;
         let word = |i: usize| {
             notes
                 .get(i..i + 4)
-                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         };
+        let mut at = 0;
         while let (Some(namesz), Some(descsz), Some(kind)) = (word(at), word(at + 4), word(at + 8))
         {
             let name = at + 12;
-            let desc = name + (namesz as usize).next_multiple_of(4);
-            let next = desc + (descsz as usize).next_multiple_of(4);
-            if kind == NT_GNU_BUILD_ID && notes.get(name..name + namesz as usize) == Some(b"GNU\0")
+            let desc = name + namesz.next_multiple_of(4);
+            if kind == NT_GNU_BUILD_ID as usize && notes.get(name..name + namesz) == Some(b"GNU\0")
             {
-                let Some(id) = notes.get(desc..desc + descsz as usize) else {
+                let Some(id) = notes.get(desc..desc + descsz) else {
                     break;
                 };
                 let n = id.len().min(out.len());
                 out[..n].copy_from_slice(&id[..n]);
                 return n;
             }
-            at = next;
+            at = desc + descsz.next_multiple_of(4);
         }
     }
     0
 }
 
-/// The unwinder's view of object `o`: its address range and unwind tables.
-fn module(o: &Object, phdrs: &[Elf64_Phdr]) -> Module<&'static [u8]> {
-    let mut info = ExplicitModuleSectionInfo::<&'static [u8]> {
-        base_svma: 0,
-        ..Default::default()
+/// Object `[start, end)` at load bias `base` with its unwind tables.
+fn object(base: u64, start: u64, end: u64, phdrs: &[Elf64_Phdr]) -> Object {
+    let mut o = Object {
+        base,
+        start,
+        end,
+        ..NO_OBJECT
     };
-    let svma = |p: &Elf64_Phdr| p.p_vaddr..p.p_vaddr + p.p_memsz;
-    info.text_svma = phdrs
-        .iter()
-        .find(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0)
-        .map(svma);
-    if let Some(hdr) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) {
-        let hdr_at = o.base.wrapping_add(hdr.p_vaddr);
-        // SAFETY: PT_GNU_EH_FRAME lies in a loaded, read-only segment of the
-        // object, mapped while the object is loaded.
-        let hdr_bytes: &'static [u8] =
-            unsafe { std::slice::from_raw_parts(hdr_at as *const u8, hdr.p_memsz as usize) };
-        let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_at);
-        let eh_frame = EhFrameHdr::new(hdr_bytes, LittleEndian)
-            .parse(&bases, 8)
-            .ok()
-            .and_then(|h| match h.eh_frame_ptr() {
-                Pointer::Direct(at) => Some(at),
-                Pointer::Indirect(_) => None,
-            });
-        // .eh_frame runs at most to the end of the file-backed part of its segment.
-        let segment_end = |at: u64| {
-            phdrs.iter().find_map(|p| {
-                let start = o.base.wrapping_add(p.p_vaddr);
-                let end = start + p.p_filesz;
-                (p.p_type == libc::PT_LOAD && (start..end).contains(&at)).then_some(end)
-            })
-        };
-        if let Some((at, end)) = eh_frame.and_then(|at| Some((at, segment_end(at)?))) {
-            info.eh_frame_hdr_svma = Some(svma(hdr));
-            info.eh_frame_hdr = Some(hdr_bytes);
-            info.eh_frame_svma = Some(at - o.base..end - o.base);
-            // SAFETY: [at, end) lies in a loaded segment, as above.
-            info.eh_frame =
-                Some(unsafe { std::slice::from_raw_parts(at as *const u8, (end - at) as usize) });
-        }
+    let Some(hdr) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) else {
+        return o;
+    };
+    let hdr_at = base.wrapping_add(hdr.p_vaddr);
+    // SAFETY: PT_GNU_EH_FRAME lies in a loaded, read-only segment of the
+    // object, mapped while the object is loaded.
+    let hdr_bytes: &'static [u8] =
+        unsafe { std::slice::from_raw_parts(hdr_at as *const u8, hdr.p_memsz as usize) };
+    let Some(frame_at) = crate::cfi::eh_frame_address(hdr_bytes, hdr_at) else {
+        return o;
+    };
+    // .eh_frame runs at most to the end of the file-backed part of its segment.
+    let end = phdrs.iter().find_map(|p| {
+        let start = base.wrapping_add(p.p_vaddr);
+        let end = start + p.p_filesz;
+        (p.p_type == libc::PT_LOAD && (start..end).contains(&frame_at)).then_some(end)
+    });
+    if let Some(end) = end {
+        o.eh_frame_hdr = hdr_bytes;
+        // SAFETY: [frame_at, end) lies in a loaded segment, as above.
+        o.eh_frame =
+            unsafe { std::slice::from_raw_parts(frame_at as *const u8, (end - frame_at) as usize) };
     }
-    Module::new(String::new(), o.start..o.end, o.base, info)
+    o
 }
 
 /// In a fork child: a thread that held the lock does not exist there.

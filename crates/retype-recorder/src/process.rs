@@ -10,7 +10,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::hooks::RECORDING;
 use crate::local::Busy;
 use crate::real::real;
-use crate::{arena, buffer, modules, output, stack_table, stacks, sys, thread};
+use crate::{buffer, modules, output, stack_table, stacks, sys, thread};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -156,7 +156,6 @@ pub unsafe extern "C" fn fork() -> pid_t {
         let _busy = Busy::enter();
         thread::started_now();
         let recording = RECORDING.swap(false, Ordering::AcqRel);
-        arena::after_fork_child();
         modules::after_fork_child();
         buffer::after_fork_child();
         if recording {
