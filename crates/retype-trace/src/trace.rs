@@ -156,6 +156,12 @@ impl Trace {
     /// Ordered by start alone, a thread's `malloc` that began before another
     /// thread's `free` of the same block, yet returned that block, would come
     /// first, and the replay would see the block allocated twice.
+    ///
+    /// A thread's calls keep their order: no call is placed before the
+    /// thread's previous one. (A latency is rounded up to the clock's
+    /// resolution, and a coarse clock can read the same value at a call's end
+    /// and at the next call's start, so the end of a `malloc` could otherwise
+    /// land after the start of the `free` of its block.)
     pub fn serialized_segments(&self) -> Vec<Vec<Event>> {
         let mut bounds = vec![0];
         bounds.extend(
@@ -169,15 +175,24 @@ impl Trace {
             .windows(2)
             .filter(|w| w[0] < w[1])
             .map(|w| {
-                let mut ev = self.events[w[0]..w[1]].to_vec();
-                ev.sort_by_key(|e| {
-                    if e.op.allocates() {
-                        e.time_ns + e.latency_ns
-                    } else {
-                        e.time_ns
-                    }
-                });
-                ev
+                let events = &self.events[w[0]..w[1]];
+                let mut last: HashMap<u32, u64> = HashMap::new();
+                let keys: Vec<u64> = events
+                    .iter()
+                    .map(|e| {
+                        let at = if e.op.allocates() {
+                            e.time_ns.saturating_add(e.latency_ns)
+                        } else {
+                            e.time_ns
+                        };
+                        let prev = last.entry(e.thread).or_insert(0);
+                        *prev = at.max(*prev);
+                        *prev
+                    })
+                    .collect();
+                let mut order: Vec<usize> = (0..events.len()).collect();
+                order.sort_by_key(|&i| keys[i]);
+                order.into_iter().map(|i| events[i]).collect()
             })
             .collect()
     }

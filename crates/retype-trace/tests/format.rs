@@ -503,3 +503,31 @@ fn a_stack_id_defined_twice_is_corrupt() {
     let e = Trace::read(&one_malloc_naming(&[(4, &[1]), (4, &[2])], 4)[..]).unwrap_err();
     assert!(e.to_string().contains("stack id 4 defined twice"), "{e}");
 }
+
+/// A coarse clock can read the same value at a malloc's end and at the next
+/// free's start, and the malloc's latency is rounded up: serialized, the
+/// thread's free still comes after its malloc (and another thread's call
+/// still goes by time).
+#[test]
+fn a_threads_calls_keep_their_order_under_a_coarse_clock() {
+    let ev = |op, thread, time_ns, latency_ns, ptr, ret| Event {
+        op,
+        thread,
+        time_ns,
+        latency_ns,
+        size: if op == Op::Free { 0 } else { 64 },
+        ptr,
+        ret,
+        ..Event::default()
+    };
+    let t = Trace {
+        events: vec![
+            ev(Op::Malloc, 1, 147, 11, 0, 0x40),
+            ev(Op::Free, 1, 157, 11, 0x40, 0),
+            ev(Op::Malloc, 2, 150, 5, 0, 0x80),
+        ],
+        ..Trace::default()
+    };
+    let order: Vec<(u32, Op)> = t.serialized().iter().map(|e| (e.thread, e.op)).collect();
+    assert_eq!(order, [(2, Op::Malloc), (1, Op::Malloc), (1, Op::Free)]);
+}
