@@ -40,7 +40,7 @@ run() {
     bare+=($((t1 - t0))); rm -f "$work"/t.rtr*
     t0=$(now); RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$so" "$@" >/dev/null; t1=$(now)
     stacks+=($((t1 - t0))); rtr=$(size_of "$work"/t.rtr*)
-    t0=$(now); heaptrack -q -o "$work/h" "$@" >/dev/null 2>&1; t1=$(now)
+    t0=$(now); heaptrack -o "$work/h" "$@" >/dev/null 2>&1; t1=$(now)
     heap+=($((t1 - t0))); ht=$(size_of "$work"/h*)
     if [ -n "$base" ]; then
       t0=$(now); RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$base" "$@" >/dev/null; t1=$(now)
@@ -72,7 +72,10 @@ run "mt_alloc 2 threads, 500k iterations each" "$work/mt_alloc" 2 500000
 run "python3 json dumps/loads of 200k ints ×5" "$py" -c "
 import json
 for _ in range(5): json.loads(json.dumps([{'k': i, 'v': str(i)} for i in range(200000)]))"
-run "python3 json, PYTHONMALLOC=malloc (every object through malloc)" env PYTHONMALLOC=malloc "$py" -c "
+# Exported rather than passed by `env`, which heaptrack would record instead.
+export PYTHONMALLOC=malloc
+run "python3 json, PYTHONMALLOC=malloc (every object through malloc)" "$py" -c "
 import json
 for _ in range(2): json.loads(json.dumps([{'k': i, 'v': str(i)} for i in range(100000)]))"
+unset PYTHONMALLOC
 run "sort 300k lines" sort --parallel=1 -o "$work/out.txt" "$work/lines.txt"

@@ -18,54 +18,48 @@ use gimli::{
 
 use crate::modules::Locked;
 
-/// How to find the caller of a frame that is at a given address.
+/// What kind of rule a [`Rule`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    /// The caller's stack pointer (the CFA) is `cfa` bytes above the stack
-    /// pointer, or above the frame pointer with `from_bp`; the return
-    /// address is the word below the CFA; the caller's frame pointer is
-    /// saved `bp` bytes from the CFA, or (0) was not changed.
-    Cfa { from_bp: bool, cfa: i32, bp: i32 },
+#[repr(u8)]
+pub enum Kind {
+    /// The caller's stack pointer (the CFA) is the stack pointer plus `cfa`.
+    Sp,
+    /// The CFA is the frame pointer plus `cfa`.
+    Bp,
     /// The outermost frame: its return address is undefined.
     End,
     /// A rule this unwinder does not follow (an expression): the walk stops.
     Unknown,
 }
 
-/// The classic frame-pointer frame: `push rbp; mov rbp, rsp`.
-pub const FRAME_POINTER: Rule = Rule::Cfa {
-    from_bp: true,
-    cfa: 16,
-    bp: -16,
-};
+/// How to find the caller of a frame that is at a given address: its CFA
+/// (by `kind`), the return address in the word below the CFA, and the
+/// caller's frame pointer saved `bp` bytes from the CFA (0: not changed).
+/// Eight bytes, so that a thread's cache holds many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Rule {
+    pub cfa: i32,
+    pub bp: i16,
+    pub kind: Kind,
+}
 
 impl Rule {
-    /// The rule in one word, for the threads' caches (never 0).
-    pub fn pack(self) -> u64 {
-        match self {
-            Rule::Unknown => 1,
-            Rule::End => 2,
-            Rule::Cfa { from_bp, cfa, bp } => {
-                4 | u64::from(from_bp) << 1
-                    | u64::from(cfa as u32) << 3
-                    | u64::from(bp as u32) << 35
-            }
-        }
-    }
-
-    pub fn unpack(w: u64) -> Rule {
-        match w {
-            1 => Rule::Unknown,
-            2 => Rule::End,
-            _ => Rule::Cfa {
-                from_bp: w & 2 != 0,
-                cfa: (w >> 3) as u32 as i32,
-                // The high 29 bits hold the offset, sign included.
-                bp: ((w as i64) >> 35) as i32,
-            },
+    const fn of(kind: Kind) -> Rule {
+        Rule {
+            cfa: 0,
+            bp: 0,
+            kind,
         }
     }
 }
+
+/// The classic frame-pointer frame: `push rbp; mov rbp, rsp`.
+pub const FRAME_POINTER: Rule = Rule {
+    cfa: 16,
+    bp: -16,
+    kind: Kind::Bp,
+};
 
 /// gimli's unwinding state in fixed-size arrays: 32 register rules and 4
 /// remembered rows are plenty for compiled code.
@@ -126,70 +120,34 @@ pub fn rule(objects: &Locked, at: u64) -> (Rule, bool) {
             Ok(row) => translate(row),
             // Code the object gives no call-frame information for.
             Err(gimli::Error::NoUnwindInfoForAddress) => FRAME_POINTER,
-            Err(_) => Rule::Unknown,
+            Err(_) => Rule::of(Kind::Unknown),
         };
     (r, false)
 }
 
 /// The rule a row of the unwind table amounts to.
 fn translate(row: &UnwindTableRow<usize, Fixed>) -> Rule {
+    const UNKNOWN: Rule = Rule::of(Kind::Unknown);
     match row.register(X86_64::RA) {
-        None | Some(RegisterRule::Undefined) => return Rule::End,
+        None | Some(RegisterRule::Undefined) => return Rule::of(Kind::End),
         Some(RegisterRule::Offset(-8)) => {}
-        Some(_) => return Rule::Unknown,
+        Some(_) => return UNKNOWN,
     }
     let bp = match row.register(X86_64::RBP) {
         None | Some(RegisterRule::SameValue) | Some(RegisterRule::Undefined) => 0,
         Some(RegisterRule::Offset(off)) => off,
-        Some(_) => return Rule::Unknown,
+        Some(_) => return UNKNOWN,
     };
     let CfaRule::RegisterAndOffset { register, offset } = *row.cfa() else {
-        return Rule::Unknown;
+        return UNKNOWN;
     };
-    let from_bp = match register {
-        X86_64::RSP => false,
-        X86_64::RBP => true,
-        _ => return Rule::Unknown,
+    let kind = match register {
+        X86_64::RSP => Kind::Sp,
+        X86_64::RBP => Kind::Bp,
+        _ => return UNKNOWN,
     };
-    match (i32::try_from(offset), i32::try_from(bp)) {
-        (Ok(cfa), Ok(bp)) if (-(1 << 28)..1 << 28).contains(&bp) => Rule::Cfa { from_bp, cfa, bp },
-        _ => Rule::Unknown,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules_pack_into_one_word_and_back() {
-        for r in [
-            Rule::End,
-            Rule::Unknown,
-            FRAME_POINTER,
-            Rule::Cfa {
-                from_bp: false,
-                cfa: 8,
-                bp: 0,
-            },
-            Rule::Cfa {
-                from_bp: false,
-                cfa: 4096,
-                bp: -56,
-            },
-            Rule::Cfa {
-                from_bp: true,
-                cfa: -24,
-                bp: (1 << 28) - 8,
-            },
-            Rule::Cfa {
-                from_bp: false,
-                cfa: i32::MAX,
-                bp: -(1 << 28),
-            },
-        ] {
-            assert_ne!(r.pack(), 0);
-            assert_eq!(Rule::unpack(r.pack()), r, "{r:?}");
-        }
+    match (i32::try_from(offset), i16::try_from(bp)) {
+        (Ok(cfa), Ok(bp)) => Rule { cfa, bp, kind },
+        _ => UNKNOWN,
     }
 }

@@ -74,22 +74,20 @@ static RECORDS: Pending = Pending {
     bytes: UnsafeCell::new([0; PENDING]),
 };
 
-/// The hash of a stack (FxHash over its frames), never 0.
+/// The hash of a stack is `mix` folded over its frames from 0 (FxHash), so
+/// that the walk computes it as it goes.
 #[inline(always)]
-fn hash(frames: &[u64], truncated: bool) -> u64 {
-    let mut h = frames.len() as u64 ^ u64::from(truncated) << 63;
-    for &f in frames {
-        h = (h.rotate_left(5) ^ f).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    h
+pub fn mix(h: u64, frame: u64) -> u64 {
+    (h.rotate_left(5) ^ frame).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
 }
 
-/// The id of the stack `frames` (truncated if `truncated`), given it a new
-/// one and its record if it is new; 0 if the table is full.
+/// The id of the stack `frames` (truncated if `truncated`; `hash` folded by
+/// [`mix`]), given it a new one and its record if it is new; 0 if the table
+/// is full.
 #[inline]
-pub fn intern(frames: &[u64], truncated: bool) -> u32 {
+pub fn intern(frames: &[u64], truncated: bool, hash: u64) -> u32 {
     let Some(t) = table() else { return 0 };
-    let key = (hash(frames, truncated) ^ GENERATION.load(Ordering::Relaxed)).max(1);
+    let key = (hash ^ u64::from(truncated) << 63 ^ GENERATION.load(Ordering::Relaxed)).max(1);
     let mask = SLOTS - 1;
     let mut i = key as usize & mask;
     loop {

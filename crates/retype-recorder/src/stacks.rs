@@ -13,7 +13,7 @@
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::cfi::{self, Rule};
+use crate::cfi::{self, Kind, Rule};
 use crate::modules;
 use crate::stack_table::{self, MAX_DEPTH};
 
@@ -45,19 +45,23 @@ pub fn enabled() -> bool {
     depth() != 0
 }
 
-/// Rules cached per thread (a power of two).
-const CACHE: usize = 4096;
+/// Rules cached per thread (a power of two): 256 KiB, room for the return
+/// addresses of an interpreter's deep and varied stacks.
+const CACHE: usize = 16384;
 
-/// A cached rule: the return address it is for (0: empty) and the packed rule.
+/// A cached rule and the return address it is for (0: empty).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct Cached {
     at: u64,
-    rule: u64,
+    rule: Rule,
 }
 
 impl Cached {
-    const EMPTY: Cached = Cached { at: 0, rule: 0 };
+    const EMPTY: Cached = Cached {
+        at: 0,
+        rule: cfi::FRAME_POINTER,
+    };
 }
 
 /// A thread's unwinding state, kept in its buffer and used by its owner
@@ -80,23 +84,23 @@ impl ThreadStack {
     /// The rule for return address `at`.
     #[inline(always)]
     fn rule(&mut self, at: u64) -> Rule {
-        let e = &mut self.cache[(at.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % CACHE];
+        let e = &mut self.cache[(at.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50) as usize % CACHE];
         if e.at != at {
             *e = Cached { at, rule: miss(at) };
         }
-        Rule::unpack(e.rule)
+        e.rule
     }
 }
 
 /// The rule of return address `at`, from the object's tables.
 #[cold]
-fn miss(at: u64) -> u64 {
+fn miss(at: u64) -> Rule {
     let (rule, stranger) = cfi::rule(&modules::lock(), at - 1);
     if stranger && modules::stranger_seen() {
         // A library loaded since the last scan? The next stacks will know.
         modules::scan(false);
     }
-    rule.pack()
+    rule
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -158,20 +162,21 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     let mut frames = [MaybeUninit::<u64>::uninit(); MAX_DEPTH];
     let Some(first) = read(bottom) else { return 0 };
     frames[0].write(first);
-    let (mut n, mut truncated) = (1, false);
+    let (mut n, mut truncated, mut hash) = (1, false, stack_table::mix(0, first));
     let (mut at, mut sp, mut bp) = (first, bottom + 8, entry.bp);
-    while let Rule::Cfa {
-        from_bp,
-        cfa,
-        bp: saved_bp,
-    } = t.rule(at)
-    {
-        let cfa = if from_bp { bp } else { sp }.wrapping_add(cfa as i64 as u64);
+    loop {
+        let rule = t.rule(at);
+        let base = match rule.kind {
+            Kind::Sp => sp,
+            Kind::Bp => bp,
+            Kind::End | Kind::Unknown => break,
+        };
+        let cfa = base.wrapping_add(rule.cfa as i64 as u64);
         let Some(ret) = read(cfa.wrapping_sub(8)) else {
             break;
         };
-        if saved_bp != 0 {
-            match read(cfa.wrapping_add(saved_bp as i64 as u64)) {
+        if rule.bp != 0 {
+            match read(cfa.wrapping_add(rule.bp as i64 as u64)) {
                 Some(v) => bp = v,
                 None => break,
             }
@@ -186,9 +191,10 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         }
         frames[n].write(ret);
         n += 1;
+        hash = stack_table::mix(hash, ret);
         (at, sp) = (ret, cfa);
     }
     // SAFETY: frames[..n] were written above.
     let frames = unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<u64>(), n) };
-    stack_table::intern(frames, truncated)
+    stack_table::intern(frames, truncated, hash)
 }
