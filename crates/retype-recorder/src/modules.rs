@@ -7,7 +7,7 @@
 //!
 //! The objects are scanned when a segment begins, when an address outside
 //! every known object is unwound while the loader's count of loads and
-//! unloads has changed (a library opened by `dlopen`: the recorder does not
+//! unloads has changed since the last scan (a library opened by `dlopen`: the recorder does not
 //! wrap `dlopen`, whose caller decides where it looks for libraries), and
 //! when a segment ends. The table and the unwinding that reads it share one
 //! lock; each change of the table bumps [`generation`], which empties the
@@ -69,8 +69,6 @@ static LOCK: AtomicBool = AtomicBool::new(false);
 static GENERATION: AtomicU32 = AtomicU32::new(1);
 /// The loader's loads plus unloads at the last scan.
 static LOADS: AtomicU64 = AtomicU64::new(0);
-/// Lookups of addresses outside every object since the last check.
-static STRANGERS: AtomicU32 = AtomicU32::new(0);
 
 /// The table while its lock is held.
 pub struct Locked(&'static mut Table);
@@ -145,14 +143,12 @@ struct Scan<'a> {
     loads: u64,
 }
 
-/// Called (with the table locked) when an address lies outside every known
-/// object: every 64th time, tells whether the loader's count of loads and
-/// unloads has changed since the last scan (the check takes the loader's
-/// lock), so that the caller scans again once it has let the table go.
+/// Whether the loader has loaded or unloaded an object since the last scan
+/// (asked when an address lies outside every known object; the check takes
+/// the loader's lock for one callback).
 #[cold]
-pub fn stranger_seen() -> bool {
-    STRANGERS.fetch_add(1, Ordering::Relaxed).is_multiple_of(64)
-        && loader_changes() != LOADS.load(Ordering::Relaxed)
+pub fn loader_changed() -> bool {
+    loader_changes() != LOADS.load(Ordering::Relaxed)
 }
 
 /// The loader's loads plus unloads so far.

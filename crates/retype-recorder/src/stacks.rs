@@ -92,13 +92,16 @@ impl ThreadStack {
     }
 }
 
-/// The rule of return address `at`, from the object's tables.
+/// The rule of return address `at`, from the object's tables. An address
+/// outside every known object may be in a library loaded since the last
+/// scan: if the loader has loaded or unloaded anything since, scan again and
+/// look once more.
 #[cold]
 fn miss(at: u64) -> Rule {
     let (rule, stranger) = cfi::rule(&modules::lock(), at - 1);
-    if stranger && modules::stranger_seen() {
-        // A library loaded since the last scan? The next stacks will know.
+    if stranger && modules::loader_changed() {
         modules::scan(false);
+        return cfi::rule(&modules::lock(), at - 1).0;
     }
     rule
 }

@@ -99,10 +99,13 @@ fn three_known_sites_and_a_known_leak_come_out_exactly() {
             ("leaky".to_string(), source_line("= malloc(200);")),
         ]
     );
-    // By stack: each site called from main.
+    // By stack: each site called from main, each stack walked to _start.
     let v = json(&dir, &["trace", "sites", t, "--by", "stack", "--json"]);
     for s in v["sites"].as_array().unwrap() {
         assert_eq!(s["frames"][1]["function"], "main", "{s}");
+        let frames = s["frames"].as_array().unwrap();
+        assert_eq!(frames.last().unwrap()["function"], "_start", "{s}");
+        assert_eq!(s["truncated"], false);
     }
     // The leaks: table's kept block and leaky's five, whole stacks.
     let v = json(&dir, &["trace", "leaks", t, "--json"]);

@@ -52,8 +52,12 @@ const WRAPPERS: &[&str] = &[
     "_PyObject_Realloc",
 ];
 
+/// The malloc family itself, as a frame above the recorded call (ld.so's
+/// inlined `calloc` that calls through its pointer to the real one).
+const FAMILY: &[&str] = &["malloc", "calloc", "realloc", "reallocarray", "free"];
+
 fn is_wrapper(f: &Frame) -> bool {
-    WRAPPERS.iter().any(|w| f.function.starts_with(w))
+    WRAPPERS.iter().any(|w| f.function.starts_with(w)) || FAMILY.contains(&f.function.as_str())
 }
 
 /// One stack of a trace, symbolized, with its figures.
@@ -63,6 +67,8 @@ pub struct Resolved {
     pub frames: Vec<Frame>,
     /// The index in `frames` of the site (the first frame not a wrapper).
     pub site: usize,
+    /// The stack was deeper than the recording's depth.
+    pub truncated: bool,
     pub stats: SiteStats,
 }
 
@@ -86,10 +92,8 @@ impl Analysis {
             .enumerate()
             .map(|(k, stats)| {
                 total.add(&stats);
-                let frames = match k.checked_sub(1) {
-                    Some(i) => sym.stack(&trace.stacks[i]),
-                    None => Vec::new(),
-                };
+                let stack = k.checked_sub(1).map(|i| &trace.stacks[i]);
+                let frames = stack.map_or_else(Vec::new, |s| sym.stack(s));
                 let site = frames
                     .iter()
                     .position(|f| !is_wrapper(f))
@@ -97,6 +101,7 @@ impl Analysis {
                 Resolved {
                     frames,
                     site,
+                    truncated: stack.is_some_and(|s| s.truncated),
                     stats,
                 }
             })
@@ -126,6 +131,7 @@ impl Analysis {
             let site = groups.entry(key.clone()).or_insert_with(|| Site {
                 key,
                 frames,
+                truncated: by == By::Stack && r.truncated,
                 stats: SiteStats::default(),
                 stacks: 0,
             });
@@ -173,6 +179,8 @@ pub struct Site {
     pub stats: SiteStats,
     /// How many recorded stacks it gathers.
     pub stacks: usize,
+    /// A whole stack (`--by stack`) whose outer frames were not recorded.
+    pub truncated: bool,
 }
 
 pub fn frame_json(f: &Frame) -> Value {
@@ -203,6 +211,7 @@ fn site_json(s: &Site) -> Value {
     v["site"] = json!(s.key);
     v["stacks"] = json!(s.stacks);
     v["frames"] = s.frames.iter().map(frame_json).collect();
+    v["truncated"] = json!(s.truncated);
     v
 }
 
@@ -278,6 +287,13 @@ pub fn sites(file: &Path, a: &Analysis, by: By, top: Option<usize>, json: bool) 
         if by == By::Stack {
             for f in s.frames.iter().skip(1) {
                 let _ = writeln!(o, "{:>62}  {}", "", f.label());
+            }
+            if s.truncated {
+                let _ = writeln!(
+                    o,
+                    "{:>62}  … (deeper than the recording's --stack-depth)",
+                    ""
+                );
             }
         }
     }
@@ -360,6 +376,9 @@ pub fn leaks(file: &Path, a: &Analysis, by: By, json: bool) -> String {
         }
         for f in &s.frames {
             let _ = writeln!(o, "    {}", f.label());
+        }
+        if s.truncated {
+            let _ = writeln!(o, "    … (deeper than the recording's --stack-depth)");
         }
     }
     warnings(&mut o, a);
