@@ -11,6 +11,7 @@ use std::process::Command;
 
 use prost::Message;
 use retype::cmd::trace::pprof::Profile;
+use retype::cmd::trace::symbols::Symbolizer;
 use serde_json::Value;
 
 use common::recording::{compile, record};
@@ -489,4 +490,62 @@ fn the_report_draws_the_flame_graph_and_the_top_sites() {
         // _start, the libc frames, main and the three sites at least.
         assert!(flame.1.as_u64().unwrap() >= 6, "{marks:?}");
     }
+}
+
+#[test]
+fn forked_children_and_exec_images_name_their_own_stacks_and_objects() {
+    let dir = scratch("images");
+    let exe = compile("lifecycle.c", &dir);
+    let exe = exe.to_str().unwrap();
+    // A fork child's file has its own stacks and objects: its 40 marker calls.
+    let (_, o) = record(&dir, "f.rtr", &["--json"], &[exe, "fork", "40"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let child = report["child_traces"][0].as_str().unwrap().to_string();
+    for file in ["f.rtr", child.as_str()] {
+        let v = json(&dir, &["trace", "sites", file, "--json"]);
+        let markers = v["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["site"] == "marker_allocations")
+            .unwrap_or_else(|| panic!("{file}: {v}"));
+        assert_eq!(markers["calls"], 40, "{file}");
+    }
+    // After an exec, the new image's stacks are looked up in its own objects:
+    // the shell's, then sites.c's.
+    let sites = compile("sites.c", &dir);
+    let command = format!("exec {}", sites.display());
+    let (t, o) = record(&dir, "e.rtr", &[], &["sh", "-c", &command]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!t.segments.is_empty(), "two program images with events");
+    let shell = t.modules[0].path.rsplit('/').next().unwrap().to_string();
+    let mut sym = Symbolizer::new(&t);
+    let mut modules = |segment: u32| {
+        let mut m: Vec<String> = t
+            .stacks
+            .iter()
+            .filter(|s| s.segment == segment)
+            .flat_map(|s| sym.stack(s))
+            .map(|f| f.module)
+            .collect();
+        m.sort();
+        m.dedup();
+        m
+    };
+    let (first, second) = (modules(0), modules(1));
+    assert!(first.contains(&shell), "{shell}: {first:?}");
+    assert!(second.contains(&"sites".to_string()), "{second:?}");
+    assert!(!second.contains(&shell), "{second:?}");
+    let v = json(&dir, &["trace", "sites", "e.rtr", "--json"]);
+    let table = v["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["site"] == "table");
+    assert_eq!(
+        table.map(figures),
+        Some([10, 10_240, 10_240, 1_024, 1]),
+        "{v}"
+    );
 }
