@@ -58,9 +58,14 @@ struct Cached {
 }
 
 impl Cached {
+    /// All zeros, as a new buffer's mapping holds it.
     const EMPTY: Cached = Cached {
         at: 0,
-        rule: cfi::FRAME_POINTER,
+        rule: Rule {
+            cfa: 0,
+            bp: 0,
+            kind: Kind::Sp,
+        },
     };
 }
 
@@ -150,7 +155,10 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     }
     let generation = modules::generation();
     if t.generation != generation {
-        t.cache.fill(Cached::EMPTY);
+        // A new buffer's cache is zero pages, already empty: left untouched.
+        if t.generation != 0 {
+            t.cache.fill(Cached::EMPTY);
+        }
         t.generation = generation;
     }
     // Reads stay in [entry.sp, top): the words above the hook's entry.
