@@ -259,6 +259,41 @@ fn a_cpp_program_is_symbolized_with_demangled_names() {
         .all(|s| !s["site"].as_str().unwrap().starts_with("operator new")));
 }
 
+/// A Rust program: `retype` itself reading a trace.
+#[test]
+fn a_rust_program_is_symbolized_with_demangled_names() {
+    let dir = scratch("rust");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../retype-trace/tests/data/sites-v1.rtr");
+    let retype = env!("CARGO_BIN_EXE_retype");
+    let (_, o) = record(
+        &dir,
+        "r.rtr",
+        &[],
+        &[retype, "trace", "info", fixture.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = json(
+        &dir,
+        &["trace", "sites", "r.rtr", "--by", "stack", "--json"],
+    );
+    let functions: Vec<&str> = v["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["frames"].as_array().unwrap())
+        .map(|f| f["function"].as_str().unwrap())
+        .collect();
+    assert!(
+        functions
+            .iter()
+            .any(|f| f.starts_with("retype_trace::trace::Trace::read")),
+        "{functions:#?}"
+    );
+    let mangled = |f: &&&str| f.starts_with("_ZN") || f.starts_with("_R");
+    assert!(!functions.iter().any(|f| mangled(&f)), "{functions:#?}");
+}
+
 #[test]
 fn python3_native_frames_are_cpython_functions() {
     let dir = scratch("python");
