@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The recorder's overhead: wall time of malloc-heavy programs with
-# libretype_recorder.so preloaded, beside the same programs without it.
-# Runs alternate (plain, recorded, plain, recorded, ...) so that machine noise
-# hits both sides alike; prints the median of each and their ratio.
+# libretype_recorder.so preloaded, with call stacks (the default, 32 frames)
+# and without (RETYPE_STACK_DEPTH=0), beside the same programs run plainly
+# and under Debian's heaptrack (which records a stack per call too).
+# Runs alternate (plain, no stacks, stacks, heaptrack, plain, ...) so that
+# machine noise hits every side alike; prints the median of each, their
+# ratios to plain, the range of the stacks ratio, and the recordings' sizes.
 # Usage: bench/recorder-overhead.sh [ROUNDS]   (after cargo build --release)
 # With BASELINE_SO=path/to/an/older/libretype_recorder.so, each round also runs
-# that library (plain, recorded, baseline, ...) and a last column gives its ratio,
-# so that two versions of the recorder are compared inside one run.
+# that library and a last column gives its ratio, so that two versions of the
+# recorder are compared inside one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-7}
 so=$PWD/target/release/libretype_recorder.so
 base=${BASELINE_SO:-}
 [ -f "$so" ] || { echo "build first: cargo build --release -p retype-recorder" >&2; exit 2; }
+bash scripts/install-deps heaptrack >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -pthread -o "$work/mt_alloc" crates/retype-recorder/tests/c/mt_alloc.c
@@ -21,49 +25,57 @@ import random; random.seed(7)
 open('$work/lines.txt','w').write(''.join('%016x %s\n' % (random.getrandbits(64), 'z' * random.randrange(40)) for _ in range(300000)))"
 py=$(python3 -c 'import sys; print(sys.executable)')
 
+# Microseconds since the epoch.
+now() { echo $(( $(date +%s%N) / 1000 )); }
+# Bytes of the files matching a glob, then removes them.
+size_of() { local s; s=$(cat "$@" 2>/dev/null | wc -c); rm -f "$@"; echo "$s"; }
+
 # One workload: NAME then the command.
 run() {
   local name=$1; shift
-  local plain=() rec=() old=()
+  local plain=() bare=() stacks=() heap=() old=() t0 t1 rtr=0 ht=0
   for _ in $(seq "$rounds"); do
-    local t0 t1 t2 t3
-    t0=$(date +%s%N); "$@" >/dev/null; t1=$(date +%s%N)
-    RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$so" "$@" >/dev/null; t2=$(date +%s%N)
-    plain+=($(( (t1 - t0) / 1000 ))); rec+=($(( (t2 - t1) / 1000 )))
-    events=$(ls -l "$work"/t.rtr* | awk '{s += $5} END {print s}')
-    rm -f "$work"/t.rtr*
+    t0=$(now); "$@" >/dev/null; t1=$(now); plain+=($((t1 - t0)))
+    t0=$(now); RETYPE_STACK_DEPTH=0 RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$so" "$@" >/dev/null; t1=$(now)
+    bare+=($((t1 - t0))); rm -f "$work"/t.rtr*
+    t0=$(now); RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$so" "$@" >/dev/null; t1=$(now)
+    stacks+=($((t1 - t0))); rtr=$(size_of "$work"/t.rtr*)
+    t0=$(now); heaptrack -o "$work/h" "$@" >/dev/null 2>&1; t1=$(now)
+    heap+=($((t1 - t0))); ht=$(size_of "$work"/h*)
     if [ -n "$base" ]; then
-      RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$base" "$@" >/dev/null; t3=$(date +%s%N)
-      old+=($(( (t3 - t2) / 1000 )))
-      rm -f "$work"/t.rtr*
+      t0=$(now); RETYPE_TRACE_FILE="$work/t.rtr" LD_PRELOAD="$base" "$@" >/dev/null; t1=$(now)
+      old+=($((t1 - t0))); rm -f "$work"/t.rtr*
     fi
   done
-  python3 - "$name" "$events" "${plain[*]}" "${rec[*]}" "${old[*]}" <<'PY'
+  python3 - "$name" "$rtr" "$ht" "${plain[*]}" "${bare[*]}" "${stacks[*]}" "${heap[*]}" "${old[*]}" <<'PY'
 import statistics, sys
-name, size = sys.argv[1], int(sys.argv[2])
-plain, rec, old = (list(map(int, a.split())) for a in sys.argv[3:6])
-p, r = statistics.median(plain), statistics.median(rec)
-ratios = sorted(b / a for a, b in zip(plain, rec))
-row = f"| {name} | {p/1000:.1f} | {r/1000:.1f} | {r/p:.2f} | {ratios[0]:.2f}–{ratios[-1]:.2f} | {size/1e6:.1f} |"
+name, rtr, ht = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+plain, bare, stacks, heap, old = (list(map(int, a.split())) for a in sys.argv[4:9])
+m = statistics.median
+p = m(plain)
+ratios = sorted(b / a for a, b in zip(plain, stacks))
+row = (f"| {name} | {p/1000:.1f} | {m(bare)/1000:.1f} ({m(bare)/p:.2f}) | {m(stacks)/1000:.1f} ({m(stacks)/p:.2f}) "
+       f"| {ratios[0]:.2f}–{ratios[-1]:.2f} | {m(heap)/1000:.1f} ({m(heap)/p:.2f}) | {rtr/1e6:.1f} | {ht/1e6:.1f} |")
 if old:
-    row += f" {statistics.median(old)/p:.2f} |"
-print(row)
+    row += f" {m(old)/p:.2f} |"
+print(row, flush=True)
 PY
 }
 
-if [ -n "$base" ]; then
-  echo "| workload | plain ms (median) | recorded ms (median) | ratio of medians | ratio range | trace MB | baseline ratio of medians |"
-  echo "|---|---|---|---|---|---|---|"
-else
-  echo "| workload | plain ms (median) | recorded ms (median) | ratio of medians | ratio range | trace MB |"
-  echo "|---|---|---|---|---|---|"
-fi
+head="| workload | plain ms | no stacks ms (ratio) | stacks ms (ratio) | stacks ratio range | heaptrack ms (ratio) | trace MB | heaptrack MB |"
+rule="|---|---|---|---|---|---|---|---|"
+if [ -n "$base" ]; then head="$head baseline ratio |"; rule="$rule---|"; fi
+echo "$head"
+echo "$rule"
 run "mt_alloc 1 thread, 1M iterations (1.9M calls)" "$work/mt_alloc" 1 1000000
 run "mt_alloc 2 threads, 500k iterations each" "$work/mt_alloc" 2 500000
 run "python3 json dumps/loads of 200k ints ×5" "$py" -c "
 import json
 for _ in range(5): json.loads(json.dumps([{'k': i, 'v': str(i)} for i in range(200000)]))"
-run "python3 json, PYTHONMALLOC=malloc (every object through malloc)" env PYTHONMALLOC=malloc "$py" -c "
+# Exported rather than passed by `env`, which heaptrack would record instead.
+export PYTHONMALLOC=malloc
+run "python3 json, PYTHONMALLOC=malloc (every object through malloc)" "$py" -c "
 import json
 for _ in range(2): json.loads(json.dumps([{'k': i, 'v': str(i)} for i in range(100000)]))"
+unset PYTHONMALLOC
 run "sort 300k lines" sort --parallel=1 -o "$work/out.txt" "$work/lines.txt"

@@ -28,7 +28,8 @@ use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
 
 use crate::local::{local, Local};
-use crate::{output, sys, thread};
+use crate::stacks::ThreadStack;
+use crate::{output, stack_table, sys, thread};
 
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
@@ -49,6 +50,8 @@ pub struct ThreadBuf {
     pub tid: u32,
     /// When the owning thread started, in ns on CLOCK_MONOTONIC.
     pub start_ns: u64,
+    /// The owner's call-stack unwinding state.
+    stack: ThreadStack,
     /// Events recorded in this buffer since the segment began (written or not).
     events: u64,
     /// Events appended and not yet encoded: `pending[..waiting]`.
@@ -112,6 +115,23 @@ pub fn append(l: &Local, event: impl FnOnce() -> Event) {
     }
 }
 
+/// This thread's unwinding state (in its buffer, made on first use), or
+/// `None` if it has no buffer (it is exiting, or none could be mapped).
+/// Buffers are never unmapped; the caller (a hook) holds it for one call.
+#[inline(always)]
+pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
+    let mut b = l.buf.get();
+    if b.is_null() {
+        if thread::exiting() {
+            return None;
+        }
+        b = mine(l);
+    }
+    // SAFETY: `b`, if not null, is this thread's live buffer; only its owner
+    // touches `stack` (drainers write events out, never this field).
+    unsafe { b.as_mut() }.map(|b| &mut b.stack)
+}
+
 /// Writes one event as its own record: for the few calls a thread makes
 /// after its buffer was released at thread exit (glibc's own thread cleanup).
 fn write_stray(e: &Event) {
@@ -128,6 +148,7 @@ fn write_stray(e: &Event) {
         codec::header_before(&mut rec, MAX_EVENTS_HEADER, codec::TAG_EVENTS, &fields, len)
     {
         STRAY_EVENTS.fetch_add(1, Ordering::Relaxed);
+        stack_table::flush(false);
         output::write(&rec[start..pos]);
     }
 }
@@ -152,6 +173,7 @@ fn mine(l: &Local) -> *mut ThreadBuf {
         unsafe {
             (*b).tid = tid;
             (*b).start_ns = thread::start_ns(tid);
+            (*b).stack.begin();
         }
         l.buf.set(b);
         thread::watch_exit(b.cast());
@@ -213,7 +235,7 @@ impl ThreadBuf {
     #[inline(always)]
     fn push(&mut self, event: impl FnOnce() -> Event) {
         if self.waiting == PENDING {
-            self.encode_pending();
+            self.encode_pending(false);
         }
         // SAFETY: `waiting` < PENDING here (it never exceeds PENDING and was
         // just emptied if equal).
@@ -222,13 +244,13 @@ impl ThreadBuf {
     }
 
     /// Encodes the pending events into the payload, writing the payload out
-    /// whenever it fills.
-    fn encode_pending(&mut self) {
+    /// whenever it fills. `in_signal`: see [`ThreadBuf::write_payload`].
+    fn encode_pending(&mut self, in_signal: bool) {
         let scale = sys::TickScale::now();
         let mut next = 0;
         while next < self.waiting {
             if self.len >= CAPACITY {
-                self.write_payload();
+                self.write_payload(in_signal);
             }
             next = self.encode_some(next, scale);
         }
@@ -268,16 +290,19 @@ impl ThreadBuf {
     }
 
     /// Writes every buffered event out.
-    fn write_out(&mut self) {
-        self.encode_pending();
-        self.write_payload();
+    fn write_out(&mut self, in_signal: bool) {
+        self.encode_pending(in_signal);
+        self.write_payload(in_signal);
     }
 
-    /// Writes the encoded events as one events record.
-    fn write_payload(&mut self) {
+    /// Writes the encoded events as one events record, after the stack
+    /// records not yet written (an event's stack must come first; in a
+    /// signal handler the stacks' lock is tried a bounded number of times).
+    fn write_payload(&mut self, in_signal: bool) {
         if self.len == 0 {
             return;
         }
+        stack_table::flush(in_signal);
         let fields = [u64::from(self.tid), self.base_time];
         if let Some(start) = codec::header_before(
             &mut self.data,
@@ -346,7 +371,7 @@ pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
     // SAFETY: `b` is this thread's buffer, handed back by the TLS destructor.
     unsafe {
         lock(b);
-        (*b).write_out();
+        (*b).write_out(false);
         output::write(summary);
         local().buf.set(null_mut());
         (*b).owner.store(0, Ordering::Release);
@@ -382,7 +407,7 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
                 continue;
             }
             let buf = &mut *b;
-            buf.write_out();
+            buf.write_out(in_signal);
             total += buf.events;
             buf.events = 0;
             total += STRAY_EVENTS.swap(0, Ordering::Relaxed);

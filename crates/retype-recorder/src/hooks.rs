@@ -1,5 +1,12 @@
-//! The exported malloc family. Each hook times the call it forwards and
-//! appends one event to this thread's buffer.
+//! The exported malloc family. Each hook takes the call's stack (unless
+//! stacks are off), times the call it forwards and appends one event to this
+//! thread's buffer.
+//!
+//! On x86-64 each exported function is a two-instruction trampoline that
+//! passes its own entry stack pointer and the caller's frame pointer to the
+//! hook's body as two extra arguments, then jumps there: the stack walk then
+//! starts at the program's frame (the return address is the word at the entry
+//! stack pointer) instead of unwinding the recorder's own frames first.
 //!
 //! Calls made while this thread is already inside the recorder (the next
 //! allocator calling malloc itself, or a libc function the recorder uses) are
@@ -12,14 +19,16 @@ use retype_trace::{Event, Op};
 
 use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
-use crate::{buffer, sys};
+use crate::stacks::Entry;
+use crate::{buffer, stacks, sys};
 
 /// Events are being recorded (set after the trace file is open).
 pub static RECORDING: AtomicBool = AtomicBool::new(false);
 
-/// Runs `call`, recording the event `event` builds from its result.
+/// Runs `call`, recording the event `event` builds from its result; `at`
+/// is where the program called from.
 #[inline(always)]
-fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
+fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
     if !RECORDING.load(Ordering::Relaxed) {
         if !crate::process::not_started() {
             return call();
@@ -33,6 +42,12 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
     let Some(_busy) = Busy::enter_on(l) else {
         return call();
     };
+    // The stack is taken outside the timed call: latencies stay the allocator's.
+    let stack = if stacks::enabled() {
+        buffer::stack_state(l).map_or(0, |t| stacks::capture(t, at))
+    } else {
+        0
+    };
     let t0 = sys::ticks();
     let v = call();
     let t1 = sys::ticks();
@@ -40,6 +55,7 @@ fn traced<T: Copy>(call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> 
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
+        stack,
         ..event(v)
     });
     v
@@ -49,15 +65,58 @@ fn addr(p: *mut c_void) -> u64 {
     p as u64
 }
 
+/// Exports C function `$name` whose body is `$body`, which takes the C
+/// arguments and then the [`Entry`] registers. On x86-64: a naked
+/// trampoline that puts the entry stack pointer and the frame pointer into
+/// the two argument registers after the C arguments (`$sp`, `$bp`) and jumps
+/// to the body, leaving the stack as the caller made it.
+macro_rules! export {
+    ($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty = $body:ident, $sp:literal, $bp:literal) => {
+        /// # Safety
+        /// The C contract of the function of this name.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($(_: $ty),*) -> $ret {
+            core::arch::naked_asm!(
+                concat!("mov ", $sp, ", rsp"),
+                concat!("mov ", $bp, ", rbp"),
+                "jmp {}",
+                sym $body
+            )
+        }
+
+        /// # Safety
+        /// The C contract of the function of this name.
+        #[cfg(not(target_arch = "x86_64"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: the same contract; no stack is taken on this architecture.
+            unsafe { $body($($arg,)* 0, 0) }
+        }
+    };
+}
+
+export!(malloc(size: size_t) -> *mut c_void = malloc_body, "rsi", "rdx");
+export!(calloc(n: size_t, size: size_t) -> *mut c_void = calloc_body, "rdx", "rcx");
+export!(realloc(p: *mut c_void, size: size_t) -> *mut c_void = realloc_body, "rdx", "rcx");
+export!(reallocarray(p: *mut c_void, n: size_t, size: size_t) -> *mut c_void = reallocarray_body, "rcx", "r8");
+export!(free(p: *mut c_void) -> () = free_body, "rsi", "rdx");
+export!(posix_memalign(out: *mut *mut c_void, align: size_t, size: size_t) -> c_int = posix_memalign_body, "rcx", "r8");
+export!(aligned_alloc(align: size_t, size: size_t) -> *mut c_void = aligned_alloc_body, "rdx", "rcx");
+export!(memalign(align: size_t, size: size_t) -> *mut c_void = memalign_body, "rdx", "rcx");
+export!(valloc(size: size_t) -> *mut c_void = valloc_body, "rsi", "rdx");
+export!(pvalloc(size: size_t) -> *mut c_void = pvalloc_body, "rsi", "rdx");
+
 /// # Safety
 /// The C `malloc` contract.
-#[no_mangle]
-pub unsafe extern "C" fn malloc(size: size_t) -> *mut c_void {
+unsafe extern "C" fn malloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void {
     let Some(r) = real() else {
         return bootstrap_alloc(size, 16);
     };
-    // SAFETY: forwarding the caller's arguments.
     traced(
+        Entry { sp, bp },
+        // SAFETY: forwarding the caller's arguments.
         || unsafe { (r.malloc)(size) },
         |p| Event {
             op: Op::Malloc,
@@ -70,8 +129,7 @@ pub unsafe extern "C" fn malloc(size: size_t) -> *mut c_void {
 
 /// # Safety
 /// The C `calloc` contract.
-#[no_mangle]
-pub unsafe extern "C" fn calloc(n: size_t, size: size_t) -> *mut c_void {
+unsafe extern "C" fn calloc_body(n: size_t, size: size_t, sp: u64, bp: u64) -> *mut c_void {
     let Some(r) = real() else {
         // The arena is zeroed and never reused.
         return n
@@ -79,8 +137,9 @@ pub unsafe extern "C" fn calloc(n: size_t, size: size_t) -> *mut c_void {
             .map_or(std::ptr::null_mut(), |b| bootstrap_alloc(b, 16));
     };
     let bytes = (n as u64).saturating_mul(size as u64);
-    // SAFETY: forwarding.
     traced(
+        Entry { sp, bp },
+        // SAFETY: forwarding.
         || unsafe { (r.calloc)(n, size) },
         |p| Event {
             op: Op::Calloc,
@@ -93,16 +152,16 @@ pub unsafe extern "C" fn calloc(n: size_t, size: size_t) -> *mut c_void {
 
 /// # Safety
 /// The C `realloc` contract.
-#[no_mangle]
-pub unsafe extern "C" fn realloc(p: *mut c_void, size: size_t) -> *mut c_void {
+unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64) -> *mut c_void {
     let Some(r) = real() else {
         return bootstrap_realloc(p, size);
     };
     if bootstrap_size(p).is_some() {
         return bootstrap_realloc(p, size);
     }
-    // SAFETY: forwarding.
     traced(
+        Entry { sp, bp },
+        // SAFETY: forwarding.
         || unsafe { (r.realloc)(p, size) },
         |q| Event {
             op: Op::Realloc,
@@ -116,23 +175,28 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: size_t) -> *mut c_void {
 
 /// # Safety
 /// The C `reallocarray` contract.
-#[no_mangle]
-pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: size_t, size: size_t) -> *mut c_void {
+unsafe extern "C" fn reallocarray_body(
+    p: *mut c_void,
+    n: size_t,
+    size: size_t,
+    sp: u64,
+    bp: u64,
+) -> *mut c_void {
     let Some(bytes) = n.checked_mul(size) else {
         // SAFETY: errno is this thread's.
         unsafe { *libc::__errno_location() = libc::ENOMEM };
         return std::ptr::null_mut();
     };
     // SAFETY: reallocarray(p, n, size) is realloc(p, n * size) without overflow.
-    unsafe { realloc(p, bytes) }
+    unsafe { realloc_body(p, bytes, sp, bp) }
 }
 
 /// A realloc of an arena block (or any realloc while resolving): a new block and a copy.
 fn bootstrap_realloc(p: *mut c_void, size: size_t) -> *mut c_void {
     let old = bootstrap_size(p).unwrap_or(0);
-    // SAFETY: malloc is our hook; the copy stays inside both blocks.
+    // SAFETY: malloc_body is our hook (no stack: `sp` 0); the copy stays inside both blocks.
     unsafe {
-        let q = malloc(size);
+        let q = malloc_body(size, 0, 0);
         if !q.is_null() && !p.is_null() {
             std::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old.min(size));
         }
@@ -142,14 +206,14 @@ fn bootstrap_realloc(p: *mut c_void, size: size_t) -> *mut c_void {
 
 /// # Safety
 /// The C `free` contract.
-#[no_mangle]
-pub unsafe extern "C" fn free(p: *mut c_void) {
+unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
     if bootstrap_size(p).is_some() {
         return;
     }
     let Some(r) = real() else { return };
-    // SAFETY: forwarding.
     traced(
+        Entry { sp, bp },
+        // SAFETY: forwarding.
         || unsafe { (r.free)(p) },
         |()| Event {
             op: Op::Free,
@@ -161,11 +225,12 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 
 /// # Safety
 /// The C `posix_memalign` contract.
-#[no_mangle]
-pub unsafe extern "C" fn posix_memalign(
+unsafe extern "C" fn posix_memalign_body(
     out: *mut *mut c_void,
     align: size_t,
     size: size_t,
+    sp: u64,
+    bp: u64,
 ) -> c_int {
     let Some(r) = real() else {
         let p = bootstrap_alloc(size, align);
@@ -174,6 +239,7 @@ pub unsafe extern "C" fn posix_memalign(
         return if p.is_null() { libc::ENOMEM } else { 0 };
     };
     traced(
+        Entry { sp, bp },
         // SAFETY: forwarding.
         || unsafe { (r.posix_memalign)(out, align, size) },
         // SAFETY: on success posix_memalign stored the block in `*out`.
@@ -187,17 +253,17 @@ pub unsafe extern "C" fn posix_memalign(
     )
 }
 
-macro_rules! aligned_hook {
+macro_rules! aligned_body {
     ($name:ident, $op:expr, $field:ident) => {
         /// # Safety
-        /// The C contract of the function of this name.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(align: size_t, size: size_t) -> *mut c_void {
+        /// The C contract of the function this is the body of.
+        unsafe extern "C" fn $name(align: size_t, size: size_t, sp: u64, bp: u64) -> *mut c_void {
             let Some(r) = real() else {
                 return bootstrap_alloc(size, align);
             };
-            // SAFETY: forwarding.
             traced(
+                Entry { sp, bp },
+                // SAFETY: forwarding.
                 || unsafe { (r.$field)(align, size) },
                 |p| Event {
                     op: $op,
@@ -211,18 +277,18 @@ macro_rules! aligned_hook {
     };
 }
 
-aligned_hook!(aligned_alloc, Op::AlignedAlloc, aligned_alloc);
-aligned_hook!(memalign, Op::Memalign, memalign);
+aligned_body!(aligned_alloc_body, Op::AlignedAlloc, aligned_alloc);
+aligned_body!(memalign_body, Op::Memalign, memalign);
 
 /// # Safety
 /// The C `valloc` contract.
-#[no_mangle]
-pub unsafe extern "C" fn valloc(size: size_t) -> *mut c_void {
+unsafe extern "C" fn valloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void {
     let Some(r) = real() else {
         return bootstrap_alloc(size, 4096);
     };
-    // SAFETY: forwarding.
     traced(
+        Entry { sp, bp },
+        // SAFETY: forwarding.
         || unsafe { (r.valloc)(size) },
         |p| Event {
             op: Op::Valloc,
@@ -235,8 +301,7 @@ pub unsafe extern "C" fn valloc(size: size_t) -> *mut c_void {
 
 /// # Safety
 /// The C `pvalloc` contract.
-#[no_mangle]
-pub unsafe extern "C" fn pvalloc(size: size_t) -> *mut c_void {
+unsafe extern "C" fn pvalloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void {
     let Some(r) = real() else {
         return bootstrap_alloc(size.next_multiple_of(4096), 4096);
     };
@@ -247,7 +312,7 @@ pub unsafe extern "C" fn pvalloc(size: size_t) -> *mut c_void {
         // SAFETY: pvalloc is valloc of the size rounded up to pages.
         None => unsafe { (r.valloc)(size.next_multiple_of(page)) },
     };
-    traced(call, |p| Event {
+    traced(Entry { sp, bp }, call, |p| Event {
         op: Op::Pvalloc,
         size: size as u64,
         ret: addr(p),

@@ -4,7 +4,8 @@
 //! the program runs on (seed 003's TLM).
 //!
 //! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording);
-//! `RETYPE_ALLOCATOR` is copied into the trace's metadata.
+//! `RETYPE_ALLOCATOR` is copied into the trace's metadata; `RETYPE_STACK_DEPTH`
+//! is the most frames a call stack keeps (default 32; 0: no stacks).
 //! `retype record` sets it. A forked child writes `FILE.PID` (`FILE.PID.N` if
 //! taken); an exec'd image goes on appending to its process's file.
 //!
@@ -17,15 +18,23 @@
 //! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
 //! - [`process`]: fork, exec, `_exit`, fatal signals, process exit (`execl`,
 //!   `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`, built by `build.rs`);
+//! - [`stacks`]: each call's stack, walked with per-thread cached rules that
+//!   [`cfi`] derives from each object's call-frame information (gimli);
+//!   [`stack_table`]: each distinct stack once, with its id; [`modules`]: the
+//!   loaded objects, for the unwinder and for offline symbolization;
 //! - [`sys`]: small wrappers over raw system calls and clocks.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
 mod buffer;
+mod cfi;
 mod hooks;
 mod local;
+mod modules;
 mod output;
 mod process;
 mod real;
+mod stack_table;
+mod stacks;
 mod sys;
 mod thread;

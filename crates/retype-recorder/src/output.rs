@@ -34,7 +34,7 @@ pub fn write(bytes: &[u8]) {
     }
 }
 
-fn getenv(name: &[u8]) -> Option<&'static [u8]> {
+pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
     // SAFETY: `name` is NUL-terminated; the environment outlives us in practice
     // (we read it before the program can change it).
     let p = unsafe { libc::getenv(name.as_ptr().cast()) };
@@ -141,10 +141,13 @@ fn write_meta(how: &[u8]) {
     if let Some(a) = getenv(ENV_ALLOCATOR) {
         meta(b"allocator", a);
     }
+    let mut num = StackStr::<32>::new();
+    num.push_num(crate::stacks::depth() as u64);
+    meta(b"stack_depth", num.as_bytes());
 }
 
 /// Writes a meta record; bytes outside ASCII become `?` (meta text is UTF-8).
-fn meta(key: &[u8], value: &[u8]) {
+pub fn meta(key: &[u8], value: &[u8]) {
     let mut text = [0u8; 4096];
     let n = value.len().min(text.len());
     for (t, &v) in text.iter_mut().zip(&value[..n]) {

@@ -10,7 +10,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::hooks::RECORDING;
 use crate::local::Busy;
 use crate::real::real;
-use crate::{buffer, output, sys, thread};
+use crate::{buffer, modules, output, stack_table, stacks, sys, thread};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -41,6 +41,7 @@ pub fn start() {
     }
     let Some(_busy) = Busy::enter() else { return };
     real();
+    stacks::configure();
     thread::init();
     buffer::enable_fast_path();
     begin(false);
@@ -63,6 +64,11 @@ fn begin(forked: bool) {
     // Before the trace opens: its meta records give the clock's resolution.
     sys::calibrate_clock();
     if output::start(forked) {
+        if stacks::enabled() {
+            // The segment names its own objects and stacks.
+            stack_table::new_generation(forked);
+            modules::scan(true);
+        }
         FINISHED.store(false, Ordering::Release);
         RECORDING.store(true, Ordering::Release);
     }
@@ -76,6 +82,10 @@ fn end_segment(in_signal: bool) -> bool {
     }
     RECORDING.store(false, Ordering::Release);
     let _busy = Busy::enter();
+    if stacks::enabled() && !in_signal {
+        // Libraries opened since the last scan, for the stacks that name them.
+        modules::scan(false);
+    }
     let me = sys::gettid();
     let own = thread::claim_own_summary();
     let events = buffer::drain(in_signal, |tid, start_ns| {
@@ -89,6 +99,13 @@ fn end_segment(in_signal: bool) -> bool {
             }
         }
     });
+    stack_table::flush(in_signal);
+    let dropped = stack_table::take_dropped();
+    if dropped > 0 {
+        let mut num = sys::StackStr::<32>::new();
+        num.push_num(dropped);
+        output::meta(b"stacks_dropped", num.as_bytes());
+    }
     output::end(events);
     true
 }
@@ -139,6 +156,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
         let _busy = Busy::enter();
         thread::started_now();
         let recording = RECORDING.swap(false, Ordering::AcqRel);
+        modules::after_fork_child();
         buffer::after_fork_child();
         if recording {
             begin(true);

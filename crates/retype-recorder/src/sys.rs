@@ -242,6 +242,27 @@ pub fn read_file(path: &[u8], buf: &mut [u8]) -> usize {
     n
 }
 
+/// Reads the symbolic link `path` (NUL-terminated) into `buf`; returns its length.
+pub fn readlink(path: &[u8], buf: &mut [u8]) -> usize {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated and `buf` valid for its length.
+    let n = unsafe { libc::readlink(path.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
+    n.max(0) as usize
+}
+
+/// `text` if it is UTF-8 (the trace's text is), else a copy into `out` with
+/// every byte outside ASCII turned into `?` (cut to `out`'s length).
+pub fn utf8_or_ascii<'a>(text: &'a [u8], out: &'a mut [u8]) -> &'a [u8] {
+    if std::str::from_utf8(text).is_ok() {
+        return text;
+    }
+    let n = text.len().min(out.len());
+    for (o, &t) in out.iter_mut().zip(&text[..n]) {
+        *o = if t.is_ascii() { t } else { b'?' };
+    }
+    &out[..n]
+}
+
 pub fn errno() -> c_int {
     // SAFETY: __errno_location returns this thread's errno slot.
     unsafe { *libc::__errno_location() }

@@ -4,12 +4,17 @@
 //! Nothing here allocates: encoders write into caller-provided byte slices, so
 //! the recorder can use them inside `malloc`.
 
+use std::ops::Range;
+
 use crate::event::{Event, Op, ThreadSummary};
 
 /// The first 8 bytes of every trace file (PNG-style: detects text-mode mangling).
 pub const MAGIC: [u8; 8] = *b"\x89RTR\r\n\x1a\n";
-/// The format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+/// The format version this crate writes: 2 added call stacks and loaded
+/// objects (module and stack records, the stack flag on events).
+pub const VERSION: u16 = 2;
+/// The oldest version this crate reads.
+pub const MIN_VERSION: u16 = 1;
 /// Magic, version (u16 LE) and a reserved u16 (0).
 pub const HEADER_LEN: usize = 12;
 
@@ -18,11 +23,17 @@ pub const TAG_META: u8 = 1;
 pub const TAG_EVENTS: u8 = 2;
 pub const TAG_THREAD: u8 = 3;
 pub const TAG_END: u8 = 4;
+pub const TAG_MODULE: u8 = 5;
+pub const TAG_STACK: u8 = 6;
+
+/// Set in an event's op byte when a stack id follows its fields.
+pub const STACK_FLAG: u8 = 0x80;
 
 /// The most bytes a LEB128 varint of a u64 takes.
 pub const MAX_VARINT: usize = 10;
-/// The room one encoded event needs: op, time, latency and three u64s take at
-/// most 61 bytes, rounded up to a power of two for cheap indexing.
+/// The room one encoded event needs: op, time, latency, three u64s (an op
+/// carries at most three of ptr, align, size and ret) and a u32 stack id take
+/// at most 56 bytes, rounded up to a power of two for cheap indexing.
 pub const MAX_EVENT_LEN: usize = 64;
 /// The most bytes a record header (tag and payload length) takes.
 pub const MAX_RECORD_HEADER: usize = 1 + MAX_VARINT;
@@ -150,7 +161,7 @@ impl DeltaState {
             .try_into()
             .ok()?;
         let mut n = 1;
-        out[0] = e.op as u8;
+        out[0] = e.op as u8 | if e.stack != 0 { STACK_FLAG } else { 0 };
         put_small(out, &mut n, zigzag(e.time_ns.wrapping_sub(self.prev_time)));
         self.prev_time = e.time_ns;
         put_small(out, &mut n, e.latency_ns);
@@ -166,6 +177,9 @@ impl DeltaState {
             put_small(out, &mut n, zigzag(e.ret.wrapping_sub(self.prev_addr)));
             self.prev_addr = e.ret;
         }
+        if e.stack != 0 {
+            put_small(out, &mut n, u64::from(e.stack));
+        }
         *pos += n;
         Some(())
     }
@@ -180,7 +194,7 @@ impl DeltaState {
         let code = *buf
             .get(*pos)
             .ok_or(DecodeError::Varint(VarintError::Truncated))?;
-        let op = Op::from_code(code).ok_or(DecodeError::BadOp(code))?;
+        let op = Op::from_code(code & !STACK_FLAG).ok_or(DecodeError::BadOp(code))?;
         *pos += 1;
         let mut e = Event {
             op,
@@ -200,6 +214,13 @@ impl DeltaState {
             e.size = get_varint(buf, pos)?;
             e.ret = self.get_addr(buf, pos)?;
         }
+        if code & STACK_FLAG != 0 {
+            let id = get_varint(buf, pos)?;
+            e.stack = u32::try_from(id)
+                .ok()
+                .filter(|&id| id != 0)
+                .ok_or(DecodeError::BadStack(id))?;
+        }
         Ok(e)
     }
 }
@@ -209,6 +230,8 @@ impl DeltaState {
 pub enum DecodeError {
     Varint(VarintError),
     BadOp(u8),
+    /// A stack id of 0 or beyond 32 bits.
+    BadStack(u64),
 }
 
 impl From<VarintError> for DecodeError {
@@ -289,4 +312,65 @@ pub fn meta_record(buf: &mut [u8], key: &[u8], value: &[u8]) -> Option<usize> {
         pos += part.len();
     }
     Some(pos)
+}
+
+/// Encodes a stack record into `buf` (payload first, then the header in
+/// front of it); returns where in `buf` the record lies. Frames are zigzag
+/// differences from the previous frame (the first from 0): a stack's return
+/// addresses are mostly close to each other.
+pub fn stack_record(
+    buf: &mut [u8],
+    id: u32,
+    frames: &[u64],
+    truncated: bool,
+) -> Option<Range<usize>> {
+    let mut pos = MAX_RECORD_HEADER;
+    put_varint(buf, &mut pos, u64::from(id))?;
+    put_varint(
+        buf,
+        &mut pos,
+        (frames.len() as u64) << 1 | u64::from(truncated),
+    )?;
+    let mut prev = 0u64;
+    for &f in frames {
+        put_varint(buf, &mut pos, zigzag(f.wrapping_sub(prev)))?;
+        prev = f;
+    }
+    let start = header_before(
+        buf,
+        MAX_RECORD_HEADER,
+        TAG_STACK,
+        &[],
+        pos - MAX_RECORD_HEADER,
+    )?;
+    Some(start..pos)
+}
+
+/// The fields of a module record.
+pub struct ModuleFields<'a> {
+    pub base: u64,
+    pub start: u64,
+    pub end: u64,
+    pub build_id: &'a [u8],
+    pub path: &'a [u8],
+}
+
+/// Encodes a module record into `buf`; returns where in `buf` it lies.
+pub fn module_record(buf: &mut [u8], m: &ModuleFields) -> Option<Range<usize>> {
+    let mut pos = MAX_RECORD_HEADER;
+    for v in [m.base, m.start, m.end, m.build_id.len() as u64] {
+        put_varint(buf, &mut pos, v)?;
+    }
+    for part in [m.build_id, m.path] {
+        buf.get_mut(pos..pos + part.len())?.copy_from_slice(part);
+        pos += part.len();
+    }
+    let start = header_before(
+        buf,
+        MAX_RECORD_HEADER,
+        TAG_MODULE,
+        &[],
+        pos - MAX_RECORD_HEADER,
+    )?;
+    Some(start..pos)
 }

@@ -79,6 +79,7 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
                 align: num(5)?,
                 ptr: num(6)?,
                 ret: num(7)?,
+                stack: 0,
             }
             .canonical(),
         );

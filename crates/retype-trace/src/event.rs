@@ -84,6 +84,10 @@ pub struct Event {
     pub ptr: u64,
     /// The returned block.
     pub ret: u64,
+    /// The call stack the call was made from: in a [`Trace`](crate::Trace)
+    /// `stacks[stack - 1]`, in a [`Record`] stream the id of a [`Record::Stack`]
+    /// of the same segment; 0 = not recorded.
+    pub stack: u32,
 }
 
 impl Event {
@@ -130,6 +134,47 @@ impl ThreadSummary {
     }
 }
 
+/// An object (the program, a shared library) loaded in a recorded process, so
+/// that return addresses can be symbolized offline.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Module {
+    /// The file it was loaded from, as the loader names it.
+    pub path: String,
+    /// The load bias: an address in the process minus `base` is the address
+    /// the object's own headers and debug information use.
+    pub base: u64,
+    /// The range of addresses it occupies in the process, `[start, end)`.
+    pub start: u64,
+    pub end: u64,
+    /// The GNU build id (`NT_GNU_BUILD_ID`), empty if it has none.
+    pub build_id: Vec<u8>,
+    /// In a [`Trace`](crate::Trace): the index of the segment (program image)
+    /// it belongs to; in a [`Record`] stream: the segment's number in the file.
+    pub segment: u32,
+}
+
+/// A call stack: the return addresses of the calls that led to a
+/// malloc-family call, innermost (the caller of `malloc`) first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stack {
+    pub frames: Vec<u64>,
+    /// The stack went deeper than the recorder's depth: its outer frames are missing.
+    pub truncated: bool,
+    /// As for [`Module::segment`].
+    pub segment: u32,
+}
+
+impl Module {
+    /// The build id in hex, as `file` and debuginfod spell it.
+    pub fn build_id_hex(&self) -> String {
+        self.build_id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        (self.start..self.end).contains(&addr)
+    }
+}
+
 /// One item of a trace stream, in file order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -140,5 +185,12 @@ pub enum Record {
     /// The end of the trace, with the number of events the writer wrote.
     End {
         events: u64,
+    },
+    /// A loaded object (format 2).
+    Module(Module),
+    /// A call stack and the id events of its segment name it by (format 2).
+    Stack {
+        id: u32,
+        stack: Stack,
     },
 }

@@ -4,7 +4,8 @@
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
 //! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
-//! - [`summary`]: what `retype trace info` reports.
+//! - [`summary`]: what `retype trace info` reports; [`sites`]: what
+//!   `retype trace sites` counts per call stack.
 
 pub mod codec;
 pub mod csv;
@@ -14,6 +15,7 @@ pub mod format;
 pub mod malloclab;
 pub mod reader;
 pub mod rep;
+pub mod sites;
 pub mod summary;
 pub mod trace;
 pub mod valgrind;
@@ -21,7 +23,7 @@ pub mod wee_alloc;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
-pub use event::{Event, Op, Record, ThreadSummary};
+pub use event::{Event, Module, Op, Record, Stack, ThreadSummary};
 pub use reader::Reader;
 pub use trace::Trace;
 pub use writer::Writer;

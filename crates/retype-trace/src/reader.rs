@@ -1,11 +1,12 @@
 //! The streaming trace reader. It never panics: every malformed input is an
 //! error that names the byte offset where reading failed.
 
+use std::collections::HashSet;
 use std::io::{self, Read};
 
 use crate::codec::{self, DecodeError, DeltaState, VarintError};
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{Record, ThreadSummary};
+use crate::event::{Module, Record, Stack, ThreadSummary};
 
 /// The largest record payload accepted; bigger lengths are corruption, not data.
 pub const MAX_RECORD_LEN: u64 = 1 << 26;
@@ -25,6 +26,12 @@ pub struct Reader<R: Read> {
     block: Option<(u32, DeltaState)>,
     /// Events of the current segment so far.
     events: u64,
+    /// The current segment's number in the file, from 0.
+    segment: u32,
+    /// The file's format version.
+    version: u16,
+    /// Stack ids defined in the current segment.
+    stack_ids: HashSet<u32>,
     ended: bool,
     done: bool,
 }
@@ -46,11 +53,12 @@ impl<R: Read> Reader<R> {
             return Err(err(0, TraceErrorKind::BadHeader(what)));
         }
         let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != codec::VERSION {
+        if !(codec::MIN_VERSION..=codec::VERSION).contains(&version) {
             return Err(err(
                 8,
                 TraceErrorKind::BadHeader(format!(
-                    "version {version}, this reader knows {}",
+                    "version {version}, this reader knows {} to {}",
+                    codec::MIN_VERSION,
                     codec::VERSION
                 )),
             ));
@@ -63,9 +71,17 @@ impl<R: Read> Reader<R> {
             cursor: 0,
             block: None,
             events: 0,
+            segment: 0,
+            version,
+            stack_ids: HashSet::new(),
             ended: false,
             done: false,
         })
+    }
+
+    /// The file's format version.
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
@@ -82,7 +98,14 @@ impl<R: Read> Reader<R> {
                             corrupt(at, "varint longer than 64 bits".into())
                         }
                         DecodeError::BadOp(code) => corrupt(at, format!("unknown op code {code}")),
+                        DecodeError::BadStack(id) => {
+                            corrupt(at, format!("stack id {id} is 0 or exceeds 32 bits"))
+                        }
                     })?;
+                if e.stack != 0 && self.version < 2 {
+                    let code = self.payload[(at - self.payload_at) as usize];
+                    return Err(corrupt(at, format!("unknown op code {code}")));
+                }
                 self.events += 1;
                 return Ok(Some(Record::Event(e)));
             }
@@ -102,6 +125,9 @@ impl<R: Read> Reader<R> {
         }
         // After an end record the file may go on with a new segment (the next
         // program image after an exec); its count starts again.
+        if self.ended {
+            self.segment += 1;
+        }
         self.ended = false;
         let len = self.read_stream_varint()?;
         if len > MAX_RECORD_LEN {
@@ -174,11 +200,88 @@ impl<R: Read> Reader<R> {
                     ));
                 }
                 self.events = 0;
+                self.stack_ids.clear();
                 self.ended = true;
                 Ok(Some(Record::End { events }))
             }
+            codec::TAG_MODULE if self.version >= 2 => self.module().map(Some),
+            codec::TAG_STACK if self.version >= 2 => self.stack().map(Some),
             t => Err(corrupt(start, format!("unknown record tag {t}"))),
         }
+    }
+
+    fn module(&mut self) -> Result<Record, TraceError> {
+        let [base, start, end, id_len] = [(); 4].map(|()| self.field());
+        let (base, start, end, id_len) = (base?, start?, end?, id_len?);
+        let at = self.payload_at + self.cursor as u64;
+        let rest = &self.payload[self.cursor..];
+        if id_len > rest.len() as u64 {
+            return Err(corrupt(
+                at,
+                format!("build id length {id_len} exceeds its record"),
+            ));
+        }
+        if start > end {
+            return Err(corrupt(
+                self.payload_at,
+                format!("module range {start:#x}..{end:#x} is backwards"),
+            ));
+        }
+        let (build_id, path) = rest.split_at(id_len as usize);
+        let path = String::from_utf8(path.to_vec()).map_err(|e| {
+            corrupt(
+                at + id_len + e.utf8_error().valid_up_to() as u64,
+                "module path is not UTF-8".into(),
+            )
+        })?;
+        Ok(Record::Module(Module {
+            path,
+            base,
+            start,
+            end,
+            build_id: build_id.to_vec(),
+            segment: self.segment,
+        }))
+    }
+
+    fn stack(&mut self) -> Result<Record, TraceError> {
+        let at = self.payload_at;
+        let id = self.field()?;
+        let id = u32::try_from(id)
+            .ok()
+            .filter(|&id| id != 0)
+            .ok_or_else(|| corrupt(at, format!("stack id {id} is 0 or exceeds 32 bits")))?;
+        if !self.stack_ids.insert(id) {
+            return Err(corrupt(
+                at,
+                format!("stack id {id} defined twice in one segment"),
+            ));
+        }
+        let count = self.field()?;
+        let (n, truncated) = (count >> 1, count & 1 == 1);
+        // Each frame takes at least a byte: a count beyond the payload is corrupt
+        // (and must not size an allocation).
+        if n > (self.payload.len() - self.cursor) as u64 {
+            return Err(corrupt(
+                at,
+                format!("stack of {n} frames exceeds its record"),
+            ));
+        }
+        let mut frames = Vec::with_capacity(n as usize);
+        let mut prev = 0u64;
+        for _ in 0..n {
+            prev = prev.wrapping_add(codec::unzigzag(self.field()?));
+            frames.push(prev);
+        }
+        self.expect_consumed()?;
+        Ok(Record::Stack {
+            id,
+            stack: Stack {
+                frames,
+                truncated,
+                segment: self.segment,
+            },
+        })
     }
 
     fn meta(&mut self) -> Result<Record, TraceError> {

@@ -167,14 +167,17 @@ impl Summary {
                         s.reallocs_moved += 1;
                     }
                     live_bytes = live_bytes.saturating_add(e.size);
-                    live.insert(
+                    // Moved onto a block still live: a free the trace missed.
+                    if let Some(old) = live.insert(
                         e.ret,
                         Live {
                             size: e.size,
                             born_ns: born.0,
                             born_index: born.1,
                         },
-                    );
+                    ) {
+                        live_bytes -= old.size;
+                    }
                 }
                 _ if e.ret == 0 => s.failed_allocations += 1,
                 _ => {

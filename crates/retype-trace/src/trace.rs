@@ -1,5 +1,6 @@
 //! A whole trace in memory, for the commands that need random access.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::error::TraceError;
-use crate::event::{Event, Record, ThreadSummary};
+use crate::event::{Event, Module, Record, Stack, ThreadSummary};
 use crate::reader::Reader;
 use crate::writer::Writer;
 
@@ -22,18 +23,47 @@ pub struct Trace {
     /// exec) begins; empty for a one-segment trace. An exec drops the heap, so
     /// blocks never cross a segment boundary.
     pub segments: Vec<usize>,
+    /// The objects loaded in each segment's program image (`Module::segment`
+    /// indexes the segments: 0 before `segments[0]`, and so on).
+    pub modules: Vec<Module>,
+    /// Call stacks: an event's `stack` k > 0 is `stacks[k - 1]`.
+    pub stacks: Vec<Stack>,
 }
 
 impl Trace {
     /// Reads a whole trace.
+    ///
+    /// Stack ids, which the file scopes to a segment, become indexes into
+    /// `stacks`; an event naming a stack its segment does not define (its
+    /// record was lost with a buffer a fatal signal could not write) gets none.
     pub fn read(src: impl Read) -> Result<Trace, TraceError> {
         let mut t = Trace::default();
+        // Per file segment: the event it starts at, and its stack ids.
+        let mut starts = vec![0];
+        let mut ids: Vec<HashMap<u32, u32>> = vec![HashMap::new()];
         for r in Reader::new(src)? {
             match r? {
                 Record::Meta(k, v) => t.meta.push((k, v)),
                 Record::Event(e) => t.events.push(e),
                 Record::Thread(s) => t.threads.push(s),
-                Record::End { .. } => t.segments.push(t.events.len()),
+                Record::End { .. } => {
+                    t.segments.push(t.events.len());
+                    starts.push(t.events.len());
+                    ids.push(HashMap::new());
+                }
+                Record::Module(m) => t.modules.push(m),
+                Record::Stack { id, stack } => {
+                    t.stacks.push(stack);
+                    ids[starts.len() - 1].insert(id, t.stacks.len() as u32);
+                }
+            }
+        }
+        // Events name their stacks by their segment's ids.
+        for (k, w) in starts.windows(2).enumerate() {
+            for e in &mut t.events[w[0]..w[1]] {
+                if e.stack != 0 {
+                    e.stack = ids[k].get(&e.stack).copied().unwrap_or(0);
+                }
             }
         }
         // The last end record closes the last segment rather than opening one.
@@ -41,6 +71,25 @@ impl Trace {
             t.segments.pop();
         }
         t.segments.dedup();
+        // A file segment is the segment its events are in; one without events
+        // (an image that exec'd before its first call) keeps no modules.
+        let index = |k: u32| {
+            let k = k as usize;
+            let start = starts[k];
+            let empty =
+                starts.get(k + 1).is_some_and(|&next| next == start) || start == t.events.len();
+            (!empty).then(|| t.segments.iter().filter(|&&b| b <= start).count() as u32)
+        };
+        let (mut modules, mut stacks) = (
+            std::mem::take(&mut t.modules),
+            std::mem::take(&mut t.stacks),
+        );
+        modules.retain_mut(|m| index(m.segment).map(|i| m.segment = i).is_some());
+        for s in &mut stacks {
+            s.segment = index(s.segment).unwrap_or(0);
+        }
+        t.modules = modules;
+        t.stacks = stacks;
         Ok(t)
     }
 
@@ -55,9 +104,13 @@ impl Trace {
         for (k, v) in &self.meta {
             w.meta(k, v)?;
         }
+        let mut segment = 0;
+        self.write_image(&mut w, segment)?;
         for (i, e) in self.events.iter().enumerate() {
             if self.segments.contains(&i) {
                 w.end_segment()?;
+                segment += 1;
+                self.write_image(&mut w, segment)?;
             }
             w.event(e)?;
         }
@@ -66,6 +119,24 @@ impl Trace {
         }
         w.finish()?;
         Ok(())
+    }
+
+    /// The modules and stacks of segment `segment`, which begin it.
+    fn write_image<W: Write>(&self, w: &mut Writer<W>, segment: u32) -> std::io::Result<()> {
+        for m in self.modules.iter().filter(|m| m.segment == segment) {
+            w.module(m)?;
+        }
+        for (i, s) in self.stacks.iter().enumerate() {
+            if s.segment == segment {
+                w.stack(i as u32 + 1, s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stack of event `e`, if it has one.
+    pub fn stack_of(&self, e: &Event) -> Option<&Stack> {
+        self.stacks.get((e.stack as usize).checked_sub(1)?)
     }
 
     /// The first value of metadata key `key`.
@@ -85,6 +156,12 @@ impl Trace {
     /// Ordered by start alone, a thread's `malloc` that began before another
     /// thread's `free` of the same block, yet returned that block, would come
     /// first, and the replay would see the block allocated twice.
+    ///
+    /// A thread's calls keep their order: no call is placed before the
+    /// thread's previous one. (A latency is rounded up to the clock's
+    /// resolution, and a coarse clock can read the same value at a call's end
+    /// and at the next call's start, so the end of a `malloc` could otherwise
+    /// land after the start of the `free` of its block.)
     pub fn serialized_segments(&self) -> Vec<Vec<Event>> {
         let mut bounds = vec![0];
         bounds.extend(
@@ -98,15 +175,24 @@ impl Trace {
             .windows(2)
             .filter(|w| w[0] < w[1])
             .map(|w| {
-                let mut ev = self.events[w[0]..w[1]].to_vec();
-                ev.sort_by_key(|e| {
-                    if e.op.allocates() {
-                        e.time_ns + e.latency_ns
-                    } else {
-                        e.time_ns
-                    }
-                });
-                ev
+                let events = &self.events[w[0]..w[1]];
+                let mut last: HashMap<u32, u64> = HashMap::new();
+                let keys: Vec<u64> = events
+                    .iter()
+                    .map(|e| {
+                        let at = if e.op.allocates() {
+                            e.time_ns.saturating_add(e.latency_ns)
+                        } else {
+                            e.time_ns
+                        };
+                        let prev = last.entry(e.thread).or_insert(0);
+                        *prev = at.max(*prev);
+                        *prev
+                    })
+                    .collect();
+                let mut order: Vec<usize> = (0..events.len()).collect();
+                order.sort_by_key(|&i| keys[i]);
+                order.into_iter().map(|i| events[i]).collect()
             })
             .collect()
     }

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
-use crate::event::{Event, ThreadSummary};
+use crate::event::{Event, Module, Stack, ThreadSummary};
 
 /// Bytes of event payload gathered before an events record is written.
 const BLOCK: usize = 64 * 1024;
@@ -66,6 +66,32 @@ impl<W: Write> Writer<W> {
     pub fn thread(&mut self, t: &ThreadSummary) -> io::Result<()> {
         self.flush_events()?;
         self.varint_record(codec::TAG_THREAD, &codec::thread_fields(t))
+    }
+
+    /// A loaded object of the current segment's program image.
+    pub fn module(&mut self, m: &Module) -> io::Result<()> {
+        self.flush_events()?;
+        let mut buf = vec![0; m.path.len() + m.build_id.len() + 5 * codec::MAX_VARINT + 1];
+        let fields = codec::ModuleFields {
+            base: m.base,
+            start: m.start,
+            end: m.end,
+            build_id: &m.build_id,
+            path: m.path.as_bytes(),
+        };
+        let at = codec::module_record(&mut buf, &fields).expect("buffer sized for the record");
+        self.out.write_all(&buf[at])
+    }
+
+    /// A call stack that events of the current segment name by `id` (not 0,
+    /// unique within the segment).
+    pub fn stack(&mut self, id: u32, s: &Stack) -> io::Result<()> {
+        assert_ne!(id, 0, "stack id 0 means none");
+        self.flush_events()?;
+        let mut buf = vec![0; (s.frames.len() + 3) * codec::MAX_VARINT + 1];
+        let at = codec::stack_record(&mut buf, id, &s.frames, s.truncated)
+            .expect("buffer sized for the record");
+        self.out.write_all(&buf[at])
     }
 
     /// Ends the current segment; what follows is the next program image's.

@@ -7,7 +7,7 @@ use common::{event, num};
 use proptest::prelude::*;
 use retype_trace::codec::{self, get_varint, put_varint, unzigzag, zigzag};
 use retype_trace::error::TraceErrorKind;
-use retype_trace::{Event, Op, Reader, ThreadSummary, Trace};
+use retype_trace::{Event, Module, Op, Reader, Stack, ThreadSummary, Trace};
 
 /// The bytes of `e` as the format spells them, one varint at a time with
 /// `put_varint`: the reference for the encoder (which writes into a fixed room
@@ -15,7 +15,7 @@ use retype_trace::{Event, Op, Reader, ThreadSummary, Trace};
 fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
     let mut buf = [0u8; 64];
     let mut n = 1;
-    buf[0] = e.op as u8;
+    buf[0] = e.op as u8 | if e.stack != 0 { codec::STACK_FLAG } else { 0 };
     let mut put = |v: u64| put_varint(&mut buf, &mut n, v).unwrap();
     put(zigzag(e.time_ns.wrapping_sub(prev_time)));
     put(e.latency_ns);
@@ -30,6 +30,9 @@ fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
     if e.op.allocates() {
         put(e.size);
         put(zigzag(e.ret.wrapping_sub(addr)));
+    }
+    if e.stack != 0 {
+        put(u64::from(e.stack));
     }
     buf[..n].to_vec()
 }
@@ -48,23 +51,99 @@ fn thread_summary() -> impl Strategy<Value = ThreadSummary> {
     )
 }
 
+fn module() -> impl Strategy<Value = Module> {
+    (
+        "[ -~]{0,20}",
+        num(),
+        num(),
+        num(),
+        prop::collection::vec(any::<u8>(), 0..24),
+    )
+        .prop_map(|(path, base, a, b, build_id)| Module {
+            path,
+            base,
+            start: a.min(b),
+            end: a.max(b),
+            build_id,
+            segment: 0,
+        })
+}
+
+fn stack() -> impl Strategy<Value = Stack> {
+    (prop::collection::vec(num(), 0..40), any::<bool>()).prop_map(|(frames, truncated)| Stack {
+        frames,
+        truncated,
+        segment: 0,
+    })
+}
+
+/// A trace as `Trace::read` gives it back: modules and stacks belong to
+/// segments that have events, in segment order, and each event names no
+/// stack or one of its own segment's.
 fn trace() -> impl Strategy<Value = Trace> {
     (
         prop::collection::vec(("[a-z]{0,8}", "\\PC{0,12}"), 0..3),
-        prop::collection::vec(event(), 0..200),
+        prop::collection::vec(
+            (event(), any::<prop::sample::Index>(), any::<bool>()),
+            0..200,
+        ),
         prop::collection::vec(thread_summary(), 0..3),
         prop::collection::vec(1usize..200, 0..3),
+        prop::collection::vec((module(), any::<prop::sample::Index>()), 0..4),
+        prop::collection::vec((stack(), any::<prop::sample::Index>()), 0..6),
     )
-        .prop_map(|(meta, events, threads, mut segments)| {
+        .prop_map(|(meta, events, threads, mut segments, modules, stacks)| {
             // Segment starts lie strictly inside the events.
             segments.retain(|&s| s < events.len());
             segments.sort_unstable();
             segments.dedup();
+            let count = if events.is_empty() {
+                0
+            } else {
+                segments.len() + 1
+            };
+            let place = |i: &prop::sample::Index| i.index(count.max(1)) as u32;
+            let mut modules: Vec<Module> = modules
+                .into_iter()
+                .filter(|_| count > 0)
+                .map(|(m, i)| Module {
+                    segment: place(&i),
+                    ..m
+                })
+                .collect();
+            modules.sort_by_key(|m| m.segment);
+            let mut stacks: Vec<Stack> = stacks
+                .into_iter()
+                .filter(|_| count > 0)
+                .map(|(s, i)| Stack {
+                    segment: place(&i),
+                    ..s
+                })
+                .collect();
+            stacks.sort_by_key(|s| s.segment);
+            let events = events
+                .into_iter()
+                .enumerate()
+                .map(|(k, (e, pick, with))| {
+                    let segment = segments.iter().filter(|&&b| b <= k).count() as u32;
+                    let own: Vec<u32> = (1..=stacks.len() as u32)
+                        .filter(|&id| stacks[id as usize - 1].segment == segment)
+                        .collect();
+                    let stack = if with && !own.is_empty() {
+                        own[pick.index(own.len())]
+                    } else {
+                        0
+                    };
+                    Event { stack, ..e }
+                })
+                .collect();
             Trace {
                 meta,
                 events,
                 threads,
                 segments,
+                modules,
+                stacks,
             }
         })
 }
@@ -80,9 +159,10 @@ proptest! {
 
     #[test]
     fn events_encode_as_their_varints(
-        events in prop::collection::vec(event(), 1..20),
+        events in prop::collection::vec((event(), prop_oneof![Just(0u32), any::<u32>()]), 1..20),
         base in num(),
     ) {
+        let events: Vec<Event> = events.into_iter().map(|(e, stack)| Event { stack, ..e }).collect();
         let mut delta = codec::DeltaState::new(base);
         let (mut prev_time, mut prev_addr) = (base, 0u64);
         let mut buf = vec![0xAAu8; 64 * (events.len() + 1)];
@@ -191,7 +271,7 @@ fn the_stream_reader_yields_records_in_order() {
             thread: 1,
             ..ThreadSummary::default()
         }],
-        segments: vec![],
+        ..Trace::default()
     };
     let records: Vec<_> = Reader::new(&bytes_of(&t)[..])
         .unwrap()
@@ -316,10 +396,138 @@ fn the_documented_example_encodes_as_documented() {
         ],
         ..Trace::default()
     };
-    let mut want = b"\x89RTR\r\n\x1a\n\x01\x00\x00\x00".to_vec();
+    let mut want = b"\x89RTR\r\n\x1a\n\x02\x00\x00\x00".to_vec();
     want.extend([0x02, 0x0F, 0x07, 0xE8, 0x07]);
     want.extend([0x01, 0x00, 0x50, 0x18, 0x80, 0xC0, 0x02]);
     want.extend([0x04, 0x84, 0x02, 0x28, 0x00]);
     want.extend([0x04, 0x01, 0x02]);
     assert_eq!(bytes_of(&t), want);
+}
+
+fn data(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// `sites-v1.rtr` was recorded by the recorder of format 1, before call stacks
+/// (`crates/retype-recorder/tests/c/sites.c`).
+#[test]
+fn a_trace_of_format_1_still_reads() {
+    let bytes = data("sites-v1.rtr");
+    assert_eq!(&bytes[8..10], &[1, 0], "the fixture is of format 1");
+    assert_eq!(Reader::new(&bytes[..]).unwrap().version(), 1);
+    let t = Trace::read(&bytes[..]).unwrap();
+    let count = |op| t.events.iter().filter(|e| e.op == op).count();
+    assert_eq!(
+        [count(Op::Malloc), count(Op::Calloc), count(Op::Free)],
+        [105, 10, 109]
+    );
+    assert_eq!(t.events.len(), 224);
+    assert!(t.events.iter().all(|e| e.stack == 0 && e.latency_ns > 0));
+    assert!(t.stacks.is_empty() && t.modules.is_empty());
+    assert_eq!(t.threads.len(), 1);
+    assert_eq!(t.meta_value("cmdline"), Some("./sites"));
+    // Written again, it is a trace of format 2 with the same content.
+    let again = Trace::read(&bytes_of(&t)[..]).unwrap();
+    assert_eq!(again, t);
+    assert_eq!(&bytes_of(&t)[8..10], &[2, 0]);
+}
+
+#[test]
+fn format_1_has_no_stacks_or_modules() {
+    let mut v1 = codec::header().to_vec();
+    v1[8] = 1;
+    // A malloc with the stack flag, then an end record.
+    let mut flagged = v1.clone();
+    flagged.extend([2, 8, 0, 0, 0x81, 0, 1, 8, 0x40, 1, 4, 1, 1]);
+    let e = Trace::read(&flagged[..]).unwrap_err();
+    assert!(e.to_string().contains("unknown op code 129"), "{e}");
+    let mut module = v1;
+    module.extend([5, 4, 0, 0, 0, 0]);
+    let e = Trace::read(&module[..]).unwrap_err();
+    assert!(e.to_string().contains("unknown record tag 5"), "{e}");
+}
+
+/// The bytes of one segment of format 2 with stack records `stacks` (id, frames)
+/// and one malloc naming stack `named`.
+fn one_malloc_naming(stacks: &[(u32, &[u64])], named: u32) -> Vec<u8> {
+    let mut out = codec::header().to_vec();
+    for &(id, frames) in stacks {
+        let mut buf = [0u8; 256];
+        let at = codec::stack_record(&mut buf, id, frames, false).unwrap();
+        out.extend(&buf[at]);
+    }
+    let e = Event {
+        op: Op::Malloc,
+        size: 8,
+        ret: 0x20,
+        stack: named,
+        ..Event::default()
+    };
+    let mut buf = [0u8; 128];
+    let mut pos = codec::MAX_EVENTS_HEADER;
+    codec::DeltaState::new(0)
+        .encode(&mut buf, &mut pos, &e)
+        .unwrap();
+    let len = pos - codec::MAX_EVENTS_HEADER;
+    let start = codec::header_before(
+        &mut buf,
+        codec::MAX_EVENTS_HEADER,
+        codec::TAG_EVENTS,
+        &[0, 0],
+        len,
+    )
+    .unwrap();
+    out.extend(&buf[start..pos]);
+    out.extend([codec::TAG_END, 1, 1]);
+    out
+}
+
+#[test]
+fn stack_ids_become_indexes_and_unknown_ones_none() {
+    let t = Trace::read(&one_malloc_naming(&[(7, &[0x1000, 0x2000]), (3, &[5])], 3)[..]).unwrap();
+    assert_eq!(t.stacks.len(), 2);
+    assert_eq!(t.stack_of(&t.events[0]).unwrap().frames, vec![5]);
+    // A stack whose record was lost: the event reads with none.
+    let t = Trace::read(&one_malloc_naming(&[(7, &[0x1000])], 9)[..]).unwrap();
+    assert_eq!(t.events[0].stack, 0);
+    assert!(t.stack_of(&t.events[0]).is_none());
+}
+
+#[test]
+fn a_stack_id_defined_twice_is_corrupt() {
+    let e = Trace::read(&one_malloc_naming(&[(4, &[1]), (4, &[2])], 4)[..]).unwrap_err();
+    assert!(e.to_string().contains("stack id 4 defined twice"), "{e}");
+}
+
+/// A coarse clock can read the same value at a malloc's end and at the next
+/// free's start, and the malloc's latency is rounded up: serialized, the
+/// thread's free still comes after its malloc (and another thread's call
+/// still goes by time).
+#[test]
+fn a_threads_calls_keep_their_order_under_a_coarse_clock() {
+    let ev = |op, thread, time_ns, latency_ns, ptr, ret| Event {
+        op,
+        thread,
+        time_ns,
+        latency_ns,
+        size: if op == Op::Free { 0 } else { 64 },
+        ptr,
+        ret,
+        ..Event::default()
+    };
+    let t = Trace {
+        events: vec![
+            ev(Op::Malloc, 1, 147, 11, 0, 0x40),
+            ev(Op::Free, 1, 157, 11, 0x40, 0),
+            ev(Op::Malloc, 2, 150, 5, 0, 0x80),
+        ],
+        ..Trace::default()
+    };
+    let order: Vec<(u32, Op)> = t.serialized().iter().map(|e| (e.thread, e.op)).collect();
+    assert_eq!(order, [(2, Op::Malloc), (1, Op::Malloc), (1, Op::Free)]);
 }

@@ -34,7 +34,7 @@ enum Command {
     Replay(cmd::replay::ReplayArgs),
     /// Record every malloc-family call of a program into a trace (LD_PRELOAD)
     Record(cmd::record::Args),
-    /// Inspect and convert allocation traces
+    /// Inspect, convert and analyse allocation traces: info, sites, leaks, diff, flame graphs
     #[command(subcommand)]
     Trace(cmd::trace::Command),
     /// Barrelfish-style capabilities: the mapping database benchmark.

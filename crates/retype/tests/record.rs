@@ -5,82 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::Once;
+use std::path::Path;
+use std::process::Command;
 
 use retype_trace::summary::Summary;
-use retype_trace::{valgrind, Op, Trace};
+use retype_trace::{Op, Trace};
 
+use common::recording::{compile, record, recorder_built, valgrind_trace};
 use common::{quick_replay, retype_cmd, scratch};
-
-/// Brings libretype_recorder.so beside the retype binary up to date: a test
-/// run of this package alone does not build another package's cdylib.
-fn recorder_built() {
-    static BUILD: Once = Once::new();
-    BUILD.call_once(|| {
-        let exe = PathBuf::from(env!("CARGO_BIN_EXE_retype"));
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "-p", "retype-recorder"]);
-        if exe.components().any(|c| c.as_os_str() == "release") {
-            cargo.arg("--release");
-        }
-        assert!(
-            cargo.status().unwrap().success(),
-            "cannot build retype-recorder"
-        );
-    });
-}
-
-/// Compiles one of our C test programs into `dir`.
-fn compile(source: &str, dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../retype-recorder/tests/c")
-        .join(source);
-    let exe = dir.join(source.trim_end_matches(".c"));
-    let ok = Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("cc runs");
-    assert!(ok.success(), "cc {}", src.display());
-    exe
-}
-
-fn record(dir: &Path, name: &str, extra: &[&str], cmd: &[&str]) -> (Trace, Output) {
-    recorder_built();
-    let out = dir.join(name);
-    let o = retype_cmd()
-        .arg("record")
-        .args(extra)
-        .arg("-o")
-        .arg(&out)
-        .arg("--")
-        .args(cmd)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let trace = Trace::read_file(&out)
-        .unwrap_or_else(|e| panic!("{e:#}\nstderr: {}", String::from_utf8_lossy(&o.stderr)));
-    (trace, o)
-}
-
-/// The same run under valgrind, parsed.
-fn valgrind_trace(dir: &Path, cmd: &[&str]) -> Trace {
-    let o = Command::new("valgrind")
-        .args(["--trace-malloc=yes", "--run-libc-freeres=no"])
-        .args(cmd)
-        .current_dir(dir)
-        .output()
-        .expect("valgrind is installed (scripts/test installs it)");
-    assert!(
-        o.status.success(),
-        "valgrind {cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    valgrind::parse(&String::from_utf8_lossy(&o.stderr)).unwrap()
-}
 
 /// Calls by kind; valgrind reports every aligned allocation as memalign.
 fn counts(t: &Trace) -> [u64; 5] {

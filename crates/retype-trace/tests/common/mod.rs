@@ -18,7 +18,7 @@ pub fn num() -> impl Strategy<Value = u64> {
     ]
 }
 
-/// Any event, with the fields its op does not carry zeroed.
+/// Any event, with the fields its op does not carry zeroed, and no stack.
 pub fn event() -> impl Strategy<Value = Event> {
     (op(), 0u32..4, num(), num(), num(), num(), num(), num()).prop_map(
         |(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
@@ -31,6 +31,7 @@ pub fn event() -> impl Strategy<Value = Event> {
                 align,
                 ptr,
                 ret,
+                stack: 0,
             }
             .canonical()
         },

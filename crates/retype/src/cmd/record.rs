@@ -24,6 +24,12 @@ pub struct Args {
     /// The trace to write; a forked child writes FILE.PID
     #[arg(short, long, default_value = "retype.rtr")]
     output: PathBuf,
+    /// The most frames a call stack keeps (1 to 128)
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=128))]
+    stack_depth: u32,
+    /// Record no call stacks: the cheapest recording (no sites, leaks or flame graphs)
+    #[arg(long, conflicts_with = "stack_depth")]
+    no_stacks: bool,
     /// Print what was recorded as JSON
     #[arg(long)]
     json: bool,
@@ -160,6 +166,10 @@ pub fn run(a: Args) -> Result<()> {
         .env("LD_PRELOAD", &preload)
         .env("RETYPE_TRACE_FILE", &output)
         .env("RETYPE_ALLOCATOR", a.allocator.to_string())
+        .env(
+            "RETYPE_STACK_DEPTH",
+            if a.no_stacks { 0 } else { a.stack_depth }.to_string(),
+        )
         .status()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
     if !output.exists() {
@@ -183,6 +193,7 @@ pub fn run(a: Args) -> Result<()> {
             "events": s.events,
             "threads": s.threads.len(),
             "peak_live_bytes": s.peak_live_bytes,
+            "stacks": trace.stacks.len(),
             "child_traces": children,
             "exit_status": status.code(),
         });

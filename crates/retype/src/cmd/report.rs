@@ -12,6 +12,7 @@ use clap::Args as ClapArgs;
 use retype_core::heap::HeapKind;
 use retype_core::mm::PolicyKind;
 
+use crate::cmd::trace::sites::Analysis;
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 use crate::report::{self, bench::Results, Page};
@@ -82,6 +83,25 @@ fn sources(given: &[PathBuf]) -> anyhow::Result<Sources> {
     Ok(Sources { data, traces })
 }
 
+/// The recordings among `traces` that have call stacks, analysed for the
+/// sites part.
+fn recordings(traces: &[PathBuf]) -> anyhow::Result<Vec<(String, Analysis)>> {
+    let mut found = Vec::new();
+    for path in traces {
+        let head =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if !head.starts_with(&retype_trace::codec::MAGIC) {
+            continue;
+        }
+        let trace =
+            retype_trace::Trace::read(&head[..]).with_context(|| format!("{}", path.display()))?;
+        if !trace.stacks.is_empty() {
+            found.push((path.display().to_string(), Analysis::of(&trace)));
+        }
+    }
+    Ok(found)
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut src = sources(&args.traces)?;
     src.data = std::fs::canonicalize(&src.data).unwrap_or(src.data);
@@ -105,6 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &policies,
         Some(src.data.clone()),
     )?];
+    let recorded = recordings(&src.traces)?;
     let replay = Replay {
         traces: src.traces,
         heaps: vec![
@@ -122,6 +143,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         json: false,
     };
     parts.push(report::replay::part(&replay.run(&mut std::io::sink())?));
+    if !recorded.is_empty() {
+        eprintln!(
+            "retype: allocation sites of {} recording(s) with call stacks",
+            recorded.len()
+        );
+        parts.push(report::sites::part(&recorded));
+    }
     // Benchmark results live in the workspace's target/bench: the one in the
     // working directory, or the one beside the data.
     let found = |given: &Option<PathBuf>, name: &str| {

@@ -267,6 +267,39 @@ pub fn extents(
     c
 }
 
+/// A frame of a flame graph: `depth` 0 is the root (the outermost
+/// function), and a frame spans `[start, start + width)` of the total,
+/// inside its parent's span; `name` indexes the chart's names.
+pub struct FlameFrame {
+    pub depth: u32,
+    pub start: f64,
+    pub width: f64,
+    pub name: usize,
+}
+
+/// A flame graph: stacks drawn as nested spans, root at the bottom, widths
+/// in the unit `axes.x` names; clicking a frame zooms to it.
+pub fn flame(
+    axes: &Axes,
+    series: &str,
+    color: Colour,
+    names: &[String],
+    frames: &[FlameFrame],
+) -> Chart {
+    let mut c = Chart::new("flame", axes);
+    let col = |f: fn(&FlameFrame) -> f64| frames.iter().map(f).collect::<Vec<f64>>();
+    let cols = [
+        c.column(col(|f| f64::from(f.depth))),
+        c.column(col(|f| f.start)),
+        c.column(col(|f| f.width)),
+        c.column(col(|f| f.name as f64)),
+    ];
+    c.spec["frames"] = json!(cols);
+    c.spec["names"] = json!(names);
+    c.spec["series"] = json!([{"name": series, "color": color}]);
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use retype_core::heap::HeapKind;

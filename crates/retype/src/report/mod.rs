@@ -10,6 +10,7 @@ pub mod bench;
 pub mod chart;
 pub mod protocol;
 pub mod replay;
+pub mod sites;
 pub mod study;
 pub mod table;
 

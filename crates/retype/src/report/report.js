@@ -121,6 +121,34 @@
   }
 
   const draw = {
+    // A flame graph: root at the bottom, each frame within its caller's span;
+    // clicking a frame zooms to its span.
+    flame(c, svg, state) {
+      const [dc, sc, wc, nc] = c.frames.map((k) => c.col(k));
+      const depth = max(dc, 0) + 1, FH = 18, H = M.t + M.b + FH * depth;
+      const total = max(dc.map((d, i) => (d === 0 ? sc[i] + wc[i] : 0)), 1);
+      const [x0, x1] = state.zoom || [0, total];
+      const X = scale(x0, x1, M.l, W - M.r);
+      svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+      const g = el("g", { class: "axes" }, svg);
+      el("text", { x: (M.l + W - M.r) / 2, y: H - 6, "text-anchor": "middle", class: "label" }, g).textContent = c.x;
+      if (state.hidden.has(0)) return;
+      const s = c.series[0];
+      dc.forEach((d, i) => {
+        const a = sc[i], b = sc[i] + wc[i];
+        if (b <= x0 || a >= x1 || X(Math.min(b, x1)) - X(Math.max(a, x0)) < 0.5) return;
+        const x = X(Math.max(a, x0)), w = X(Math.min(b, x1)) - x, y = H - M.b - FH * (d + 1);
+        const name = c.names[nc[i]];
+        const r = mark("rect", { x, y, width: Math.max(w - 0.5, 0.5), height: FH - 1, fill: s.color, "fill-opacity": 0.35 + 0.65 * ((nc[i] * 37) % 11) / 10 },
+          svg, 0, [name, `${c.x}: ${fmt(wc[i])} (${fmt((100 * wc[i]) / total)} %)`]);
+        r.onclick = () => { state.zoom = [a, b]; state.redraw(); };
+        if (w > 40) {
+          const t = el("text", { x: x + 3, y: y + 13, class: "flame-label" }, svg);
+          t.textContent = name.length * 6.5 > w - 6 ? name.slice(0, Math.max(0, Math.floor((w - 6) / 6.5) - 1)) + "…" : name;
+        }
+      });
+    },
+
     lines(c, svg, state) {
       const H = 330;
       const series = c.series.map((s, i) => {

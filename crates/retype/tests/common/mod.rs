@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod recording;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

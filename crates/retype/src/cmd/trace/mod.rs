@@ -1,13 +1,23 @@
-//! `retype trace info` and `retype trace convert`.
+//! `retype trace`: `info` and `convert`, and for recordings with call
+//! stacks `sites`, `leaks`, `diff`, `flamegraph` and `export`
+//! ([`sites`], [`export`]; symbolized by [`symbols`]).
 
-use std::path::PathBuf;
+pub mod export;
+pub mod pprof;
+pub mod sites;
+pub mod symbols;
 
-use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 use clap::Subcommand;
 use retype_trace::format::{self, Format};
 use retype_trace::summary::{Log2Histogram, Summary};
 use retype_trace::{rep, Op, Trace};
 use serde_json::{json, Value};
+
+use export::Weight;
+use sites::{Analysis, By};
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -38,10 +48,182 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Allocation sites of a recording, ranked by bytes allocated, with calls,
+    /// bytes live at the trace's peak and bytes leaked at exit
+    Sites {
+        /// A trace recorded with call stacks (`retype record`)
+        file: PathBuf,
+        /// Group stacks by the function that called the allocator, its source line, or whole stack
+        #[arg(long, value_enum, default_value_t = By::Function)]
+        by: By,
+        /// Show the first N sites (text: 20 by default; 0: all)
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+        /// Also write an HTML page with the flame graph and the sites table
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
+    },
+    /// Allocations never freed, grouped by stack (or --by function|line), with counts and bytes
+    Leaks {
+        /// A trace recorded with call stacks
+        file: PathBuf,
+        /// Group by whole stack, the calling function, or its source line
+        #[arg(long, value_enum, default_value_t = By::Stack)]
+        by: By,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per-site change between two recordings (bytes allocated, calls, peak, leaks)
+    Diff {
+        /// The first recording
+        a: PathBuf,
+        /// The second recording
+        b: PathBuf,
+        /// Group stacks by function, source line or whole stack
+        #[arg(long, value_enum, default_value_t = By::Function)]
+        by: By,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// A flame graph (SVG) of the bytes each stack allocated, held at the peak, or leaked
+    Flamegraph {
+        /// A trace recorded with call stacks
+        file: PathBuf,
+        /// The SVG file to write
+        #[arg(short, long)]
+        output: PathBuf,
+        /// What the widths measure
+        #[arg(long, value_enum, default_value_t = Weight::Allocated)]
+        weight: Weight,
+    },
+    /// Export the stacks as collapsed stacks (inferno, speedscope, flamegraph.pl)
+    /// or pprof's gzipped profile (pprof, its web UI, speedscope)
+    Export {
+        /// A trace recorded with call stacks
+        file: PathBuf,
+        /// The file to write: .folded/.collapsed/.txt, or .pb.gz/.pprof
+        #[arg(short, long)]
+        output: PathBuf,
+        /// collapsed or pprof; from the output's extension when left out
+        #[arg(long, value_enum)]
+        format: Option<ExportFormat>,
+        /// collapsed: what the counts measure; pprof: the default sample type
+        #[arg(long, value_enum, default_value_t = Weight::Allocated)]
+        weight: Weight,
+    },
+}
+
+/// What `trace export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// One line per stack: frames outermost first, separated by `;`, then the count
+    Collapsed,
+    /// pprof's profile.proto, gzipped
+    Pprof,
+}
+
+impl ExportFormat {
+    fn from_extension(path: &Path) -> Option<ExportFormat> {
+        let name = path.file_name()?.to_str()?;
+        if [".pb.gz", ".pprof", ".pb"]
+            .iter()
+            .any(|x| name.ends_with(x))
+        {
+            return Some(ExportFormat::Pprof);
+        }
+        [".folded", ".collapsed", ".txt"]
+            .iter()
+            .any(|x| name.ends_with(x))
+            .then_some(ExportFormat::Collapsed)
+    }
+}
+
+/// A trace with call stacks and its analysis, or an error saying why not.
+fn analysed(file: &Path) -> Result<(Trace, Analysis)> {
+    let trace = format::load(file, None)?;
+    let a = Analysis::of(&trace);
+    sites::require_stacks(file, &a)?;
+    Ok((trace, a))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub fn run(c: Command) -> Result<()> {
     match c {
+        Command::Sites {
+            file,
+            by,
+            top,
+            json,
+            report,
+        } => {
+            let (_, a) = analysed(&file)?;
+            let top = top.or((!json).then_some(20)).filter(|&n| n > 0);
+            out!("{}", sites::sites(&file, &a, by, top, json));
+            if let Some(path) = report {
+                let name = file.display().to_string();
+                let page = crate::report::Page {
+                    title: "retype: allocation sites",
+                    intro: "Where a recorded program's memory goes: the flame graph of the bytes each call stack allocated, and the sites that allocated most.",
+                    parts: vec![crate::report::sites::part(&[(name, a)])],
+                };
+                write_file(&path, page.html().as_bytes())?;
+                eprintln!("retype: wrote {}", path.display());
+            }
+            Ok(())
+        }
+        Command::Leaks { file, by, json } => {
+            let (_, a) = analysed(&file)?;
+            out!("{}", sites::leaks(&file, &a, by, json));
+            Ok(())
+        }
+        Command::Diff { a, b, by, json } => {
+            let (_, x) = analysed(&a)?;
+            let (_, y) = analysed(&b)?;
+            out!("{}", sites::diff([&a, &b], &x, &y, by, json));
+            Ok(())
+        }
+        Command::Flamegraph {
+            file,
+            output,
+            weight,
+        } => {
+            let (_, a) = analysed(&file)?;
+            let mut svg = Vec::new();
+            export::flamegraph(&file.display().to_string(), &a, weight, &mut svg)?;
+            write_file(&output, &svg)?;
+            eprintln!("retype: wrote {} ({weight})", output.display());
+            Ok(())
+        }
+        Command::Export {
+            file,
+            output,
+            format,
+            weight,
+        } => {
+            let format = format.or_else(|| ExportFormat::from_extension(&output)).with_context(|| {
+                format!("{}: cannot tell the format from its name; give --format collapsed or pprof", output.display())
+            })?;
+            let (trace, a) = analysed(&file)?;
+            let bytes = match format {
+                ExportFormat::Collapsed => {
+                    let mut text = export::collapsed(&a, weight).join("\n");
+                    text.push('\n');
+                    text.into_bytes()
+                }
+                ExportFormat::Pprof => export::pprof(&trace, &a, weight),
+            };
+            write_file(&output, &bytes)?;
+            eprintln!("retype: wrote {}", output.display());
+            Ok(())
+        }
         Command::Info { file, from, json } => {
             let trace = format::load(&file, from)?;
             let s = Summary::of(&trace);
@@ -157,6 +339,9 @@ pub(crate) fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value
         "unknown_pointers": s.unknown_pointers,
         "reallocs_moved": s.reallocs_moved,
         "reallocs_in_place": s.reallocs_in_place,
+        "stacks": t.stacks.len(),
+        "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
+        "modules": t.modules.len(),
     })
 }
 
@@ -240,6 +425,16 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.live_at_end_bytes, s.live_at_end_blocks
     );
     let _ = writeln!(o, "bytes requested: {}", s.bytes_requested);
+    if !t.stacks.is_empty() {
+        let with = t.events.iter().filter(|e| e.stack != 0).count();
+        let _ = writeln!(
+            o,
+            "call stacks: {} distinct, on {with} of {} events; {} loaded objects",
+            t.stacks.len(),
+            s.events,
+            t.modules.len()
+        );
+    }
     let _ = writeln!(
         o,
         "realloc: {} moved, {} in place",

@@ -1,0 +1,211 @@
+//! The call stack of each malloc-family call, walked from the program's
+//! frame that called the hook (the hooks' trampolines pass where they were
+//! entered) up: each frame's caller is found by the rule of its return
+//! address ([`crate::cfi`]: the object's call-frame information, or frame
+//! pointers where there is none), kept in a per-thread cache so that a frame
+//! costs a lookup and two loads once its address was seen. At most
+//! `RETYPE_STACK_DEPTH` frames are kept (default 32; 0 records no stacks, the cheapest
+//! recording). Reads stay between the current stack pointer and the top of
+//! the thread's stack, so a wrong rule ends the walk, never the program.
+//! Nothing here allocates. Each stack is then interned ([`stack_table`]):
+//! events carry its id.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::cfi::{self, Kind, Rule};
+use crate::modules;
+use crate::stack_table::{self, MAX_DEPTH};
+
+/// Frames kept per stack; 0: no stacks.
+static DEPTH: AtomicUsize = AtomicUsize::new(0);
+const DEFAULT_DEPTH: usize = 32;
+const ENV_DEPTH: &[u8] = b"RETYPE_STACK_DEPTH\0";
+
+/// Reads `RETYPE_STACK_DEPTH` (once per program image): a number of frames,
+/// at most [`MAX_DEPTH`]; unset or not a number: 32. Stacks are taken on
+/// x86-64 only.
+pub fn configure() {
+    let depth = crate::output::getenv(ENV_DEPTH)
+        .and_then(crate::sys::parse_num)
+        .map_or(DEFAULT_DEPTH, |d| (d as usize).min(MAX_DEPTH));
+    let supported = cfg!(target_arch = "x86_64");
+    DEPTH.store(if supported { depth } else { 0 }, Ordering::Relaxed);
+}
+
+/// The most frames a stack keeps (0: stacks are not recorded).
+#[inline(always)]
+pub fn depth() -> usize {
+    DEPTH.load(Ordering::Relaxed)
+}
+
+/// Whether stacks are recorded.
+#[inline(always)]
+pub fn enabled() -> bool {
+    depth() != 0
+}
+
+/// Rules cached per thread (a power of two): 256 KiB, room for the return
+/// addresses of an interpreter's deep and varied stacks.
+const CACHE: usize = 16384;
+
+/// A cached rule and the return address it is for (0: empty).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Cached {
+    at: u64,
+    rule: Rule,
+}
+
+impl Cached {
+    /// All zeros, as a new buffer's mapping holds it.
+    const EMPTY: Cached = Cached {
+        at: 0,
+        rule: Rule {
+            cfa: 0,
+            bp: 0,
+            kind: Kind::Sp,
+        },
+    };
+}
+
+/// A thread's unwinding state, kept in its buffer and used by its owner
+/// only; all zeros is a valid empty state.
+#[repr(C)]
+pub struct ThreadStack {
+    /// The top of the owning thread's stack: reads stay below it (0: unknown).
+    top: u64,
+    /// The object table's generation the cache was filled under.
+    generation: u32,
+    cache: [Cached; CACHE],
+}
+
+impl ThreadStack {
+    /// The state of a buffer that a new thread (the caller) takes.
+    pub fn begin(&mut self) {
+        self.top = stack_top();
+    }
+
+    /// The rule for return address `at`.
+    #[inline(always)]
+    fn rule(&mut self, at: u64) -> Rule {
+        let e = &mut self.cache[(at.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50) as usize % CACHE];
+        if e.at != at {
+            *e = Cached { at, rule: miss(at) };
+        }
+        e.rule
+    }
+}
+
+/// The rule of return address `at`, from the object's tables. An address
+/// outside every known object may be in a library loaded since the last
+/// scan: if the loader has loaded or unloaded anything since, scan again and
+/// look once more.
+#[cold]
+fn miss(at: u64) -> Rule {
+    let (rule, stranger) = cfi::rule(&modules::lock(), at - 1);
+    if stranger && modules::loader_changed() {
+        modules::scan(false);
+        return cfi::rule(&modules::lock(), at - 1).0;
+    }
+    rule
+}
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    /// The main thread's stack pointer when the program started (ld.so).
+    static __libc_stack_end: *const libc::c_void;
+}
+
+/// The top of the calling thread's stack, or 0 if it cannot be told.
+fn stack_top() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let here = 0u8;
+        let sp = &raw const here as u64;
+        // A thread made by pthread_create has its descriptor at the top of
+        // its stack; the main thread's stack ends where the program began.
+        // SAFETY: pthread_self has no preconditions; the loader sets
+        // __libc_stack_end before any code of ours runs.
+        let (me, main) = unsafe { (libc::pthread_self() as u64, __libc_stack_end as u64) };
+        [me, main.next_multiple_of(4096)]
+            .into_iter()
+            .find(|&top| top > sp && top - sp < 1 << 30)
+            .unwrap_or(0)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// Where a hook was entered: its stack pointer, where the return address
+/// into the program lies (0: unknown, no stack is taken), and the program's
+/// frame pointer.
+#[derive(Clone, Copy)]
+pub struct Entry {
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// The id of the stack of the call that entered a hook at `entry`, or 0 if
+/// it has none to record.
+#[inline(never)]
+pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
+    if entry.sp == 0 {
+        return 0;
+    }
+    let generation = modules::generation();
+    if t.generation != generation {
+        // A new buffer's cache is zero pages, already empty: left untouched.
+        if t.generation != 0 {
+            t.cache.fill(Cached::EMPTY);
+        }
+        t.generation = generation;
+    }
+    // Reads stay in [entry.sp, top): the words above the hook's entry.
+    let bottom = entry.sp;
+    let last = t.top.saturating_sub(8).max(bottom);
+    let read = |at: u64| {
+        (at.wrapping_sub(bottom) <= last - bottom)
+            // SAFETY: [bottom, top) is this thread's live stack, mapped.
+            .then(|| unsafe { (at as *const u64).read_unaligned() })
+    };
+    let depth = depth();
+    let mut frames = [MaybeUninit::<u64>::uninit(); MAX_DEPTH];
+    let Some(first) = read(bottom) else { return 0 };
+    frames[0].write(first);
+    let (mut n, mut truncated, mut hash) = (1, false, stack_table::mix(0, first));
+    let (mut at, mut sp, mut bp) = (first, bottom + 8, entry.bp);
+    loop {
+        let rule = t.rule(at);
+        let base = match rule.kind {
+            Kind::Sp => sp,
+            Kind::Bp => bp,
+            Kind::End | Kind::Unknown => break,
+        };
+        let cfa = base.wrapping_add(rule.cfa as i64 as u64);
+        let Some(ret) = read(cfa.wrapping_sub(8)) else {
+            break;
+        };
+        if rule.bp != 0 {
+            match read(cfa.wrapping_add(rule.bp as i64 as u64)) {
+                Some(v) => bp = v,
+                None => break,
+            }
+        }
+        // Each caller's frame lies above its callee's.
+        if cfa <= sp || ret == 0 {
+            break;
+        }
+        if n == depth {
+            truncated = true;
+            break;
+        }
+        frames[n].write(ret);
+        n += 1;
+        hash = stack_table::mix(hash, ret);
+        (at, sp) = (ret, cfa);
+    }
+    // SAFETY: frames[..n] were written above.
+    let frames = unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<u64>(), n) };
+    stack_table::intern(frames, truncated, hash)
+}

@@ -1,0 +1,457 @@
+//! Allocation sites: a recording's stacks symbolized and grouped by the
+//! function or source line that called the allocator, or by whole stack,
+//! with their calls, bytes, live bytes at the peak and bytes leaked at exit
+//! (`retype trace sites`, `leaks` and `diff`, and the report's sites part).
+//!
+//! The site of a stack is its innermost frame that is not an allocator's
+//! own wrapper (C++'s `operator new`, Rust's allocation shims, CPython's
+//! allocator API): so a C++ program's sites are the functions that call
+//! `new`, not `operator new` itself. `--by stack` shows whole stacks.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use clap::ValueEnum;
+use retype_trace::sites::{per_stack, SiteStats};
+use retype_trace::Trace;
+use serde_json::{json, Value};
+
+use super::symbols::{Frame, Symbolizer};
+
+/// What `--by` groups stacks by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, strum::Display)]
+#[strum(serialize_all = "lowercase")]
+pub enum By {
+    /// The function that called the allocator
+    Function,
+    /// The source line of that call
+    Line,
+    /// The whole call stack
+    Stack,
+}
+
+/// Functions that only pass an allocation on: a site is never one of them.
+const WRAPPERS: &[&str] = &[
+    "operator new",
+    "std::__new_allocator<",
+    "__gnu_cxx::new_allocator<",
+    "std::allocator<",
+    "std::allocator_traits<",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rdl_",
+    "alloc::alloc::",
+    "PyMem_",
+    "_PyMem_",
+    "PyObject_Malloc",
+    "PyObject_Calloc",
+    "PyObject_Realloc",
+    "_PyObject_Malloc",
+    "_PyObject_Calloc",
+    "_PyObject_Realloc",
+];
+
+/// The malloc family itself, as a frame above the recorded call (ld.so's
+/// inlined `calloc` that calls through its pointer to the real one).
+const FAMILY: &[&str] = &["malloc", "calloc", "realloc", "reallocarray", "free"];
+
+fn is_wrapper(f: &Frame) -> bool {
+    WRAPPERS.iter().any(|w| f.function.starts_with(w)) || FAMILY.contains(&f.function.as_str())
+}
+
+/// One stack of a trace, symbolized, with its figures.
+pub struct Resolved {
+    /// Innermost first, inlined functions expanded; empty for events
+    /// recorded without a stack.
+    pub frames: Vec<Frame>,
+    /// The index in `frames` of the site (the first frame not a wrapper).
+    pub site: usize,
+    /// The stack was deeper than the recording's depth.
+    pub truncated: bool,
+    pub stats: SiteStats,
+}
+
+/// A trace's stacks (element 0: the events without one) and their total.
+pub struct Analysis {
+    pub stacks: Vec<Resolved>,
+    pub total: SiteStats,
+    /// Objects that could not be symbolized, and why.
+    pub warnings: Vec<String>,
+    /// Whether the trace was recorded with stacks.
+    pub has_stacks: bool,
+}
+
+impl Analysis {
+    pub fn of(trace: &Trace) -> Analysis {
+        let stats = per_stack(trace);
+        let mut sym = Symbolizer::new(trace);
+        let mut total = SiteStats::default();
+        let stacks = stats
+            .into_iter()
+            .enumerate()
+            .map(|(k, stats)| {
+                total.add(&stats);
+                let stack = k.checked_sub(1).map(|i| &trace.stacks[i]);
+                let frames = stack.map_or_else(Vec::new, |s| sym.stack(s));
+                let site = frames
+                    .iter()
+                    .position(|f| !is_wrapper(f))
+                    .unwrap_or(frames.len().saturating_sub(1));
+                Resolved {
+                    frames,
+                    site,
+                    truncated: stack.is_some_and(|s| s.truncated),
+                    stats,
+                }
+            })
+            .collect();
+        Analysis {
+            stacks,
+            total,
+            warnings: sym.warnings,
+            has_stacks: !trace.stacks.is_empty(),
+        }
+    }
+
+    /// The stacks grouped by `by`, most bytes allocated first.
+    pub fn sites(&self, by: By) -> Vec<Site> {
+        let mut groups: HashMap<String, Site> = HashMap::new();
+        for r in self
+            .stacks
+            .iter()
+            .filter(|r| r.stats != SiteStats::default())
+        {
+            let frames = match (by, r.frames.get(r.site)) {
+                (_, None) => Vec::new(),
+                (By::Stack, Some(_)) => r.frames.clone(),
+                (_, Some(f)) => vec![f.clone()],
+            };
+            let key = site_key(by, &frames);
+            let site = groups.entry(key.clone()).or_insert_with(|| Site {
+                key,
+                frames,
+                truncated: by == By::Stack && r.truncated,
+                stats: SiteStats::default(),
+                stacks: 0,
+            });
+            site.stats.add(&r.stats);
+            site.stacks += 1;
+        }
+        let mut sites: Vec<Site> = groups.into_values().collect();
+        sites.sort_by(|a, b| {
+            (b.stats.bytes, b.stats.calls, b.stats.leaked_bytes, &a.key).cmp(&(
+                a.stats.bytes,
+                a.stats.calls,
+                a.stats.leaked_bytes,
+                &b.key,
+            ))
+        });
+        sites
+    }
+}
+
+/// What identifies a site across recordings: function names (and lines),
+/// never addresses.
+fn site_key(by: By, frames: &[Frame]) -> String {
+    if frames.is_empty() {
+        return NO_STACK.to_string();
+    }
+    match by {
+        By::Function => frames[0].function.clone(),
+        By::Line => frames[0].label(),
+        By::Stack => frames
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect::<Vec<_>>()
+            .join(" ← "),
+    }
+}
+
+const NO_STACK: &str = "(no stack recorded)";
+
+/// A group of stacks.
+pub struct Site {
+    /// Its name: the function, `function (file:line)`, or the stack's functions.
+    pub key: String,
+    /// The site's frame, or the whole stack for `--by stack`; empty without a stack.
+    pub frames: Vec<Frame>,
+    pub stats: SiteStats,
+    /// How many recorded stacks it gathers.
+    pub stacks: usize,
+    /// A whole stack (`--by stack`) whose outer frames were not recorded.
+    pub truncated: bool,
+}
+
+pub fn frame_json(f: &Frame) -> Value {
+    json!({
+        "function": f.function,
+        "file": f.file,
+        "line": f.line,
+        "module": f.module,
+        "offset": f.offset,
+    })
+}
+
+/// A site's figures under the JSON keys of `sites`, `leaks` and `diff`.
+pub fn stats_json(s: &SiteStats) -> Value {
+    json!({
+        "calls": s.calls,
+        "bytes_allocated": s.bytes,
+        "failed": s.failed,
+        "peak_live_bytes": s.peak_bytes,
+        "peak_live_blocks": s.peak_blocks,
+        "leaked_bytes": s.leaked_bytes,
+        "leaked_blocks": s.leaked_blocks,
+    })
+}
+
+fn site_json(s: &Site) -> Value {
+    let mut v = stats_json(&s.stats);
+    v["site"] = json!(s.key);
+    v["stacks"] = json!(s.stacks);
+    v["frames"] = s.frames.iter().map(frame_json).collect();
+    v["truncated"] = json!(s.truncated);
+    v
+}
+
+/// Says why a trace has no sites to show.
+pub fn require_stacks(file: &Path, a: &Analysis) -> anyhow::Result<()> {
+    if a.has_stacks {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}: recorded without call stacks (a trace before format 2, an import, or `retype record --no-stacks`); record it again with `retype record`",
+        file.display()
+    )
+}
+
+/// `1234567` as `1,234,567`.
+pub fn thousands(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `retype trace sites`.
+pub fn sites(file: &Path, a: &Analysis, by: By, top: Option<usize>, json: bool) -> String {
+    let sites = a.sites(by);
+    let shown = &sites[..top.unwrap_or(sites.len()).min(sites.len())];
+    if json {
+        let v = json!({
+            "file": file,
+            "by": by.to_string(),
+            "sites_total": sites.len(),
+            "total": stats_json(&a.total),
+            "sites": shown.iter().map(site_json).collect::<Vec<_>>(),
+            "warnings": a.warnings,
+        });
+        return serde_json::to_string_pretty(&v).unwrap() + "\n";
+    }
+    let mut o = String::new();
+    let t = &a.total;
+    let _ = writeln!(
+        o,
+        "{}: {} allocations from {} sites (by {by}), {} bytes; {} bytes live at the peak; {} bytes in {} blocks leaked at exit",
+        file.display(),
+        thousands(t.calls),
+        sites.len(),
+        thousands(t.bytes),
+        thousands(t.peak_bytes),
+        thousands(t.leaked_bytes),
+        thousands(t.leaked_blocks)
+    );
+    let _ = writeln!(
+        o,
+        "{:>14} {:>10} {:>13} {:>13} {:>7}  site",
+        "bytes", "calls", "peak live", "leaked", "blocks"
+    );
+    for s in shown {
+        let st = &s.stats;
+        let _ = writeln!(
+            o,
+            "{:>14} {:>10} {:>13} {:>13} {:>7}  {}",
+            thousands(st.bytes),
+            thousands(st.calls),
+            thousands(st.peak_bytes),
+            thousands(st.leaked_bytes),
+            thousands(st.leaked_blocks),
+            site_name(s, by)
+        );
+        if by == By::Stack {
+            for f in s.frames.iter().skip(1) {
+                let _ = writeln!(o, "{:>62}  {}", "", f.label());
+            }
+            if s.truncated {
+                let _ = writeln!(
+                    o,
+                    "{:>62}  … (deeper than the recording's --stack-depth)",
+                    ""
+                );
+            }
+        }
+    }
+    if shown.len() < sites.len() {
+        let _ = writeln!(
+            o,
+            "({} more sites; --top 0 shows all)",
+            sites.len() - shown.len()
+        );
+    }
+    warnings(&mut o, a);
+    o
+}
+
+/// A site's name in text: its frame with file and line.
+fn site_name(s: &Site, by: By) -> String {
+    match (by, s.frames.first()) {
+        (_, None) => NO_STACK.to_string(),
+        (By::Function, Some(f)) => f.function.clone(),
+        (_, Some(f)) => f.label(),
+    }
+}
+
+fn warnings(o: &mut String, a: &Analysis) {
+    for w in &a.warnings {
+        let _ = writeln!(o, "note: {w}");
+    }
+}
+
+/// `retype trace leaks`: blocks never freed, grouped by `by` (whole stacks
+/// by default), most bytes first.
+pub fn leaks(file: &Path, a: &Analysis, by: By, json: bool) -> String {
+    let mut sites: Vec<Site> = a
+        .sites(by)
+        .into_iter()
+        .filter(|s| s.stats.leaked_blocks > 0)
+        .collect();
+    sites.sort_by(|x, y| (y.stats.leaked_bytes, &x.key).cmp(&(x.stats.leaked_bytes, &y.key)));
+    if json {
+        let leaks: Vec<Value> = sites
+            .iter()
+            .map(|s| {
+                json!({
+                    "site": s.key,
+                    "blocks": s.stats.leaked_blocks,
+                    "bytes": s.stats.leaked_bytes,
+                    "frames": s.frames.iter().map(frame_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let v = json!({
+            "file": file,
+            "by": by.to_string(),
+            "leaked_bytes": a.total.leaked_bytes,
+            "leaked_blocks": a.total.leaked_blocks,
+            "leaks": leaks,
+            "warnings": a.warnings,
+        });
+        return serde_json::to_string_pretty(&v).unwrap() + "\n";
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: {} bytes in {} blocks never freed, from {} {}",
+        file.display(),
+        thousands(a.total.leaked_bytes),
+        thousands(a.total.leaked_blocks),
+        sites.len(),
+        if by == By::Stack { "stacks" } else { "sites" }
+    );
+    for s in &sites {
+        let _ = writeln!(
+            o,
+            "\n{} bytes in {} blocks from:",
+            thousands(s.stats.leaked_bytes),
+            thousands(s.stats.leaked_blocks)
+        );
+        if s.frames.is_empty() {
+            let _ = writeln!(o, "    {NO_STACK}");
+        }
+        for f in &s.frames {
+            let _ = writeln!(o, "    {}", f.label());
+        }
+        if s.truncated {
+            let _ = writeln!(o, "    … (deeper than the recording's --stack-depth)");
+        }
+    }
+    warnings(&mut o, a);
+    o
+}
+
+/// `retype trace diff`: each site's figures in `a` and `b` and the change,
+/// largest change of bytes allocated first.
+pub fn diff(files: [&Path; 2], a: &Analysis, b: &Analysis, by: By, json: bool) -> String {
+    let (sa, sb) = (a.sites(by), b.sites(by));
+    let mut rows: HashMap<&str, [SiteStats; 2]> = HashMap::new();
+    for (i, sites) in [&sa, &sb].into_iter().enumerate() {
+        for s in sites {
+            rows.entry(&s.key).or_default()[i] = s.stats;
+        }
+    }
+    let change = |x: u64, y: u64| y as i128 - x as i128;
+    let mut rows: Vec<(&str, [SiteStats; 2])> = rows.into_iter().collect();
+    rows.sort_by(|(ka, [a0, a1]), (kb, [b0, b1])| {
+        let (da, db) = (
+            change(a0.bytes, a1.bytes).abs(),
+            change(b0.bytes, b1.bytes).abs(),
+        );
+        (db, ka).cmp(&(da, kb))
+    });
+    let delta = |x: &SiteStats, y: &SiteStats| {
+        json!({
+            "calls": change(x.calls, y.calls) as i64,
+            "bytes_allocated": change(x.bytes, y.bytes) as i64,
+            "peak_live_bytes": change(x.peak_bytes, y.peak_bytes) as i64,
+            "leaked_bytes": change(x.leaked_bytes, y.leaked_bytes) as i64,
+        })
+    };
+    if json {
+        let sites: Vec<Value> = rows
+            .iter()
+            .map(|(k, [x, y])| json!({"site": k, "a": stats_json(x), "b": stats_json(y), "delta": delta(x, y)}))
+            .collect();
+        let v = json!({
+            "a": files[0],
+            "b": files[1],
+            "by": by.to_string(),
+            "total": {"a": stats_json(&a.total), "b": stats_json(&b.total), "delta": delta(&a.total, &b.total)},
+            "sites": sites,
+        });
+        return serde_json::to_string_pretty(&v).unwrap() + "\n";
+    }
+    let mut o = String::new();
+    let _ = writeln!(o, "a: {}\nb: {}", files[0].display(), files[1].display());
+    let _ = writeln!(
+        o,
+        "{:>14} {:>14} {:>10} {:>13} {:>13}  site",
+        "bytes a", "bytes b", "calls ±", "peak live ±", "leaked ±"
+    );
+    let signed = |v: i128| {
+        if v > 0 {
+            format!("+{}", thousands(v as u64))
+        } else if v < 0 {
+            format!("-{}", thousands(v.unsigned_abs() as u64))
+        } else {
+            "0".into()
+        }
+    };
+    for (k, [x, y]) in rows.iter().chain([&("(total)", [a.total, b.total])]) {
+        let _ = writeln!(
+            o,
+            "{:>14} {:>14} {:>10} {:>13} {:>13}  {k}",
+            thousands(x.bytes),
+            thousands(y.bytes),
+            signed(change(x.calls, y.calls)),
+            signed(change(x.peak_bytes, y.peak_bytes)),
+            signed(change(x.leaked_bytes, y.leaked_bytes)),
+        );
+    }
+    o
+}
