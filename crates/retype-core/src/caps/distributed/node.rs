@@ -10,7 +10,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use super::census::Recording;
-use super::delete::{Job, JobReply};
+use super::delete::{JobReply, Jobs};
 use super::exported::Exported;
 use super::mutation::Mutation;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
@@ -67,6 +67,16 @@ impl Table {
 
     pub fn values(&self) -> impl Iterator<Item = &Meta> {
         self.0.occupied().filter_map(|(_, m)| m.as_ref())
+    }
+
+    /// Every live slot's protocol state, by slot id.
+    pub fn iter(&self) -> impl Iterator<Item = (CapId, &Meta)> {
+        (self.0.occupied()).filter_map(|(i, m)| m.as_ref().map(|m| (i as CapId, m)))
+    }
+
+    /// Slot ids below this one may hold state.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -139,7 +149,7 @@ pub struct Node {
     pub(crate) id: NodeId,
     pub(crate) nodes: u8,
     pub(crate) caps: Caps<AaTree>,
-    root: CSpace,
+    pub(crate) root: CSpace,
     pub(crate) meta: Table,
     pub(crate) exported: Exported,
     /// The censuses this node takes part in (see `census`).
@@ -147,11 +157,12 @@ pub struct Node {
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
-    pub(crate) jobs: BTreeMap<OpRef, Job>,
+    /// Delete jobs in progress, oldest first.
+    pub(crate) jobs: Jobs,
     /// Marks waiting for a locked slot: (from, message).
     pub(crate) parked: Vec<(NodeId, Msg)>,
     /// Messages to itself, handled within the step.
-    local: VecDeque<Msg>,
+    pub(crate) local: VecDeque<Msg>,
     pub(crate) out: Output,
     #[cfg(feature = "mutations")]
     pub(crate) mutation: Option<Mutation>,
@@ -210,7 +221,7 @@ impl Node {
             recordings: BTreeMap::new(),
             key_locks: BTreeMap::new(),
             ops: BTreeMap::new(),
-            jobs: BTreeMap::new(),
+            jobs: Jobs::default(),
             parked: Vec::new(),
             local: VecDeque::new(),
             out: Output::default(),
@@ -288,8 +299,9 @@ impl Node {
         core::mem::take(&mut self.out)
     }
 
-    /// Handles messages to itself, and retries what waits for a slot, until
-    /// nothing moves.
+    /// Handles messages to itself, and retries what waits for a slot (parked
+    /// marks in arrival order, then delete jobs oldest first), until nothing
+    /// moves.
     fn settle(&mut self) {
         loop {
             while let Some(m) = self.local.pop_front() {
