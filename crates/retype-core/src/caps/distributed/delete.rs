@@ -369,7 +369,7 @@ impl Node {
         let Some(Wait::Move { item, to }) = self.jobs.get(&op).map(|j| j.wait) else {
             unreachable!("moved without a move")
         };
-        if !ok {
+        if !ok || self.mutated(Mutation::MoveRetriedForever) {
             return self.find_copies(op, item);
         }
         let key = self.caps.cap(item).expect("claimed").key();
