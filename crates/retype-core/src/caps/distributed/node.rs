@@ -18,7 +18,7 @@ use crate::caps::cap::{Cap, Key};
 use crate::caps::cow_vec::CowVec;
 use crate::caps::cspace::{CSpace, CapRef};
 use crate::caps::mdb::{AaTree, CapId, Mdb};
-use crate::caps::system::{Caps, Fate, RetypePlan};
+use crate::caps::system::{revoked_by, Caps, Fate, RetypePlan};
 use crate::caps::types::{CapType, SLOT_BYTES};
 use crate::caps::CapError;
 use crate::objects::Config;
@@ -156,6 +156,10 @@ pub struct Node {
     pub(crate) recordings: BTreeMap<(NodeId, OpRef), Recording>,
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
+    /// Revokes marked here whose commit has not come: a capability of their
+    /// scope that arrives now is marked too, so that it can be neither
+    /// copied on nor retyped before the commit deletes it.
+    pub(crate) revoking: BTreeMap<OpRef, Key>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
     /// Delete jobs in progress, oldest first.
     pub(crate) jobs: Jobs,
@@ -220,6 +224,7 @@ impl Node {
             exported: Exported::default(),
             recordings: BTreeMap::new(),
             key_locks: BTreeMap::new(),
+            revoking: BTreeMap::new(),
             ops: BTreeMap::new(),
             jobs: Jobs::default(),
             parked: Vec::new(),
@@ -284,6 +289,7 @@ impl Node {
         self.ops.is_empty()
             && self.jobs.is_empty()
             && self.key_locks.is_empty()
+            && self.revoking.is_empty()
             && self.parked.is_empty()
             && self.recordings.is_empty()
             && self.meta.values().all(|m| m.state == SlotState::Ready)
@@ -689,10 +695,13 @@ impl Node {
                     .emptying(dest)
                     .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
                 let result = result.map(|id| {
-                    let meta = Meta {
-                        owner,
-                        state: SlotState::Ready,
-                    };
+                    // Revokes of one key do not overlap in time: the
+                    // innermost one whose scope it is in marks it.
+                    let state = (self.revoking.iter())
+                        .filter(|(_, k)| revoked_by(&cap.key(), k))
+                        .max_by_key(|(_, k)| **k)
+                        .map_or(SlotState::Ready, |(&op, _)| SlotState::InDelete(op));
+                    let meta = Meta { owner, state };
                     self.meta.insert(id, meta);
                     self.exported.add(cap.base, cap.size);
                     self.record(from, &cap);
@@ -855,6 +864,7 @@ impl Node {
             Mark { op, key } => self.mark(from, op, key),
             Marked { op } => self.revoke_reply(op, Vec::new()),
             Commit { op, key } => {
+                self.revoking.remove(&op);
                 // Slots another delete holds join the list too: the commit
                 // waits until that delete has taken them (§4.3: a delete
                 // that meets one in progress waits for it).
@@ -997,7 +1007,8 @@ impl Node {
 
     /// A revoke's mark: waits while an operation in flight holds a slot in
     /// its scope (that operation finishes without waiting for anyone).
-    /// Slots another delete holds are left to it: merged, as in §4.3.
+    /// Slots another delete holds are left to it: merged, as in §4.3. Until
+    /// the commit, what of the scope arrives is marked as it lands.
     fn mark(&mut self, from: NodeId, op: OpRef, key: Key) {
         let scope = self.scope(op, &key);
         if scope
@@ -1010,6 +1021,7 @@ impl Node {
         for id in scope {
             self.set_state(id, SlotState::InDelete(op));
         }
+        self.revoking.insert(op, key);
         self.send(from, Msg::Marked { op });
     }
 

@@ -24,6 +24,7 @@ use super::{Msg, OpRef};
 enum Part {
     Slot,
     KeyLock,
+    Revoking,
     Work,
     Job,
     Parked,
@@ -52,8 +53,8 @@ pub fn anonymous(m: &Msg) -> Msg {
 impl Node {
     /// Hashes the node for a search that treats operation ids as names.
     /// What names no operation goes into `h`; each part that names one (a
-    /// slot it holds, a key it locks, the work it waits on, its delete job,
-    /// a parked message, a census record) is hashed alone by `b` with the
+    /// slot it holds, a key it locks, a revoke marked here, the work it
+    /// waits on, its delete job, a parked message, a census record) is hashed alone by `b` with the
     /// id left out, and handed to `part` with the id. Two nodes that differ
     /// by a renaming of ids give the same `h` and, id for renamed id, the
     /// same parts.
@@ -77,6 +78,7 @@ impl Node {
         }
         let counts = [
             self.key_locks.len(),
+            self.revoking.len(),
             self.ops.len(),
             self.jobs.iter().count(),
             self.parked.len(),
@@ -85,6 +87,9 @@ impl Node {
         counts.hash(h);
         for (key, op) in &self.key_locks {
             part(op.id, b.hash_one((Part::KeyLock, key, op.node)));
+        }
+        for (op, key) in &self.revoking {
+            part(op.id, b.hash_one((Part::Revoking, key, op.node)));
         }
         for (op, work) in &self.ops {
             part(op.id, b.hash_one((Part::Work, op.node, work)));
@@ -119,6 +124,10 @@ impl Node {
         for op in self.key_locks.values_mut() {
             *op = f(*op);
         }
+        self.revoking = core::mem::take(&mut self.revoking)
+            .into_iter()
+            .map(|(op, k)| (f(op), k))
+            .collect();
         self.ops = core::mem::take(&mut self.ops)
             .into_iter()
             .map(|(op, w)| (f(op), w))
