@@ -178,14 +178,30 @@ fn check_prints_its_counts_and_refuses_bad_configurations() {
     let args = [
         "caps", "check", "--nodes", "2", "--mem", "2", "--slots", "3", "--ops", "1",
     ];
-    let out = retype(&[&args[..], &["--json"]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-    for key in ["states", "distinct", "depth", "seconds"] {
-        assert!(v[key].is_number(), "{key} in {v}");
-    }
-    assert!(v["distinct"].as_u64().unwrap() > 1);
-    assert_eq!(v["violations"], serde_json::json!([]));
+    let json = |symmetry: &str| {
+        let out = retype(&[&args[..], &["--json", "--symmetry", symmetry]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        for key in [
+            "states",
+            "distinct",
+            "depth",
+            "seconds",
+            "livelock_tasks",
+            "livelock_steps",
+            "livelock_seconds",
+        ] {
+            assert!(v[key].is_number(), "{key} in {v}");
+        }
+        assert_eq!(v["symmetry"], symmetry);
+        assert_eq!(v["violations"], serde_json::json!([]));
+        v["distinct"].as_u64().unwrap()
+    };
+    let (on, off) = (json("on"), json("off"));
+    assert!(
+        1 < on && on < off,
+        "{on} classes with symmetry, {off} states without"
+    );
     let out = retype(&args);
     assert!(
         stdout(&out).contains("every property holds"),

@@ -650,7 +650,7 @@ impl<M: Mdb> Caps<M> {
         let mut n = self.mdb.seek(k, true);
         while let Some(id) = n {
             let nk = self.mdb.key(id).expect("seek returns entries");
-            if nk != *k && (nk.root != k.root || nk.base >= k.end()) {
+            if !revoked_by(&nk, k) {
                 break;
             }
             out.push(id);
@@ -833,4 +833,11 @@ impl<M: Mdb> Caps<M> {
             None => Err(CapError::WrongType { op, found: c.ty }),
         }
     }
+}
+
+/// Whether a revoke of `k` deletes a capability with key `c`: a copy, or
+/// what follows `k` in the mapping database's order inside its memory
+/// (what [`Caps::revoke_scope`] lists).
+pub(crate) fn revoked_by(c: &Key, k: &Key) -> bool {
+    c >= k && c.root == k.root && c.base < k.end()
 }

@@ -5,9 +5,12 @@
 //! - this file: the start state (booted through the node code), the run,
 //!   and a counterexample as a numbered message sequence.
 
+mod live;
 pub mod model;
 mod search;
+mod symmetry;
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
@@ -17,8 +20,18 @@ use retype_core::caps::types::{CapType, PAGE, SLOT_BYTES};
 use retype_core::objects::{Arch, Config as Kernel};
 use stateright::Model;
 
-pub use model::{Action, CapModel, Config, Regions, State};
+pub use model::{Action, CapModel, Config, Regions, State, Symmetry};
 pub use search::Progress;
+use search::{Explore, Graph, GONE, NO_CHANNEL, TASKS};
+
+/// The property a livelock breaks: with fair delivery every operation
+/// completes (checked over the graph of states, see `live`).
+pub const NO_LIVELOCK: &str = "NoLivelock";
+
+/// Most classes the breadth-first search for a shortest counterexample
+/// goes through before it keeps the depth-first one: its queue holds
+/// states, each with the node that stepped (a few kilobytes).
+const SHORTEST: usize = 500_000;
 
 /// Root CNode slots of every node: the least a CNode has.
 const ROOT_SLOTS: u32 = 256;
@@ -32,6 +45,17 @@ pub struct Outcome {
     pub time: Duration,
     /// Each broken property with its counterexample, numbered.
     pub violations: Vec<(&'static str, String)>,
+    /// The search for livelock, made when no other property is broken.
+    pub livelock_check: Option<LivelockCheck>,
+}
+
+/// How big the graph searched for livelock was, and the time it took.
+pub struct LivelockCheck {
+    /// Pairs of a state (class) and an operation running in it.
+    pub tasks: usize,
+    /// Steps between them that keep the operation running.
+    pub steps: usize,
+    pub time: Duration,
 }
 
 impl Config {
@@ -84,33 +108,147 @@ pub fn run(cfg: Config, threads: usize, progress: &Progress<'_>) -> Result<Outco
 }
 
 /// Explores every state of `model` reachable from its start, up to the
-/// first broken property.
+/// first broken property; if none is, looks for a livelock.
 pub fn explore(model: CapModel, threads: usize, progress: &Progress<'_>) -> Outcome {
     let t = Instant::now();
-    let key = search::fingerprint::<State>;
-    let found = search::search(&model, threads, &key, progress);
-    let time = t.elapsed();
-    let violations = found
+    let found = search::search(&model, threads, progress);
+    let mut violations: Vec<_> = found
         .broken
         .into_iter()
-        .map(|(name, path)| (name, counterexample(&model, path)))
+        .map(|(name, path)| {
+            let breaks = |s: &State| s.broken.as_ref().is_some_and(|b| b.0 == name);
+            let path = search::shortest(&model, breaks, SHORTEST).unwrap_or(path);
+            (name, counterexample(&model, &path))
+        })
         .collect();
+    let mut livelock_check = None;
+    if let Some(g) = &found.graph {
+        let t = Instant::now();
+        if let Some(l) = live::find(g) {
+            violations.push((NO_LIVELOCK, livelock(&model, g, &l)));
+        }
+        let tasks = g.running.iter().map(|r| r.count_ones() as usize).sum();
+        livelock_check = Some(LivelockCheck {
+            tasks,
+            steps: g.to.len(),
+            time: t.elapsed(),
+        });
+    }
     Outcome {
         states: found.states,
         distinct: found.distinct,
         depth: found.depth,
-        time,
+        time: t.elapsed(),
         violations,
+        livelock_check,
     }
 }
 
 /// The path as numbered steps: who acts on what, what it sends, what
 /// finishes, which slots change; then the property broken.
-pub fn counterexample(m: &CapModel, actions: Vec<Action>) -> String {
+pub fn counterexample(m: &CapModel, actions: &[Action]) -> String {
+    let (mut out, s, _) = steps(m, actions, None);
+    if let Some((name, e)) = &s.broken {
+        let _ = writeln!(out, "     broken: {name}: {e}");
+    }
+    out
+}
+
+/// A livelock as numbered steps: the shortest way from the start into
+/// the component, then a fair cycle in it, and which operation never
+/// finishes.
+fn livelock(m: &CapModel, g: &Graph, l: &live::Livelock) -> String {
+    let classes: HashMap<u64, u32> = l.classes().map(|c| (g.key[c as usize], c)).collect();
+    let into = |s: &State| classes.contains_key(&m.canon(s).key);
+    let mut actions = search::shortest(m, into, SHORTEST).unwrap_or_else(|| {
+        let c = l.classes().next().expect("not empty");
+        along(m, g, &l.path_to(c))
+    });
+    let mut s = m.init.clone();
+    for a in &actions {
+        s = m.next_state(&s, a.clone()).expect("a path of the search");
+    }
+    let cycle = l.cycle(classes[&m.canon(&s).key]);
+    let k = actions.len();
+    let canon = m.canon(&s);
+    let running = m.running(&s);
+    let id = (0..TASKS)
+        .find(|&i| running & 1 << i != 0 && canon.rank[i] == cycle.name)
+        .expect("the task runs");
+    let mut name = cycle.name as u32;
+    for &i in &cycle.steps {
+        let (to, r) = (g.to[i], (g.keep[i] >> (4 * name)) & GONE);
+        let (a, t) = successors(m, &s)
+            .find(|(a, t)| {
+                let c = m.canon(t);
+                c.key == g.key[to as usize]
+                    && m.running(t) & 1 << id != 0
+                    && c.rank[id] as u32 == r
+                    && m.channel(a).unwrap_or(NO_CHANNEL) == g.channel[i]
+            })
+            .expect("each step of the class graph is a step of each state of the class");
+        actions.push(a);
+        (s, name) = (t, r);
+    }
+    let (mut out, end, first) = steps(m, &actions, Some(k));
+    let back = if k == 0 {
+        "the start state".to_string()
+    } else {
+        format!("the state after step {k}")
+    };
+    let again = if end == first {
+        format!("     back at {back}: the cycle repeats forever")
+    } else {
+        format!(
+            "     back at {back} but for how operations are numbered: repeated, the cycle comes back to it exactly"
+        )
+    };
+    let _ = writeln!(out, "{again}");
+    let _ = writeln!(
+        out,
+        "     broken: {NO_LIVELOCK}: op {id} never finishes, and every channel that stays busy is delivered"
+    );
+    out
+}
+
+/// Actions from the start through the classes `path` (the first is the
+/// start's): a state of a class has a successor in each class its class
+/// leads to.
+fn along(m: &CapModel, g: &Graph, path: &[u32]) -> Vec<Action> {
+    let mut s = m.init.clone();
+    let mut actions = Vec::new();
+    for &c in &path[1..] {
+        let (a, t) = successors(m, &s)
+            .find(|(_, t)| m.canon(t).key == g.key[c as usize])
+            .expect("a step between the classes");
+        actions.push(a);
+        s = t;
+    }
+    actions
+}
+
+/// Every successor of `s`, with its action.
+fn successors<'a>(m: &'a CapModel, s: &'a State) -> impl Iterator<Item = (Action, State)> + 'a {
+    let mut actions = Vec::new();
+    m.actions(s, &mut actions);
+    actions
+        .into_iter()
+        .filter_map(move |a| m.next_state(s, a.clone()).map(|t| (a, t)))
+}
+
+/// The actions as numbered steps from the start; with `cycle`, a line
+/// after that many steps says the cycle begins. Returns the text, the last
+/// state and the state where the cycle begins (the start without one).
+fn steps(m: &CapModel, actions: &[Action], cycle: Option<usize>) -> (String, State, State) {
     let mut out = String::new();
     let mut s = m.init.clone();
-    for (i, a) in actions.into_iter().enumerate() {
-        let (n, what) = match &a {
+    let mut mark = s.clone();
+    for (i, a) in actions.iter().enumerate() {
+        if cycle == Some(i) {
+            let _ = writeln!(out, "     then, the cycle:");
+            mark = s.clone();
+        }
+        let (n, what) = match a {
             Action::Start { id, node, req } => (*node, format!("op {id}: {req:?}")),
             Action::Deliver { from, to } => {
                 let k = m.cfg.nodes as usize;
@@ -119,7 +257,7 @@ pub fn counterexample(m: &CapModel, actions: Vec<Action>) -> String {
             }
         };
         let before = s.clone();
-        let Some(next) = m.next_state(&s, a) else {
+        let Some(next) = m.next_state(&s, a.clone()) else {
             break;
         };
         let _ = writeln!(out, "{:>3}. node {n} takes {what}", i + 1);
@@ -128,10 +266,7 @@ pub fn counterexample(m: &CapModel, actions: Vec<Action>) -> String {
         }
         s = next;
     }
-    if let Some((name, e)) = &s.broken {
-        let _ = writeln!(out, "     broken: {name}: {e}");
-    }
-    out
+    (out, s, mark)
 }
 
 /// What one step of node `n` changed.

@@ -18,6 +18,9 @@ use retype_core::caps::distributed::{Input, Msg, Node, NodeId, Outcome, Request,
 use retype_core::caps::types::{CapType, PAGE};
 use stateright::{Model, Property};
 
+use super::search::{fingerprint, Canon, Explore, TASKS};
+use super::symmetry;
+
 /// What is checked, and how big.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
@@ -28,6 +31,7 @@ pub struct Config {
     /// Operations in flight at once.
     pub ops: u64,
     pub regions: Regions,
+    pub symmetry: Symmetry,
 }
 
 /// Which retype target regions are asked for.
@@ -37,6 +41,14 @@ pub enum Regions {
     All,
     /// Seed 001 Figure 5.1's five (3 bytes of memory only).
     Reduced,
+}
+
+/// Whether states that differ only by how operations are numbered are
+/// counted once (see `symmetry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Symmetry {
+    On,
+    Off,
 }
 
 /// The types retype makes: memory split further, and memory to map.
@@ -110,6 +122,10 @@ pub const PROPERTIES: [&str; 9] = [
 
 impl CapModel {
     pub fn new(cfg: Config, init: Vec<Node>) -> CapModel {
+        assert!(
+            2 * cfg.ops as usize <= TASKS,
+            "at most {TASKS} operation ids"
+        );
         let n = cfg.nodes as usize;
         let init = State {
             nodes: init.into_iter().map(Arc::new).collect(),
@@ -353,4 +369,33 @@ impl Model for CapModel {
 /// Property `I` of [`PROPERTIES`] is not broken in `s`.
 fn holds<const I: usize>(_: &CapModel, s: &State) -> bool {
     s.broken.as_ref().is_none_or(|b| b.0 != PROPERTIES[I])
+}
+
+impl Explore for CapModel {
+    fn canon(&self, s: &State) -> Canon {
+        match self.cfg.symmetry {
+            Symmetry::On => symmetry::canon(s),
+            Symmetry::Off => Canon {
+                key: fingerprint(s),
+                rank: std::array::from_fn(|i| i as u8),
+            },
+        }
+    }
+
+    fn running(&self, s: &State) -> u8 {
+        let running = |(i, o): (usize, &Op)| matches!(o, Op::Running { .. }).then_some(1 << i);
+        s.ops.iter().enumerate().filter_map(running).sum()
+    }
+
+    fn busy(&self, s: &State) -> u64 {
+        let busy = |(i, c): (usize, &VecDeque<Msg>)| (!c.is_empty()).then_some(1 << i);
+        s.chans.iter().enumerate().filter_map(busy).sum()
+    }
+
+    fn channel(&self, a: &Action) -> Option<u8> {
+        match *a {
+            Action::Deliver { from, to } => Some(from * self.cfg.nodes + to),
+            Action::Start { .. } => None,
+        }
+    }
 }

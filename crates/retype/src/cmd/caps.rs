@@ -57,6 +57,9 @@ struct CheckArgs {
     /// Retype target regions: every one, or Figure 5.1's reduced set.
     #[arg(long, value_enum, default_value = "all")]
     regions: check::Regions,
+    /// Count states that differ only by how operations are numbered once.
+    #[arg(long, value_enum, default_value = "on")]
+    symmetry: check::Symmetry,
     /// Checker threads (default: every core).
     #[arg(long)]
     threads: Option<usize>,
@@ -130,6 +133,7 @@ fn check_cmd(a: CheckArgs) -> Result<()> {
         slots: a.slots,
         ops: a.ops,
         regions: a.regions,
+        symmetry: a.symmetry,
     };
     let threads = a
         .threads
@@ -144,12 +148,17 @@ fn check_cmd(a: CheckArgs) -> Result<()> {
     let o = check::run(cfg, threads, &progress)?;
     bar.finish_and_clear();
     let regions = format!("{:?}", a.regions).to_lowercase();
+    let symmetry = format!("{:?}", a.symmetry).to_lowercase();
+    let live = o.livelock_check.as_ref();
     if a.json {
         let v = serde_json::json!({
             "nodes": a.nodes, "mem": a.mem, "slots": a.slots, "ops": a.ops,
-            "regions": regions, "threads": threads,
+            "regions": regions, "threads": threads, "symmetry": symmetry,
             "states": o.states, "distinct": o.distinct, "depth": o.depth,
             "seconds": o.time.as_secs_f64(),
+            "livelock_tasks": live.map(|l| l.tasks),
+            "livelock_steps": live.map(|l| l.steps),
+            "livelock_seconds": live.map(|l| l.time.as_secs_f64()),
             "violations": o.violations.iter()
                 .map(|(p, t)| serde_json::json!({"property": p, "counterexample": t}))
                 .collect::<Vec<_>>(),
@@ -160,6 +169,17 @@ fn check_cmd(a: CheckArgs) -> Result<()> {
             "{} nodes, {} bytes, {} slots, {} operations, {regions} regions: {} states explored, {} distinct, depth {}, {:.1} s",
             a.nodes, a.mem, a.slots, a.ops, o.states, o.distinct, o.depth, o.time.as_secs_f64()
         );
+        if a.symmetry == check::Symmetry::On {
+            println!(
+                "symmetry on: states that differ only by how operations are numbered count once"
+            );
+        }
+        if let Some(l) = live {
+            println!(
+                "livelock check: {} (state, running operation) pairs, {} steps that keep one running, {:.1} s",
+                l.tasks, l.steps, l.time.as_secs_f64()
+            );
+        }
         for (p, t) in &o.violations {
             println!("\n{p} is broken:\n{t}");
         }

@@ -80,6 +80,69 @@ pub(crate) struct Job {
     reclaimed: Vec<(u64, u64)>,
 }
 
+/// A node's delete jobs, in the order they started. [`Node::settle`]
+/// advances them in that order, so which of two jobs takes a slot both
+/// want does not depend on how their operations are numbered: the node code
+/// uses an operation id only as a name, which the model checker's symmetry
+/// reduction relies on (docs/model-check.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Jobs(Vec<(OpRef, Job)>);
+
+impl Jobs {
+    pub fn get(&self, op: &OpRef) -> Option<&Job> {
+        self.0.iter().find(|(o, _)| o == op).map(|(_, j)| j)
+    }
+
+    pub fn get_mut(&mut self, op: &OpRef) -> Option<&mut Job> {
+        self.0.iter_mut().find(|(o, _)| o == op).map(|(_, j)| j)
+    }
+
+    pub fn contains_key(&self, op: &OpRef) -> bool {
+        self.get(op).is_some()
+    }
+
+    /// Starts `op`'s job after every job already here.
+    pub fn insert(&mut self, op: OpRef, job: Job) {
+        debug_assert!(!self.contains_key(&op), "one job per operation and node");
+        self.0.push((op, job));
+    }
+
+    pub fn remove(&mut self, op: &OpRef) -> Option<Job> {
+        let i = self.0.iter().position(|(o, _)| o == op)?;
+        Some(self.0.remove(i).1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The jobs' operations, oldest first.
+    pub fn keys(&self) -> impl Iterator<Item = &OpRef> {
+        self.0.iter().map(|(o, _)| o)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Job> {
+        self.0.iter().map(|(_, j)| j)
+    }
+
+    /// The jobs with their operations, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &(OpRef, Job)> {
+        self.0.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut (OpRef, Job)> {
+        self.0.iter_mut()
+    }
+}
+
+impl core::ops::Index<&OpRef> for Jobs {
+    type Output = Job;
+
+    fn index(&self, op: &OpRef) -> &Job {
+        self.get(op).expect("a job of this operation")
+    }
+}
+
 /// Whether a slot still belongs to the job `op` or may become its.
 enum Claim {
     Mine,
@@ -306,7 +369,7 @@ impl Node {
         let Some(Wait::Move { item, to }) = self.jobs.get(&op).map(|j| j.wait) else {
             unreachable!("moved without a move")
         };
-        if !ok {
+        if !ok || self.mutated(Mutation::MoveRetriedForever) {
             return self.find_copies(op, item);
         }
         let key = self.caps.cap(item).expect("claimed").key();

@@ -20,6 +20,7 @@
 //! - [`delete`]: the delete job: a capability, the CNodes it empties
 //!   (mark, then sweep as a stack), ownership handed on (§4.3, §4.6).
 //! - [`sim`]: nodes run by a seeded scheduler over FIFO channels.
+//! - [`symmetry`]: operation ids as names, for the model checker.
 //!
 //! Simplifications against Barrelfish, each documented where it is made:
 //! CNodes and page tables are kernel state of the core that made them and
@@ -49,6 +50,7 @@ pub mod mutation;
 pub mod node;
 pub mod props;
 pub mod sim;
+pub mod symmetry;
 
 use alloc::vec::Vec;
 use core::fmt;

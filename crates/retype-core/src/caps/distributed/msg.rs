@@ -149,11 +149,11 @@ pub enum Msg {
     },
 }
 
-impl Msg {
-    /// The operation the message serves.
-    pub fn op(&self) -> OpRef {
+/// The operation field of a message, `&` or `&mut` as the message is.
+macro_rules! op_field {
+    ($m:expr) => {{
         use Msg::*;
-        match *self {
+        match $m {
             Transfer { op, .. }
             | TransferDone { op, .. }
             | CopyVia { op, .. }
@@ -180,5 +180,17 @@ impl Msg {
             | Commit { op, .. }
             | Committed { op, .. } => op,
         }
+    }};
+}
+
+impl Msg {
+    /// The operation the message serves.
+    pub fn op(&self) -> OpRef {
+        *op_field!(self)
+    }
+
+    /// The operation the message serves, to rename it.
+    pub fn op_mut(&mut self) -> &mut OpRef {
+        op_field!(self)
     }
 }

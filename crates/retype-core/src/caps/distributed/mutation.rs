@@ -17,6 +17,9 @@ pub enum Mutation {
     MoveWithoutUpdate,
     /// A copy that failed on the other node keeps its source slot locked.
     LockKeptOnError,
+    /// The owner deleting its last copy takes the new owner's acceptance
+    /// for a refusal and asks again, forever: a livelock.
+    MoveRetriedForever,
 }
 
 #[cfg(feature = "mutations")]

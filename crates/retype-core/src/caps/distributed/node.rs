@@ -10,7 +10,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use super::census::Recording;
-use super::delete::{Job, JobReply};
+use super::delete::{JobReply, Jobs};
 use super::exported::Exported;
 use super::mutation::Mutation;
 use super::{Done, Error, Input, Msg, NodeId, OpRef, Outcome, Output, Request, Slot};
@@ -18,7 +18,7 @@ use crate::caps::cap::{Cap, Key};
 use crate::caps::cow_vec::CowVec;
 use crate::caps::cspace::{CSpace, CapRef};
 use crate::caps::mdb::{AaTree, CapId, Mdb};
-use crate::caps::system::{Caps, Fate, RetypePlan};
+use crate::caps::system::{revoked_by, Caps, Fate, RetypePlan};
 use crate::caps::types::{CapType, SLOT_BYTES};
 use crate::caps::CapError;
 use crate::objects::Config;
@@ -67,6 +67,16 @@ impl Table {
 
     pub fn values(&self) -> impl Iterator<Item = &Meta> {
         self.0.occupied().filter_map(|(_, m)| m.as_ref())
+    }
+
+    /// Every live slot's protocol state, by slot id.
+    pub fn iter(&self) -> impl Iterator<Item = (CapId, &Meta)> {
+        (self.0.occupied()).filter_map(|(i, m)| m.as_ref().map(|m| (i as CapId, m)))
+    }
+
+    /// Slot ids below this one may hold state.
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -139,19 +149,24 @@ pub struct Node {
     pub(crate) id: NodeId,
     pub(crate) nodes: u8,
     pub(crate) caps: Caps<AaTree>,
-    root: CSpace,
+    pub(crate) root: CSpace,
     pub(crate) meta: Table,
     pub(crate) exported: Exported,
     /// The censuses this node takes part in (see `census`).
     pub(crate) recordings: BTreeMap<(NodeId, OpRef), Recording>,
     /// Keys held at their owner by a multi-step operation.
     pub(crate) key_locks: BTreeMap<Key, OpRef>,
+    /// Revokes marked here whose commit has not come: a capability of their
+    /// scope that arrives now is marked too, so that it can be neither
+    /// copied on nor retyped before the commit deletes it.
+    pub(crate) revoking: BTreeMap<OpRef, Key>,
     pub(crate) ops: BTreeMap<OpRef, Work>,
-    pub(crate) jobs: BTreeMap<OpRef, Job>,
+    /// Delete jobs in progress, oldest first.
+    pub(crate) jobs: Jobs,
     /// Marks waiting for a locked slot: (from, message).
     pub(crate) parked: Vec<(NodeId, Msg)>,
     /// Messages to itself, handled within the step.
-    local: VecDeque<Msg>,
+    pub(crate) local: VecDeque<Msg>,
     pub(crate) out: Output,
     #[cfg(feature = "mutations")]
     pub(crate) mutation: Option<Mutation>,
@@ -209,8 +224,9 @@ impl Node {
             exported: Exported::default(),
             recordings: BTreeMap::new(),
             key_locks: BTreeMap::new(),
+            revoking: BTreeMap::new(),
             ops: BTreeMap::new(),
-            jobs: BTreeMap::new(),
+            jobs: Jobs::default(),
             parked: Vec::new(),
             local: VecDeque::new(),
             out: Output::default(),
@@ -273,6 +289,7 @@ impl Node {
         self.ops.is_empty()
             && self.jobs.is_empty()
             && self.key_locks.is_empty()
+            && self.revoking.is_empty()
             && self.parked.is_empty()
             && self.recordings.is_empty()
             && self.meta.values().all(|m| m.state == SlotState::Ready)
@@ -288,8 +305,9 @@ impl Node {
         core::mem::take(&mut self.out)
     }
 
-    /// Handles messages to itself, and retries what waits for a slot, until
-    /// nothing moves.
+    /// Handles messages to itself, and retries what waits for a slot (parked
+    /// marks in arrival order, then delete jobs oldest first), until nothing
+    /// moves.
     fn settle(&mut self) {
         loop {
             while let Some(m) = self.local.pop_front() {
@@ -677,10 +695,13 @@ impl Node {
                     .emptying(dest)
                     .and_then(|()| self.caps.install_at(self.r(dest), cap).map_err(Error::Cap));
                 let result = result.map(|id| {
-                    let meta = Meta {
-                        owner,
-                        state: SlotState::Ready,
-                    };
+                    // Revokes of one key do not overlap in time: the
+                    // innermost one whose scope it is in marks it.
+                    let state = (self.revoking.iter())
+                        .filter(|(_, k)| revoked_by(&cap.key(), k))
+                        .max_by_key(|(_, k)| **k)
+                        .map_or(SlotState::Ready, |(&op, _)| SlotState::InDelete(op));
+                    let meta = Meta { owner, state };
                     self.meta.insert(id, meta);
                     self.exported.add(cap.base, cap.size);
                     self.record(from, &cap);
@@ -843,6 +864,7 @@ impl Node {
             Mark { op, key } => self.mark(from, op, key),
             Marked { op } => self.revoke_reply(op, Vec::new()),
             Commit { op, key } => {
+                self.revoking.remove(&op);
                 // Slots another delete holds join the list too: the commit
                 // waits until that delete has taken them (§4.3: a delete
                 // that meets one in progress waits for it).
@@ -985,7 +1007,8 @@ impl Node {
 
     /// A revoke's mark: waits while an operation in flight holds a slot in
     /// its scope (that operation finishes without waiting for anyone).
-    /// Slots another delete holds are left to it: merged, as in §4.3.
+    /// Slots another delete holds are left to it: merged, as in §4.3. Until
+    /// the commit, what of the scope arrives is marked as it lands.
     fn mark(&mut self, from: NodeId, op: OpRef, key: Key) {
         let scope = self.scope(op, &key);
         if scope
@@ -998,6 +1021,7 @@ impl Node {
         for id in scope {
             self.set_state(id, SlotState::InDelete(op));
         }
+        self.revoking.insert(op, key);
         self.send(from, Msg::Marked { op });
     }
 

@@ -193,15 +193,17 @@ pub fn reclaimed(nodes: &[&Node], msgs: &[&Msg], regions: &[(u64, u64)]) -> Chec
 }
 
 /// Nothing in flight: every operation has finished, no node waits for an
-/// answer, holds a slot or a key, or records a census.
+/// answer, holds a slot or a key, waits for a revoke's commit, or records a
+/// census.
 pub fn settled(nodes: &[&Node]) -> Check {
     match nodes.iter().find(|n| !n.is_idle()) {
         Some(n) => Err(format!(
-            "node {} waits with nothing in flight: ops {:?}, jobs {:?}, keys {:?}, parked {:?}, census {:?}",
+            "node {} waits with nothing in flight: ops {:?}, jobs {:?}, keys {:?}, revokes {:?}, parked {:?}, census {:?}",
             n.id,
             n.ops.keys().collect::<Vec<_>>(),
             n.jobs.keys().collect::<Vec<_>>(),
             n.key_locks,
+            n.revoking.keys().collect::<Vec<_>>(),
             n.parked,
             n.recordings.keys().collect::<Vec<_>>(),
         )),
@@ -218,6 +220,7 @@ pub fn mentions(nodes: &[&Node], msgs: &[&Msg], id: u64) -> bool {
             n.ops.keys().any(is)
                 || n.jobs.keys().any(is)
                 || n.key_locks.values().any(is)
+                || n.revoking.keys().any(is)
                 || n.parked.iter().any(|(_, m)| is(&m.op()))
                 || n.recordings.keys().any(|(_, o)| is(o))
                 || n.meta.values().any(|m| match m.state {

@@ -783,3 +783,55 @@ fn a_copy_in_flight_is_not_missed_when_memory_is_reclaimed() {
     );
     assert_eq!(net.nodes[2].slot(Slot::l1(4)).unwrap().0.size, 16 * K4);
 }
+
+/// The race a revoke's marks close (found by `retype caps check` on three
+/// nodes): node 1 revokes RAM of which node 0 holds a frame that node 0
+/// starts copying to node 2 once it has handed node 1 the ownership. Node 2
+/// is marked before the frame lands; node 0's mark waits for its copy to be
+/// done. Unless node 2, between its mark and the commit, marks what of the
+/// scope lands, the frame is ready there and could be copied on to node 0
+/// after node 0's commit, outliving the revoke.
+#[test]
+fn a_capability_that_lands_after_the_mark_is_marked_too() {
+    let mut s = sim(3);
+    run(&mut s, 0, retype(RAM_SLOT, Ram, 0, K16, Slot::l1(4))).unwrap();
+    run(&mut s, 0, retype(Slot::l1(4), Frame, 0, K4, Slot::l1(5))).unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(4))).unwrap();
+    let mut net = Net {
+        nodes: s.nodes,
+        held: Vec::new(),
+        done: Vec::new(),
+    };
+    let revoke = OpRef { node: 1, id: 1 };
+    net.step(1, Input::Request(revoke.id, Request::Revoke(Slot::l1(4))));
+    net.deliver(1, 0, |m| matches!(m, Msg::Retrieve { .. }));
+    net.step(0, Input::Request(2, copy(Slot::l1(5), 2, Slot::l1(4))));
+    net.deliver(0, 2, |m| matches!(m, Msg::OwnerUpdate { .. }));
+    net.deliver(2, 0, |m| matches!(m, Msg::OwnerAck { .. }));
+    net.deliver(0, 1, |m| matches!(m, Msg::Retrieved { .. }));
+    net.deliver(1, 0, |m| matches!(m, Msg::Mark { .. }));
+    assert_eq!(
+        net.nodes[0].parked.len(),
+        1,
+        "node 0's mark waits for the copy"
+    );
+    net.deliver(1, 2, |m| matches!(m, Msg::Mark { .. }));
+    net.deliver(0, 2, |m| matches!(m, Msg::Transfer { .. }));
+    let landed = net.nodes[2].slot(Slot::l1(4)).unwrap();
+    assert_eq!(landed.2, SlotState::InDelete(revoke), "{landed:?}");
+    net.step(2, Input::Request(3, copy(Slot::l1(4), 0, Slot::l1(6))));
+    assert!(
+        net.done
+            .iter()
+            .any(|(n, id, r)| (*n, *id, *r == Err(Error::Locked)) == (2, 3, true)),
+        "{:?}",
+        net.done
+    );
+    net.drain();
+    let revoked = net.done.iter().find(|(n, id, _)| (*n, *id) == (1, 1));
+    assert!(matches!(revoked, Some((_, _, Ok(_)))), "{:?}", net.done);
+    for n in &net.nodes {
+        let left: Vec<_> = n.live().filter(|(_, c, ..)| c.ty == Frame).collect();
+        assert!(left.is_empty(), "node {} keeps {left:?}", n.id());
+    }
+}
