@@ -12,6 +12,7 @@ pub mod protocol;
 pub mod replay;
 pub mod study;
 pub mod table;
+pub mod tlm;
 
 use std::fmt::Write;
 
