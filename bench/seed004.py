@@ -23,7 +23,7 @@ def read(path):
 def medians(rows, key):
     got = defaultdict(list)
     for r in rows:
-        if r[key] != "":
+        if r.get(key, "") not in ("", None):
             got[(r["bench"], r["allocator"])].append(float(r[key]))
     return {k: statistics.median(v) for k, v in got.items()}, got
 
@@ -91,8 +91,11 @@ def figure2(points, others, diff):
     vals = [diff[(p, a)] for p in points for a in others] + [0.0]
     y, body = axis_y(min(vals) * 1.1 - 1, max(vals) * 1.1 + 1, T, B, L, W - R, f"wall time vs {BASE} (%)")
     lx = lambda p: L + (math.log(p) - math.log(points[0])) / (math.log(points[-1]) - math.log(points[0]) or 1) * (W - L - R - 20) + 10
-    for p in points:
-        body.append(f'<text x="{lx(p):.1f}" y="{B + 18}" text-anchor="middle">{p}</text>')
+    last = -1e9
+    for p in points:  # labels that would overlap the one before are left out
+        if lx(p) - last >= 55:
+            body.append(f'<text x="{lx(p):.1f}" y="{B + 18}" text-anchor="middle">{p}</text>')
+            last = lx(p)
     body.append(f'<text x="{(L + W - R) / 2}" y="{B + 36}" text-anchor="middle">points (k-means, 100 clusters, 40 dimensions; log scale)</text>')
     for a in others:
         pts = " ".join(f"{lx(p):.1f},{y(diff[(p, a)]):.1f}" for p in points)
@@ -114,6 +117,7 @@ def main():
     wall, runs = medians(rows, "wall_s")
     share, _ = medians(rows, "list_huge_share")
     list_kib, _ = medians(rows, "list_kib")
+    walk, walks = medians(rows, "walk_s")
     benches = list(dict.fromkeys(r["bench"] for r in fig1))
     diff1 = {(b, a): pct(wall[(b, a)], wall[(b, BASE)]) for b in benches for a in others}
 
@@ -143,6 +147,19 @@ def main():
             cells.append(c)
         print(f"| {b} | " + " | ".join(cells) + " |")
     print()
+
+    walked = [b for b in benches if (b, BASE) in walk]
+    if walked:
+        print(f"### memaccess: the walks alone (median of {reps}; range), and their difference from {BASE}\n")
+        print("| benchmark | " + " | ".join(allocators) + " |")
+        print("|---" * (len(allocators) + 1) + "|")
+        for b in walked:
+            cells = []
+            for a in allocators:
+                d = "" if a == BASE else f" ({pct(walk[(b, a)], walk[(b, BASE)]):+.1f} %)"
+                cells.append(f"{walk[(b, a)]:.3f} s{d} [{min(walks[(b, a)]):.2f}–{max(walks[(b, a)]):.2f}]")
+            print(f"| {b} | " + " | ".join(cells) + " |")
+        print()
 
     if fig2:
         points = sorted({int(r["bench"].split("-")[1]) for r in fig2})

@@ -6,7 +6,8 @@
 #   Figure 2: k-means over the point counts of the seed's sweep, the same difference.
 # The seed counts TLB reads, refills and walks; these VMs expose no TLB counters, so instead each
 # benchmark runs once more under each allocator while /proc/PID/smaps_rollup is read every 20 ms
-# (peak AnonHugePages against peak Rss), and memaccess reports the share of its list in huge pages.
+# (peak AnonHugePages against peak Rss), and memaccess reports the share of its list in huge pages
+# and the time of its walks alone (where fewer TLB misses would show, without the page faults).
 #   bench/seed004.sh                 5 repetitions (about 15 minutes on 2 cores)
 #   REPS=3 bench/seed004.sh          fewer
 #   QUICK=1 bench/seed004.sh         tiny parameters, 1 repetition (a smoke test of the script)
@@ -43,18 +44,19 @@ FIG2=()
 for p in "${POINTS[@]}"; do FIG2+=("kmeans-$p|kmeans 2 $p 100 $KM_ITERS 40"); done
 
 CSV="$OUT/seed004.csv"
-echo "figure,bench,allocator,rep,wall_s,rss_kib,list_kib,list_huge_share" > "$CSV"
+echo "figure,bench,allocator,rep,wall_s,rss_kib,list_kib,list_huge_share,walk_s" > "$CSV"
 # figure name alloc rep cmd...
 run_one() {
   local fig=$1 name=$2 alloc=$3 rep=$4; shift 4
-  local log="$OUT/seed004-run.log" t0 t1 list share
+  local log="$OUT/seed004-run.log" t0 t1 list share walk
   t0=$(date +%s%N)
   env LD_PRELOAD="${ALLOC[$alloc]}" /usr/bin/time -f "%M" -o "$OUT/time.txt" "$OUT/$1" "${@:2}" > "$log" 2>&1 ||
     { echo "FAILED: $name under $alloc" >&2; cat "$log" >&2; return 1; }
   t1=$(date +%s%N)
   list=$(sed -n 's/.*list_kib=\([0-9]*\).*/\1/p' "$log")
   share=$(sed -n 's/.*huge_share=\([0-9.]*\).*/\1/p' "$log")
-  echo "$fig,$name,$alloc,$rep,$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'),$(cat "$OUT/time.txt"),$list,$share" >> "$CSV"
+  walk=$(sed -n 's/.*walk_secs=\([0-9.]*\).*/\1/p' "$log")
+  echo "$fig,$name,$alloc,$rep,$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }'),$(cat "$OUT/time.txt"),$list,$share,$walk" >> "$CSV"
 }
 echo "start $(date -u '+%F %T') load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for fig in 1 2; do
