@@ -234,6 +234,15 @@ fn bad_requests_are_refused_with_a_reason() {
         stderr(&o)
     );
     let o = retype_cmd()
+        .args(["study", "tlm", "--steady", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() && stderr(&o).contains("steady rounds"),
+        "{}",
+        stderr(&o)
+    );
+    let o = retype_cmd()
         .args(["study", "tlm", "--threads", "0"])
         .output()
         .unwrap();

@@ -104,8 +104,9 @@ impl Args {
             runs: pick(self.runs, 1, 3),
             syscalls: !self.no_syscalls,
         };
-        if c.threads.contains(&0) || c.rounds == 0 || c.blocks == 0 || c.runs == 0 {
-            bail!("--threads, --rounds, --blocks and --runs must be at least 1");
+        if c.threads.contains(&0) || c.rounds == 0 || c.steady == 0 || c.blocks == 0 || c.runs == 0
+        {
+            bail!("--threads, --rounds, --steady, --blocks and --runs must be at least 1 (latencies are taken in the steady rounds)");
         }
         Ok(c)
     }
