@@ -214,41 +214,20 @@ fn the_report_draws_every_chart() {
 
 #[test]
 fn bad_requests_are_refused_with_a_reason() {
-    let o = retype_cmd()
-        .args(["study", "tlm", "--allocators", "hoard"])
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("unknown allocator \"hoard\""),
-        "{}",
-        stderr(&o)
-    );
-    let o = retype_cmd()
-        .args(["study", "tlm", "--sizes", "0"])
-        .output()
-        .unwrap();
-    assert!(
-        !o.status.success() && stderr(&o).contains("at least 1 byte"),
-        "{}",
-        stderr(&o)
-    );
-    let o = retype_cmd()
-        .args(["study", "tlm", "--steady", "0"])
-        .output()
-        .unwrap();
-    assert!(
-        !o.status.success() && stderr(&o).contains("steady rounds"),
-        "{}",
-        stderr(&o)
-    );
-    let o = retype_cmd()
-        .args(["study", "tlm", "--threads", "0"])
-        .output()
-        .unwrap();
-    assert!(
-        !o.status.success() && stderr(&o).contains("at least 1"),
-        "{}",
-        stderr(&o)
-    );
+    for (flag, value, reason) in [
+        ("--allocators", "hoard", "unknown allocator \"hoard\""),
+        ("--sizes", "0", "at least 1 byte"),
+        ("--steady", "0", "steady rounds"),
+        ("--threads", "0", "at least 1"),
+    ] {
+        let o = retype_cmd()
+            .args(["study", "tlm", flag, value])
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success() && stderr(&o).contains(reason),
+            "{flag} {value}: {}",
+            stderr(&o)
+        );
+    }
 }
