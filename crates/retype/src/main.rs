@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Memory-manager workloads under placement policies (seed 000's study).
+    /// Memory-manager workloads under placement policies (seed 000's study);
+    /// `study tlm`: seed 003's real-time experiment on real allocators.
     Study(cmd::study::Args),
     /// A grid of study runs or replays on Dask, one row per run (Parquet):
     /// needs the Python module (`pip install ./crates/retype-py`).

@@ -28,6 +28,17 @@ fn json(dir: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&retype_ok(dir, args)).expect("one JSON document")
 }
 
+/// Every frame of every site of `trace`, by whole stack.
+fn stack_frames(dir: &Path, trace: &str) -> Vec<Value> {
+    let v = json(dir, &["trace", "sites", trace, "--by", "stack", "--json"]);
+    v["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["frames"].as_array().unwrap().clone())
+        .collect()
+}
+
 /// `sites.c` compiled and recorded in a fresh directory: (dir, program, trace).
 fn recorded_sites(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let dir = scratch(name);
@@ -225,15 +236,9 @@ fn a_cpp_program_is_symbolized_with_demangled_names() {
     let exe = compile("widgets.cpp", &dir);
     let (_, o) = record(&dir, "w.rtr", &[], &[exe.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = json(
-        &dir,
-        &["trace", "sites", "w.rtr", "--by", "stack", "--json"],
-    );
-    let functions: Vec<&str> = v["sites"]
-        .as_array()
-        .unwrap()
+    let frames = stack_frames(&dir, "w.rtr");
+    let functions: Vec<&str> = frames
         .iter()
-        .flat_map(|s| s["frames"].as_array().unwrap())
         .map(|f| f["function"].as_str().unwrap())
         .collect();
     for want in [
@@ -273,15 +278,9 @@ fn a_rust_program_is_symbolized_with_demangled_names() {
         &[retype, "trace", "info", fixture.to_str().unwrap()],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = json(
-        &dir,
-        &["trace", "sites", "r.rtr", "--by", "stack", "--json"],
-    );
-    let functions: Vec<&str> = v["sites"]
-        .as_array()
-        .unwrap()
+    let frames = stack_frames(&dir, "r.rtr");
+    let functions: Vec<&str> = frames
         .iter()
-        .flat_map(|s| s["frames"].as_array().unwrap())
         .map(|f| f["function"].as_str().unwrap())
         .collect();
     assert!(
@@ -309,16 +308,7 @@ fn python3_native_frames_are_cpython_functions() {
         &[&python, "-c", "import json; json.dumps(list(range(20000)))"],
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let v = json(
-        &dir,
-        &["trace", "sites", "py.rtr", "--by", "stack", "--json"],
-    );
-    let frames: Vec<&Value> = v["sites"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| s["frames"].as_array().unwrap())
-        .collect();
+    let frames = stack_frames(&dir, "py.rtr");
     let functions: Vec<&str> = frames
         .iter()
         .map(|f| f["function"].as_str().unwrap())

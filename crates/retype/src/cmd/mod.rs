@@ -7,4 +7,5 @@ pub mod replay;
 pub mod report;
 pub mod study;
 pub mod sweep;
+pub mod tlm;
 pub mod trace;

@@ -42,7 +42,7 @@ pub struct Args {
 #[derive(Display, EnumString, VariantArray)]
 #[strum(serialize_all = "lowercase")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Named {
+pub(crate) enum Named {
     Glibc,
     Jemalloc,
     Mimalloc,
@@ -52,8 +52,8 @@ enum Named {
 }
 
 /// What the recorded program runs on.
-#[derive(Clone, Debug)]
-enum Allocator {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Allocator {
     Named(Named),
     Library(PathBuf),
 }
@@ -117,7 +117,7 @@ pub fn beside_exe(name: &str, package: &str) -> Result<PathBuf> {
 }
 
 /// The shared object that provides `allocator`, or `None` for glibc.
-fn allocator_lib(allocator: &Allocator) -> Result<Option<PathBuf>> {
+pub(crate) fn allocator_lib(allocator: &Allocator) -> Result<Option<PathBuf>> {
     let peer = match allocator {
         Allocator::Library(path) => return Ok(Some(path.clone())),
         Allocator::Named(Named::Glibc) => return Ok(None),
@@ -150,15 +150,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         _ => {}
     }
-    let mut preload = OsString::from(&recorder);
-    if let Some(lib) = &lib {
-        preload.push(":");
-        preload.push(lib);
-    }
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-        preload.push(":");
-        preload.push(old);
-    }
+    let preload = ld_preload([Some(recorder.as_path()), lib.as_deref()]);
     let (program, args) = a.command.split_first().context("no command to record")?;
     let before = child_traces(&output)?;
     let status = Command::new(program)
@@ -215,6 +207,19 @@ pub fn run(a: Args) -> Result<()> {
         bail!("{} exited with {status}", program.to_string_lossy());
     }
     Ok(())
+}
+
+/// `LD_PRELOAD` for a program run on `libs` in this order (the recorder
+/// before the allocator), followed by the caller's own `LD_PRELOAD`.
+pub(crate) fn ld_preload<'a>(libs: impl IntoIterator<Item = Option<&'a Path>>) -> OsString {
+    let old = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty());
+    let parts: Vec<OsString> = libs
+        .into_iter()
+        .flatten()
+        .map(OsString::from)
+        .chain(old)
+        .collect();
+    parts.join(std::ffi::OsStr::new(":"))
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

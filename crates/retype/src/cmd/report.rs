@@ -1,8 +1,9 @@
 //! `retype report`: one page with everything retype measures: seed 000's
 //! study from its logs, the heaps on the shipped malloc-lab traces, the
-//! allocator benchmarks when `bench/run.sh` has been run, and the
-//! capability protocol's latencies when `caps protocol-bench --json` has
-//! been saved.
+//! allocator benchmarks when `bench/run.sh` has been run, the capability
+//! protocol's latencies when `caps protocol-bench --json` has been saved,
+//! and seed 003's real-time experiment when `study tlm --json` has been
+//! saved.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +34,10 @@ pub struct Args {
     /// workspace, when it exists).
     #[arg(long, value_name = "JSONL")]
     protocol: Option<PathBuf>,
+    /// `retype study tlm --json`'s output (default: target/bench/tlm.jsonl
+    /// of the working directory or of the workspace, when it exists).
+    #[arg(long, value_name = "JSONL")]
+    tlm: Option<PathBuf>,
     /// The data directory (holding cantrip/logs and malloclab, as traces/
     /// does), or malloc-lab and recorded traces to replay, or directories of
     /// `.rep` traces (default: the shipped traces/, found from the working
@@ -168,9 +173,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("retype: protocol latencies from {}", path.display());
         parts.push(report::protocol::part(&report::protocol::read(&path)?));
     }
+    if let Some(path) = found(&args.tlm, "tlm.jsonl") {
+        eprintln!(
+            "retype: seed 003's real-time experiment from {}",
+            path.display()
+        );
+        parts.push(report::tlm::part(&report::tlm::read(&path)?));
+    }
     let page = Page {
         title: "retype report",
-        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, and the capability protocol's latencies when caps protocol-bench has been run.",
+        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, the capability protocol's latencies when caps protocol-bench has been run, and seed 003's real-time experiment when study tlm has been run.",
         parts,
     };
     std::fs::write(&args.output, page.html())

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::{Args as ClapArgs, ValueEnum};
+use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::{Arch, Config};
@@ -33,8 +33,20 @@ pub enum Preset {
     Cantrip,
 }
 
+/// Experiments of other seeds, each with its own flags.
+#[derive(Subcommand, Debug)]
+pub enum Experiment {
+    /// Seed 003's real-time experiment (TLM): per-thread user, kernel and
+    /// wait time, system calls and call latencies under glibc, jemalloc,
+    /// mimalloc, tcmalloc and retype-malloc
+    Tlm(crate::cmd::tlm::Args),
+}
+
 #[derive(ClapArgs, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    experiment: Option<Experiment>,
     /// `cantrip`: regenerate seed 000's tables from its logs.
     preset: Option<Preset>,
     /// Policies, comma-separated: blind-next-fit, next-fit, first-fit, best-fit,
@@ -91,6 +103,9 @@ fn study_part(args: &Args) -> StudyPart {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(Experiment::Tlm(a)) = args.experiment {
+        return crate::cmd::tlm::run(a);
+    }
     let part = execute(&args)?;
     if let (Some(path), Some(part)) = (&args.report, part) {
         let page = Page {
@@ -119,6 +134,7 @@ pub(crate) fn parse_layout(s: &str) -> anyhow::Result<Layout> {
 /// under `policies`, printing nothing.
 pub fn cantrip_part(policies: &[PolicySpec], data: Option<PathBuf>) -> anyhow::Result<Part> {
     let args = Args {
+        experiment: None,
         preset: Some(Preset::Cantrip),
         policy: Policies(policies.to_vec()),
         workload: Workloads(Vec::new()),

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod sites;
 pub mod study;
 pub mod table;
+pub mod tlm;
 
 use std::fmt::Write;
 

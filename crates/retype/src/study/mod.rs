@@ -9,3 +9,4 @@ pub mod spec;
 pub mod summary;
 pub mod tables;
 pub mod thesis;
+pub mod tlm;

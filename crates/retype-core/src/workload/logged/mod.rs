@@ -398,7 +398,9 @@ mod tests {
             log[k].after.frag_watermark += 1 << 20;
             let r = resolve_one(&log, true);
             let d = r.death.expect("no replay locks a MiB more");
-            prop_assert_eq!((d.op, d.exhaustive), (k, true));
+            prop_assert_eq!(d.op, k);
+            // A proof, unless the frees before it branch beyond the bound.
+            prop_assert!(d.exhaustive || d.replayed >= super::search::BUDGET, "{:?}", d);
             let diffs = d.differences(0, &log);
             prop_assert!(diffs.iter().any(|c| c.0 == "watermarking"), "{:?}", diffs);
             prop_assert_eq!(r.script.ops().len(), log.len());
