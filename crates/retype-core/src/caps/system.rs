@@ -835,6 +835,18 @@ impl<M: Mdb> Caps<M> {
     }
 }
 
+/// Whether a capability with key `c` is in the way of a retype of `k` over
+/// `[base, base + len)`: [`Caps::descendant_overlaps`] asked of one
+/// capability (it is true exactly when some capability of the database is
+/// in the way). For a capability seen outside a database: one in flight.
+pub(crate) fn in_the_way(c: &Key, k: &Key, base: u64, len: u64) -> bool {
+    match Relation::of(c, k.root, base, len) {
+        Relation::NotFound => false,
+        Relation::Surrounding => c > k,
+        Relation::Inner | Relation::Partial => true,
+    }
+}
+
 /// Whether a revoke of `k` deletes a capability with key `c`: a copy, or
 /// what follows `k` in the mapping database's order inside its memory
 /// (what [`Caps::revoke_scope`] lists).

@@ -1,5 +1,7 @@
-//! The census before memory is reclaimed: does any node hold a capability
-//! over this memory, or is one on its way to a node?
+//! The census: does any node hold a capability of some kind over this
+//! memory, or is one on its way to a node? Two operations take one: before
+//! memory is reclaimed, any capability over it ([`Sought::Any`]); before a
+//! retype, a descendant of its source in the way ([`Sought::InTheWay`]).
 //!
 //! A question to every node is not enough: a capability being copied from
 //! node A to node B can be missed by both answers (B answers before the
@@ -9,22 +11,28 @@
 //! what it holds, which also closes its channel to the asker, and sends a
 //! `Marker` to every other node; until a node's marker (or the asker's
 //! question) arrives, transfers on the channel from that node are recorded.
-//! The asker records its own incoming channels until each node's first
-//! answer. What the answers and recordings hold is a global state the
-//! system really passed through; since only a capability over the memory
-//! can make another, "none" in it stays true, and the memory may go.
+//! The asker's own state is what it held when it asked (it checks itself in
+//! the same step), and it records its own incoming channels until each
+//! node's first answer. What the answers and recordings hold is a global
+//! state the system really passed through, taken after the census started.
+//! "None" in it stays true as long as nothing can make such a capability
+//! without one already there: for any capability over memory, always (only
+//! a capability over the memory can make another); for a descendant in the
+//! way of a retype, while the source's owner holds its key (no retype of it
+//! can start, and an ancestor's retype there meets the source itself).
 //!
 //! A census is named by its asker and operation: the commits of one revoke
 //! run a delete job, and maybe a census, on several nodes at once.
-//! A node keeps a record per census until every channel into it is closed;
-//! every record ends, so a node's state stays bounded (the model checker
-//! relies on it).
+//! A node keeps a record per census until every channel into it is closed,
+//! the asker until every node's last answer; every record ends, so a
+//! node's state stays bounded (the model checker relies on it).
 
 use alloc::vec::Vec;
 
 use super::node::Node;
 use super::{Msg, NodeId, OpRef};
-use crate::caps::cap::Cap;
+use crate::caps::cap::{Cap, Key};
+use crate::caps::system::in_the_way;
 
 /// One census as one node sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -32,50 +40,95 @@ pub(crate) struct Recording {
     pub q: Region,
     /// Nodes whose channel into this one is still recorded.
     pub open: Vec<NodeId>,
-    /// A capability over the memory arrived on an open channel.
+    /// A capability sought arrived on an open channel, or (at the asker)
+    /// a node answered that it holds one.
     pub found: bool,
+    /// At the asker: nodes whose last answer has not come.
+    pub awaited: usize,
 }
 
-impl Recording {
-    fn covers(&self, c: &Cap) -> bool {
-        let q = &self.q;
-        c.ty.root() == q.root && c.base < q.base + q.size && q.base < c.base + c.size
-    }
-}
-
-/// A census question: who asks, about which memory.
+/// A census question: who asks, about which memory, for what.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Region {
     pub asker: NodeId,
     pub root: u8,
     pub base: u64,
     pub size: u64,
+    pub sought: Sought,
 }
 
-impl Node {
-    /// Starts census `op` over `cap`'s memory: asks every other node;
-    /// returns how many final answers to wait for.
-    pub(crate) fn census(&mut self, op: OpRef, cap: &Cap) -> usize {
-        let q = Region {
-            asker: self.id,
+/// What a census looks for in its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sought {
+    /// Any capability: may the memory be reclaimed?
+    Any,
+    /// A descendant of the capabilities with this key in the way: may a
+    /// retype of them take the memory?
+    InTheWay(Key),
+}
+
+impl Region {
+    /// Any capability over `cap`'s memory.
+    pub(crate) fn over(asker: NodeId, cap: &Cap) -> Region {
+        Region {
+            asker,
             root: cap.ty.root(),
             base: cap.base,
             size: cap.size,
-        };
+            sought: Sought::Any,
+        }
+    }
+
+    /// A descendant of `key` in the way of a retype over `[base, base + size)`.
+    pub(crate) fn in_the_way(asker: NodeId, key: Key, base: u64, size: u64) -> Region {
+        Region {
+            asker,
+            root: key.root,
+            base,
+            size,
+            sought: Sought::InTheWay(key),
+        }
+    }
+
+    /// `c` is one of the capabilities sought.
+    fn covers(&self, c: &Cap) -> bool {
+        match &self.sought {
+            Sought::Any => {
+                c.ty.root() == self.root && c.base < self.base + self.size && self.base < c.end()
+            }
+            Sought::InTheWay(k) => in_the_way(&c.key(), k, self.base, self.size),
+        }
+    }
+
+    /// `node` holds one of the capabilities sought.
+    fn held_by(&self, node: &Node) -> bool {
+        let caps = &node.caps;
+        match &self.sought {
+            Sought::Any => caps.overlaps(self.root, self.base, self.size),
+            Sought::InTheWay(k) => caps.descendant_overlaps(k, self.base, self.size),
+        }
+    }
+}
+
+impl Node {
+    /// Starts census `op` (asked by this node, which has checked itself):
+    /// asks every other node. Its end comes from [`Node::census_answer`].
+    pub(crate) fn census(&mut self, op: OpRef, q: Region) {
+        debug_assert_eq!(q.asker, self.id);
         let open: Vec<NodeId> = (0..self.nodes).filter(|&n| n != self.id).collect();
         for &n in &open {
             self.send(n, Msg::FindRelations { op, q });
         }
-        let n = open.len();
-        self.recordings.insert((self.id, op), recording(q, open));
-        n
+        let mut r = recording(q, open);
+        r.awaited = r.open.len();
+        self.recordings.insert((self.id, op), r);
     }
 
     /// A transfer from `from` arrived: record it in every census that still
     /// records that channel.
     pub(crate) fn record(&mut self, from: NodeId, cap: &Cap) {
         for r in self.recordings.values_mut() {
-            if r.open.contains(&from) && r.covers(cap) {
+            if r.open.contains(&from) && r.q.covers(cap) {
                 r.found = true;
             }
         }
@@ -86,7 +139,7 @@ impl Node {
     pub(crate) fn census_marker(&mut self, from: NodeId, op: OpRef, q: Region) {
         let key = (q.asker, op);
         if !self.recordings.contains_key(&key) {
-            let found = self.caps.overlaps(q.root, q.base, q.size);
+            let found = q.held_by(self);
             let open: Vec<NodeId> = (0..self.nodes).filter(|&n| n != self.id).collect();
             for &n in &open {
                 if n != q.asker {
@@ -116,18 +169,25 @@ impl Node {
         }
     }
 
-    /// An answer at the asker closes the channel from its node.
-    pub(crate) fn census_answer(&mut self, from: NodeId, op: OpRef) {
-        if let Some(r) = self.recordings.get_mut(&(self.id, op)) {
-            r.open.retain(|&n| n != from);
+    /// A node's answer at the asker: closes the channel from it. Once every
+    /// node has answered for the last time, the census is over: whether
+    /// any answer or recording found a capability sought.
+    pub(crate) fn census_answer(
+        &mut self,
+        from: NodeId,
+        op: OpRef,
+        found: bool,
+        last: bool,
+    ) -> Option<bool> {
+        let key = (self.id, op);
+        let r = self.recordings.get_mut(&key).expect("a census of ours");
+        r.open.retain(|&n| n != from);
+        r.found |= found;
+        r.awaited -= usize::from(last);
+        if r.awaited > 0 {
+            return None;
         }
-    }
-
-    /// The census is over: whether the asker's recordings found anything.
-    pub(crate) fn census_end(&mut self, op: OpRef) -> bool {
-        self.recordings
-            .remove(&(self.id, op))
-            .is_some_and(|r| r.found)
+        self.recordings.remove(&key).map(|r| r.found)
     }
 }
 
@@ -136,5 +196,6 @@ fn recording(q: Region, open: Vec<NodeId>) -> Recording {
         q,
         open,
         found: false,
+        awaited: 0,
     }
 }

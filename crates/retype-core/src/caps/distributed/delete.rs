@@ -12,6 +12,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
+use super::census::Region;
 use super::mutation::Mutation;
 use super::node::{Node, SlotState};
 use super::{Done, Msg, NodeId, OpRef};
@@ -48,11 +49,9 @@ enum Wait {
         to: NodeId,
         pending: usize,
     },
-    /// Answers to "do you hold a capability over this memory?".
+    /// The census: "do you hold a capability over this memory?".
     Relations {
         item: CapId,
-        pending: usize,
-        found: bool,
     },
 }
 
@@ -311,16 +310,8 @@ impl Node {
         let cap = self.caps.cap(item).expect("claimed");
         let fate = self.caps.last_fate(item);
         if fate.orphan && self.nodes > 1 && self.exported.overlaps(cap.base, cap.size) {
-            let pending = self.census(op, &cap);
-            let found = false;
-            return self.set_wait(
-                op,
-                Wait::Relations {
-                    item,
-                    pending,
-                    found,
-                },
-            );
+            self.census(op, Region::over(self.id, &cap));
+            return self.set_wait(op, Wait::Relations { item });
         }
         self.remove_item(op, item, fate);
     }
@@ -406,26 +397,12 @@ impl Node {
         self.remove_item(op, item, Fate::COPY);
     }
 
-    /// One node's part of the census (see `census`).
-    pub(crate) fn job_relations(&mut self, op: OpRef, from: NodeId, has: bool, last: bool) {
-        self.census_answer(from, op);
-        let Some(Wait::Relations {
-            item,
-            pending,
-            found,
-        }) = self.jobs.get_mut(&op).map(|j| &mut j.wait)
-        else {
-            unreachable!("relations answer without a census")
+    /// The census is over: `found` when some node held a capability over
+    /// the memory (see `census`).
+    pub(crate) fn job_relations(&mut self, op: OpRef, found: bool) {
+        let Some(Wait::Relations { item }) = self.jobs.get(&op).map(|j| j.wait) else {
+            unreachable!("a census without its job")
         };
-        *found |= has;
-        if last {
-            *pending -= 1;
-        }
-        if *pending > 0 {
-            return;
-        }
-        let (item, found) = (*item, *found);
-        let found = self.census_end(op) || found;
         let orphan = !found && self.caps.last_fate(item).orphan;
         self.remove_item(op, item, Fate { last: true, orphan });
     }

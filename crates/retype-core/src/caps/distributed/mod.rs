@@ -11,8 +11,8 @@
 //! this same code.
 //!
 //! - [`msg`]: the messages, in request/reply pairs.
-//! - [`census`]: before memory is reclaimed, a snapshot of every node and
-//!   channel restricted to that memory (Chandy–Lamport).
+//! - [`census`]: before memory is reclaimed or retyped, a snapshot of every
+//!   node and channel restricted to that memory (Chandy–Lamport).
 //! - [`exported`]: which memory ever crossed this node's boundary, the
 //!   conservative stand-in for the thesis's remote-relation bits.
 //! - [`node`]: a node, its requests (copy, delete, revoke, retype, no-op)
@@ -39,8 +39,9 @@
 //! order (a delete alone hands back exactly the same); and a request that
 //! races a revoke which destroys the requester's own root CNode may find its
 //! slot empty before it finds its CSpace gone. Reclaiming memory takes a
-//! snapshot of who holds a capability over it, channels included (see
-//! [`census`]), so a copy in flight is not missed.
+//! snapshot of who holds a capability over it, and a retype one of who
+//! holds a descendant of its source in the way, channels included (see
+//! [`census`]), so a copy in flight or one that lands late is not missed.
 
 pub mod census;
 pub mod delete;

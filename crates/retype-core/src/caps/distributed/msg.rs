@@ -58,8 +58,8 @@ pub enum Msg {
         op: OpRef,
         key: Key,
     },
-    /// The census before memory is reclaimed (see `census`): do you hold a
-    /// capability over the memory `q` names? Also closes the channel from
+    /// The census before memory is reclaimed or retyped (see `census`): do
+    /// you hold a capability that `q` seeks? Also closes the channel from
     /// the asker.
     FindRelations {
         op: OpRef,
@@ -117,17 +117,6 @@ pub enum Msg {
         op: OpRef,
         key: Key,
     },
-    /// Does a descendant of `key` here overlap `[base, base + size)`?
-    RetypeCheck {
-        op: OpRef,
-        key: Key,
-        base: u64,
-        size: u64,
-    },
-    RetypeAnswer {
-        op: OpRef,
-        conflict: bool,
-    },
 
     // ----- revoke: mark, then commit -----
     /// Mark every copy and descendant of `key` here for deletion.
@@ -173,8 +162,6 @@ macro_rules! op_field {
             | RetypeReq { op, .. }
             | RetypeGrant { op, .. }
             | RetypeDone { op, .. }
-            | RetypeCheck { op, .. }
-            | RetypeAnswer { op, .. }
             | Mark { op, .. }
             | Marked { op }
             | Commit { op, .. }

@@ -9,7 +9,7 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use super::census::Recording;
+use super::census::{Recording, Region};
 use super::delete::{JobReply, Jobs};
 use super::exported::Exported;
 use super::mutation::Mutation;
@@ -104,24 +104,17 @@ pub(crate) enum Work {
     Copy { src: CapId },
     /// The owner routing a non-owner's copy; the reply goes to `origin`.
     Route { origin: NodeId },
-    /// A retype waiting for the owner's grant or, at the owner, for the
-    /// other nodes' checks.
+    /// A retype waiting for the owner's grant or, at the owner, for its
+    /// census of the region.
     Retype {
         src: CapId,
         from: Slot,
         plan: RetypePlan,
         dest: Slot,
-        pending: usize,
-        conflict: bool,
     },
-    /// The owner checking a non-owner's retype; it holds the key until the
-    /// retype is done.
-    Grant {
-        origin: NodeId,
-        key: Key,
-        pending: usize,
-        conflict: bool,
-    },
+    /// The owner checking a non-owner's retype by a census of the region;
+    /// it holds the key until the retype is done.
+    Grant { origin: NodeId, key: Key },
     /// The owner handing ownership to `origin`, waiting for the updates.
     Retrieve { origin: NodeId, pending: usize },
     /// A revoke of the capability in `slot`: first ownership, then the
@@ -525,7 +518,9 @@ impl Node {
 
     /// Retype (Algorithm 2): the single-core checks here, then, unless the
     /// source's memory never left this node and this node owns it, the
-    /// owner holds the key and asks every node for descendants in the way.
+    /// owner holds the key and takes a census of the region: a descendant
+    /// of the source in the way on any node, this one included, or on its
+    /// way to one (see `census`).
     fn retype(
         &mut self,
         op: OpRef,
@@ -551,17 +546,11 @@ impl Node {
             return self.retype_apply(&plan, dest).map(Some);
         }
         self.set_state(id, SlotState::Locked(op));
-        let pending = if owner == self.id {
+        let (base, size) = (plan.base, plan.bytes());
+        if owner == self.id {
             self.key_locks.insert(key, op);
-            let (base, size) = (plan.base, plan.bytes());
-            self.broadcast(self.id, || Msg::RetypeCheck {
-                op,
-                key,
-                base,
-                size,
-            })
+            self.census(op, Region::in_the_way(self.id, key, base, size));
         } else {
-            let (base, size) = (plan.base, plan.bytes());
             self.send(
                 owner,
                 Msg::RetypeReq {
@@ -571,15 +560,12 @@ impl Node {
                     size,
                 },
             );
-            0
-        };
+        }
         let work = Work::Retype {
             src: id,
             from: src,
             plan,
             dest,
-            pending,
-            conflict: false,
         };
         self.ops.insert(op, work);
         Ok(None)
@@ -775,7 +761,16 @@ impl Node {
             }
             Copies { op, found } => self.job_copies(op, from, found),
             Moved { op, ok } => self.job_moved(op, ok),
-            Relations { op, found, last } => self.job_relations(op, from, found, last),
+            Relations { op, found, last } => {
+                let Some(found) = self.census_answer(from, op, found, last) else {
+                    return;
+                };
+                if self.jobs.contains_key(&op) {
+                    self.job_relations(op, found);
+                } else {
+                    self.retype_checked(op, found);
+                }
+            }
             OwnerAck { op } => {
                 if self.jobs.contains_key(&op) {
                     self.job_owner_ack(op);
@@ -825,23 +820,12 @@ impl Node {
                 base,
                 size,
             } => self.retype_request(from, op, key, base, size),
-            RetypeCheck {
-                op,
-                key,
-                base,
-                size,
-            } => {
-                let conflict = self.caps.descendant_overlaps(&key, base, size);
-                self.send(from, RetypeAnswer { op, conflict });
-            }
-            RetypeAnswer { op, conflict } => self.retype_answer(op, conflict),
             RetypeGrant { op, result } => {
                 let Some(Work::Retype {
                     src,
                     from: at,
                     plan,
                     dest,
-                    ..
                 }) = self.ops.remove(&op)
                 else {
                     unreachable!("a grant without a retype")
@@ -901,42 +885,13 @@ impl Node {
             return;
         }
         self.key_locks.insert(key, op);
-        let pending = self.broadcast(from, || Msg::RetypeCheck {
-            op,
-            key,
-            base,
-            size,
-        });
-        let work = Work::Grant {
-            origin: from,
-            key,
-            pending,
-            conflict: false,
-        };
-        self.ops.insert(op, work);
-        if pending == 0 {
-            self.retype_answer(op, false);
-        }
+        self.ops.insert(op, Work::Grant { origin: from, key });
+        self.census(op, Region::in_the_way(self.id, key, base, size));
     }
 
-    /// One node's answer to a retype check, at the owner.
-    fn retype_answer(&mut self, op: OpRef, answer: bool) {
-        let (left, conflict) = match self.ops.get_mut(&op) {
-            Some(Work::Retype {
-                pending, conflict, ..
-            })
-            | Some(Work::Grant {
-                pending, conflict, ..
-            }) => {
-                *pending = pending.saturating_sub(1);
-                *conflict |= answer;
-                (*pending, *conflict)
-            }
-            w => unreachable!("a retype answer for {w:?}"),
-        };
-        if left > 0 {
-            return;
-        }
+    /// The owner's census for a retype is over: `conflict` when a
+    /// descendant of the source was in the way somewhere.
+    fn retype_checked(&mut self, op: OpRef, conflict: bool) {
         let result = if conflict {
             Err(Error::Cap(CapError::RevokeFirst))
         } else {
@@ -948,29 +903,22 @@ impl Node {
                 from,
                 plan,
                 dest,
-                ..
             }) => {
                 self.key_locks.remove(&plan.src.key());
                 self.set_state(src, SlotState::Ready);
                 let r = result.and_then(|()| self.retype_late(src, from, &plan, dest));
                 self.finish(op, r);
             }
-            Some(Work::Grant { origin, key, .. }) => {
+            Some(Work::Grant { origin, key }) => {
                 if conflict {
                     self.key_locks.remove(&key);
                 } else {
                     // Held until the origin's RetypeDone.
-                    let work = Work::Grant {
-                        origin,
-                        key,
-                        pending: 0,
-                        conflict,
-                    };
-                    self.ops.insert(op, work);
+                    self.ops.insert(op, Work::Grant { origin, key });
                 }
                 self.send(origin, Msg::RetypeGrant { op, result });
             }
-            _ => unreachable!(),
+            w => unreachable!("a retype census for {w:?}"),
         }
     }
 

@@ -835,3 +835,69 @@ fn a_capability_that_lands_after_the_mark_is_marked_too() {
         assert!(left.is_empty(), "node {} keeps {left:?}", n.id());
     }
 }
+
+/// The race a census of the region closes (found by `retype caps check` on
+/// three nodes, docs/model-check.md's bug 4): node 0 asks node 1, the
+/// owner of its RAM, for a frame over memory where it found nothing in the
+/// way itself. A frame over that memory then lands on node 0 from node 2,
+/// and node 2 deletes its own copy. Were only the other nodes asked, node 2
+/// would say "none" and node 1 would grant a second frame over the frame's
+/// memory. (In the checker's counterexample the frame then moved away again
+/// to free the only destination slot, and the two frames, copies with
+/// different owners, broke RevokeRemovesAll and OwnershipInvariants; here
+/// the new frame is larger and overlaps at once.)
+#[test]
+fn a_capability_that_lands_on_the_requester_after_its_check_is_found() {
+    let mut s = sim(3);
+    run(&mut s, 0, retype(RAM_SLOT, Ram, 0, K16, Slot::l1(4))).unwrap();
+    run(&mut s, 0, retype(Slot::l1(4), Frame, 0, K4, Slot::l1(5))).unwrap();
+    run(&mut s, 0, copy(Slot::l1(5), 2, Slot::l1(5))).unwrap();
+    run(&mut s, 0, copy(Slot::l1(4), 1, Slot::l1(4))).unwrap();
+    for slot in [5, 4] {
+        run(&mut s, 0, Request::Delete(Slot::l1(slot))).unwrap();
+    }
+    run(&mut s, 1, copy(Slot::l1(4), 0, Slot::l1(4))).unwrap();
+    assert_eq!(s.nodes[0].slot(Slot::l1(4)).unwrap().1, 1, "RAM owned by 1");
+    assert_eq!(
+        s.nodes[2].slot(Slot::l1(5)).unwrap().1,
+        2,
+        "frame owned by 2"
+    );
+    let mut net = Net {
+        nodes: s.nodes,
+        held: Vec::new(),
+        done: Vec::new(),
+    };
+    let overlapping = retype(Slot::l1(4), Frame, 0, 2 * K4, Slot::l1(6));
+    net.step(0, Input::Request(1, overlapping));
+    net.step(2, Input::Request(2, copy(Slot::l1(5), 0, Slot::l1(5))));
+    net.deliver(2, 0, |m| matches!(m, Msg::Transfer { .. }));
+    net.deliver(0, 2, |m| matches!(m, Msg::TransferDone { .. }));
+    net.step(2, Input::Request(3, Request::Delete(Slot::l1(5))));
+    net.deliver(2, 0, |m| matches!(m, Msg::FindCopies { .. }));
+    net.deliver(2, 1, |m| matches!(m, Msg::FindCopies { .. }));
+    net.deliver(0, 2, |m| matches!(m, Msg::Copies { found: true, .. }));
+    net.deliver(1, 2, |m| matches!(m, Msg::Copies { found: false, .. }));
+    net.deliver(2, 0, |m| matches!(m, Msg::Move { .. }));
+    net.deliver(0, 2, |m| matches!(m, Msg::Moved { ok: true, .. }));
+    net.deliver(2, 1, |m| matches!(m, Msg::OwnerUpdate { .. }));
+    net.deliver(1, 2, |m| matches!(m, Msg::OwnerAck { .. }));
+    net.deliver(2, 0, |m| matches!(m, Msg::MoveDone { .. }));
+    let frames = |net: &Net| -> Vec<(NodeId, Cap, NodeId)> {
+        (net.nodes.iter())
+            .flat_map(|n| n.live().map(move |(_, c, o, _)| (n.id(), c, o)))
+            .filter(|(_, c, _)| c.ty == Frame)
+            .collect()
+    };
+    assert_eq!(frames(&net), [(0, Cap::new(Frame, 0, K4), 0)]);
+    net.drain();
+    let retyped = net.done.iter().find(|(n, id, _)| (*n, *id) == (0, 1));
+    assert_eq!(
+        retyped.map(|(_, _, r)| r.clone()),
+        Some(Err(Error::Cap(CapError::RevokeFirst))),
+        "{:?}",
+        net.done
+    );
+    assert_eq!(frames(&net), [(0, Cap::new(Frame, 0, K4), 0)]);
+    assert!(net.nodes.iter().all(|n| n.is_idle()));
+}
