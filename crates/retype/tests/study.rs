@@ -169,6 +169,12 @@ fn bad_input_is_refused_clearly() {
     std::fs::write(&too_big, "alloc 0 untyped/20\n").unwrap();
     let zero = dir.join("zero.txt");
     std::fs::write(&zero, "alloc 0 page*0\n").unwrap();
+    let stats = dir.join("run.log");
+    let hello = common::repo()
+        .join(LOGS)
+        .join("best_fit/apps_standalone_best_fit_app_name_hello.log");
+    std::fs::copy(hello, &stats).unwrap();
+    std::fs::write(dir.join("memory_stats_run.log"), "[output] {'idx': many}\n").unwrap();
     let bits = dir.join("bits.txt");
     std::fs::write(&bits, "alloc 0 untyped/2\n").unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
@@ -203,6 +209,10 @@ fn bad_input_is_refused_clearly() {
         (
             vec!["--workload".into(), format!("script:{}", bits.display())],
             "bad size bits",
+        ),
+        (
+            vec!["--workload".into(), format!("log:{}", stats.display())],
+            "memory_stats_run.log",
         ),
         (
             vec!["--workload".into(), "log:/nonexistent.log".into()],

@@ -350,6 +350,15 @@ impl MemoryManager {
     /// Assumes every object has one capability (no copies), as the manager
     /// hands them out.
     pub fn preview_free(&self, ids: &[AllocId]) -> Option<Stats> {
+        self.preview_free_slabs(ids).map(|(stats, _)| stats)
+    }
+
+    /// As [`MemoryManager::preview_free`], with the slabs the free would
+    /// change as they would be after it (by slab index).
+    pub fn preview_free_slabs(
+        &self,
+        ids: &[AllocId],
+    ) -> Option<(Stats, alloc::collections::BTreeMap<u32, Slab>)> {
         let books = &self.books;
         let mut stats = books.stats;
         let mut touched: alloc::collections::BTreeMap<u32, Slab> =
@@ -382,7 +391,7 @@ impl MemoryManager {
             stats.frag_alignment =
                 stats.frag_alignment + after.frag_alignment() - before.frag_alignment();
         }
-        Some(stats)
+        Some((stats, touched))
     }
 
     /// The live objects of every slab as `(offset, size)`, recomputed from the

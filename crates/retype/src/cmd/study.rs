@@ -12,7 +12,7 @@ use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::{Arch, Config};
-use retype_core::workload::logged::{LoggedOp, Resolved};
+use retype_core::workload::logged::{Checkpoint, Death, LoggedOp, Resolved};
 use retype_core::workload::{drive, Step};
 
 use crate::names;
@@ -472,7 +472,11 @@ fn cantrip(
         ];
         for (r, (w, rec, m)) in runs.iter().zip(&fates) {
             let log = w.log.as_ref().expect("a log run");
-            title.push_str(&format!("\n  {}: {}", r.policy, fate(rec, *m, &log.ops)));
+            title.push_str(&format!(
+                "\n  {}: {}",
+                r.policy,
+                fate(rec, *m, &log.ops, &log.checkpoints)
+            ));
             if let Some(a) = &r.agreement {
                 lines.push((
                     r.workload.clone(),
@@ -503,22 +507,47 @@ fn cantrip(
 }
 
 /// Whether the recovery matched log `m` of `rec` to its end, else the request
-/// no branch got past, the proof, and the counters that kept the closest
-/// branch from the log.
-fn fate(rec: &Resolved, m: usize, log: &[LoggedOp]) -> String {
+/// no branch got past, the proof, and the counters (and, at a per-slab dump,
+/// the slabs) that kept the closest branch from the log; and which dumps the
+/// search went on without.
+fn fate(rec: &Resolved, m: usize, log: &[LoggedOp], dumps: &[Checkpoint]) -> String {
+    let aside = rec.set_aside.as_ref().map_or_else(String::new, |s| {
+        let ops: Vec<String> = s.dumps.iter().map(|op| op.to_string()).collect();
+        format!(
+            "; the per-slab dumps after requests {} were set aside (with them, {})",
+            ops.join(", "),
+            died(&s.death, m, log, dumps)
+        )
+    });
     let Some(d) = &rec.death else {
         return format!(
-            "the recovered requests agree with every counter after all {} requests",
+            "the recovered requests agree with every counter after all {} requests{aside}",
             log.len()
         );
     };
-    let diffs: Vec<String> = d
+    format!(
+        "requests 0..{} agree exactly; {}{aside}",
+        d.op,
+        died(d, m, log, dumps)
+    )
+}
+
+/// Where and how the search died against log `m`: the request no choice of
+/// frees got past, the proof or bound, and the closest branch's
+/// disagreements there (counters, and slabs at a per-slab dump).
+fn died(d: &Death, m: usize, log: &[LoggedOp], dumps: &[Checkpoint]) -> String {
+    let mut diffs: Vec<String> = d
         .differences(m, log)
         .iter()
         .map(|(c, ours, theirs)| format!("{c} ours {ours}, log {theirs}"))
         .collect();
+    diffs.extend(
+        d.slab_differences(m, dumps)
+            .iter()
+            .map(|(s, c, ours, theirs)| format!("slab {s} {c} ours {ours}, log {theirs}")),
+    );
     let diffs = if diffs.is_empty() {
-        "none in this log (the other log's disagree)".to_string()
+        "none in this log (the other log's disagree, or a later dump cannot be reached)".to_string()
     } else {
         diffs.join("; ")
     };
@@ -528,8 +557,8 @@ fn fate(rec: &Resolved, m: usize, log: &[LoggedOp]) -> String {
         "search bound reached: not a proof"
     };
     format!(
-        "requests 0..{} agree exactly; no choice of frees gets past request {} ({} branches died, {} requests replayed, {how}); closest there: {diffs}",
-        d.op, d.op, d.branches, d.replayed
+        "no choice of frees gets past request {} ({} branches died, {} requests replayed, {how}); closest there: {diffs}",
+        d.op, d.branches, d.replayed
     )
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::Config;
-use retype_core::workload::logged::{self, LoggedOp, Resolved};
+use retype_core::workload::logged::{self, Checkpoint, LoggedOp, Resolved};
 use retype_core::workload::script::{self, Script};
 use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::Workload;
@@ -61,10 +61,14 @@ pub struct LogRun {
     pub path: PathBuf,
     pub policy: PolicySpec,
     pub ops: Vec<LoggedOp>,
+    /// Per-slab dumps of the same run, from `memory_stats_NAME` beside it
+    /// when there is one (the uniform runs).
+    pub checkpoints: Vec<Checkpoint>,
 }
 
-/// Reads a CantripOS log; the policy is told by the command the log records
-/// (`… best_fit` or `… next_fit`).
+/// Reads a CantripOS log, and the per-slab dumps of its run when a
+/// `memory_stats_` log of the same name lies beside it; the policy is told
+/// by the command the log records (`… best_fit` or `… next_fit`).
 pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let text = String::from_utf8_lossy(&bytes);
@@ -79,10 +83,25 @@ pub fn load_log(path: &Path) -> anyhow::Result<LogRun> {
             path.display()
         );
     };
+    let checkpoints = match path.file_name().and_then(|n| n.to_str()) {
+        Some(name) if !name.starts_with("memory_stats_") => {
+            let stats = path.with_file_name(format!("memory_stats_{name}"));
+            match std::fs::read(&stats) {
+                Ok(bytes) => super::log::parse_dumps(&String::from_utf8_lossy(&bytes), ops.len())
+                    .with_context(|| format!("{}", stats.display()))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot read {}", stats.display()))
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
     Ok(LogRun {
         path: path.to_path_buf(),
         policy,
         ops,
+        checkpoints,
     })
 }
 
@@ -101,11 +120,10 @@ pub fn manager(
 pub fn resolve(runs: &[&LogRun], config: Config, layout: &Layout) -> anyhow::Result<Resolved> {
     let logs = runs
         .iter()
-        .map(|r| {
-            (
-                &r.ops[..],
-                manager(config, layout, r.policy, Accounting::LOGS),
-            )
+        .map(|r| logged::Log {
+            ops: &r.ops,
+            checkpoints: &r.checkpoints,
+            manager: manager(config, layout, r.policy, Accounting::LOGS),
         })
         .collect();
     let names: Vec<String> = runs.iter().map(|r| r.path.display().to_string()).collect();
@@ -172,5 +190,32 @@ impl Prepared {
                 Prepared::script(name, resolved.script, Some(run))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 48 % run's per-slab dumps are read beside its logs, and they
+    /// take the search past the request where the counters alone leave it.
+    #[test]
+    fn the_dumps_of_a_run_take_its_search_further() {
+        let dir = data_dir(None).unwrap().join("cantrip/logs");
+        let name = "random_uniform_{}_seed_42_count_1000_dealloc_chance_48.log";
+        let load = |p: &str| load_log(&dir.join(p).join(name.replace("{}", p))).unwrap();
+        let (bf, nf) = (load("best_fit"), load("next_fit"));
+        assert!(!bf.checkpoints.is_empty() && !nf.checkpoints.is_empty());
+        let reach = |runs: &[&LogRun]| {
+            let r = resolve(runs, Config::CANTRIP, &Layout::cantrip()).unwrap();
+            r.death.map_or(usize::MAX, |d| d.op)
+        };
+        let with = reach(&[&bf, &nf]);
+        let bare = |r: &LogRun| LogRun {
+            checkpoints: Vec::new(),
+            ..r.clone()
+        };
+        let without = reach(&[&bare(&bf), &bare(&nf)]);
+        assert!(with > without, "with the dumps {with}, without {without}");
     }
 }

@@ -16,14 +16,17 @@
 //! The log does not name object types; only sizes matter for placement, and a
 //! recovered descriptor names its type by its size (see [`type_for_size`]).
 
+mod dumps;
 mod replay;
 pub mod search;
 
 use alloc::vec::Vec;
 
 use super::script::Script;
+use crate::mm::slab::Slab;
 use crate::mm::{MemoryManager, ObjDesc, Stats};
 use crate::objects::ObjectType;
+use dumps::Dumps;
 use replay::Replay;
 pub use search::Death;
 
@@ -118,6 +121,61 @@ pub struct LoggedOp {
     pub instructions: Option<u64>,
 }
 
+/// One slab as a CantripOS per-slab dump prints it (the `memory_stats_*`
+/// logs of the uniform runs): its watermark (`occupied_memory_per_slab`) and
+/// both fragmentations (`lhs_…` watermarking, `in_between_…` alignment).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlabCounters {
+    pub watermark: u64,
+    pub frag_watermark: u64,
+    pub frag_alignment: u64,
+}
+
+impl SlabCounters {
+    /// The same figures of one of our slabs.
+    pub fn of(slab: &Slab) -> SlabCounters {
+        SlabCounters {
+            watermark: slab.watermark(),
+            frag_watermark: slab.frag_watermark(),
+            frag_alignment: slab.frag_alignment(),
+        }
+    }
+
+    /// Every slab of `mm`, in its order (the dumps' order: by descending size).
+    pub fn all(mm: &MemoryManager) -> Vec<SlabCounters> {
+        mm.slabs().iter().map(SlabCounters::of).collect()
+    }
+
+    /// The figures on which `self` (ours) and `log` differ: name, ours, the log's.
+    pub fn differences(&self, log: &SlabCounters) -> Vec<(&'static str, u64, u64)> {
+        [
+            ("watermark", self.watermark, log.watermark),
+            ("watermarking", self.frag_watermark, log.frag_watermark),
+            ("alignment", self.frag_alignment, log.frag_alignment),
+        ]
+        .into_iter()
+        .filter(|c| c.1 != c.2)
+        .collect()
+    }
+}
+
+/// A per-slab dump, taken after logged request `op`: a finer constraint than
+/// the per-request counters, which sum over the slabs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub op: usize,
+    pub slabs: Vec<SlabCounters>,
+}
+
+/// One log to recover: its requests, its per-slab dumps in request order
+/// (none for most logs), and a fresh manager with the policy and accounting
+/// that produced it.
+pub struct Log<'a> {
+    pub ops: &'a [LoggedOp],
+    pub checkpoints: &'a [Checkpoint],
+    pub manager: MemoryManager,
+}
+
 /// Why a log's requests could not be recovered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolveError {
@@ -145,6 +203,19 @@ pub struct Resolved {
     pub unsized_refusals: usize,
     /// The first request no choice of frees got past, with the proof.
     pub death: Option<Death>,
+    /// The per-slab dumps the search went on without, if any.
+    pub set_aside: Option<SetAside>,
+}
+
+/// When no branch got past a request, the dumps from there on are set aside
+/// and the search runs again; this says which, and why, if it then got
+/// further without them.
+#[derive(Clone, Debug)]
+pub struct SetAside {
+    /// Requests after which a dump was set aside.
+    pub dumps: Vec<usize>,
+    /// How the search died with them: the request, and the slabs there.
+    pub death: Death,
 }
 
 /// The object type a recovered descriptor is named by, from its size.
@@ -163,13 +234,18 @@ pub fn type_for_size(bytes: u64) -> ObjDesc {
 
 /// Recovers the requests of one or more logs that got the same requests
 /// (seed 000's runs without OOMs, and its applications), each replayed on its
-/// manager (a fresh one with the policy and accounting that produced it):
-/// every free must then agree with all the logs at once. The search is exact
-/// ([`search`]): the result agrees with every logged counter, or
-/// [`Resolved::death`] names the first request no choice of frees got past.
-pub fn resolve(logs: Vec<(&[LoggedOp], MemoryManager)>) -> Result<Resolved, ResolveError> {
-    let n = logs.first().map_or(0, |l| l.0.len());
-    let (logs, mms): (Vec<&[LoggedOp]>, Vec<MemoryManager>) = logs.into_iter().unzip();
+/// manager: every free must then agree with all the logs at once, and every
+/// per-slab dump with its log's slabs. The search is exact ([`search`]): the
+/// result agrees with every logged counter and dump, or [`Resolved::death`]
+/// names the first request no choice of frees got past.
+pub fn resolve(logs: Vec<Log<'_>>) -> Result<Resolved, ResolveError> {
+    let n = logs.first().map_or(0, |l| l.ops.len());
+    for (m, log) in logs.iter().enumerate() {
+        check_dumps(m, log)?;
+    }
+    let checkpoints: Vec<Vec<Checkpoint>> = logs.iter().map(|l| l.checkpoints.to_vec()).collect();
+    let (logs, mms): (Vec<&[LoggedOp]>, Vec<MemoryManager>) =
+        logs.into_iter().map(|l| (l.ops, l.manager)).unzip();
     for (i, pair) in logs.windows(2).enumerate() {
         if let Some(op) =
             (0..n.max(pair[1].len())).find(|&j| delta(pair[0], j) != delta(pair[1], j))
@@ -180,7 +256,44 @@ pub fn resolve(logs: Vec<(&[LoggedOp], MemoryManager)>) -> Result<Resolved, Reso
             });
         }
     }
-    let found = search::recover(&logs, Replay::new(mms))?;
+    let search = |aside: &[usize]| {
+        let dumps = logs
+            .iter()
+            .zip(&checkpoints)
+            .map(|(ops, cs)| {
+                let kept = cs.iter().filter(|c| !aside.contains(&c.op));
+                Dumps::new(ops, kept.cloned().collect())
+            })
+            .collect();
+        search::recover(&logs, Replay::new(mms.clone(), dumps))
+    };
+    // When no branch gets past a request, the dumps from there on are set
+    // aside and the search runs again, kept if it gets further: the dumps
+    // guide the search as far as they can be met, the counters alone beyond.
+    let mut found = search(&[])?;
+    let mut set_aside = None;
+    if let Some(d) = &found.death {
+        let mut later: Vec<usize> = checkpoints
+            .iter()
+            .flatten()
+            .map(|c| c.op)
+            .filter(|&op| op >= d.op)
+            .collect();
+        later.sort_unstable();
+        later.dedup();
+        if !later.is_empty() {
+            let reach = |f: &search::Found| f.death.as_ref().map_or(usize::MAX, |d| d.op);
+            let retried = search(&later)?;
+            if reach(&retried) > reach(&found) {
+                let death = found.death.take().expect("the first search died");
+                set_aside = Some(SetAside {
+                    dumps: later,
+                    death,
+                });
+                found = retried;
+            }
+        }
+    }
     let mut ops = Vec::with_capacity(n);
     let mut node = found.replay.history.clone();
     while let Some(h) = node {
@@ -193,7 +306,40 @@ pub fn resolve(logs: Vec<(&[LoggedOp], MemoryManager)>) -> Result<Resolved, Reso
         ambiguous_frees: found.replay.ambiguous_frees,
         unsized_refusals: found.replay.unsized_refusals,
         death: found.death,
+        set_aside,
     })
+}
+
+/// A log's dumps must be in request order, within the log, one slab each
+/// per slab of its manager, and sum to the log's own counters there: a dump
+/// of another run would mislead the search.
+fn check_dumps(m: usize, log: &Log<'_>) -> Result<(), ResolveError> {
+    let mut last = None;
+    for c in log.checkpoints {
+        let fail = |message: &str| ResolveError {
+            op: c.op,
+            message: alloc::format!("log {m}'s per-slab dump: {message}"),
+        };
+        let Some(op) = log.ops.get(c.op) else {
+            return Err(fail("after a request the log does not have"));
+        };
+        if last.is_some_and(|l| l >= c.op) {
+            return Err(fail("dumps out of request order"));
+        }
+        last = Some(c.op);
+        if c.slabs.len() != log.manager.slabs().len() {
+            return Err(fail("a different number of slabs than the layout's"));
+        }
+        let sum = |f: fn(&SlabCounters) -> u64| c.slabs.iter().map(f).sum::<u64>();
+        if (sum(|s| s.frag_watermark), sum(|s| s.frag_alignment))
+            != (op.after.frag_watermark, op.after.frag_alignment)
+        {
+            return Err(fail(
+                "its fragmentation does not add up to the log's after that request (another run's dump?)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What request `i` of a log did to bytes and objects in use, and whether it
@@ -276,8 +422,16 @@ mod tests {
         log
     }
 
+    fn input(ops: &[LoggedOp], policy: PolicyKind, large: bool) -> Log<'_> {
+        Log {
+            ops,
+            checkpoints: &[],
+            manager: manager(policy, large),
+        }
+    }
+
     fn resolve_one(log: &[LoggedOp], large: bool) -> Resolved {
-        resolve(vec![(log, manager(PolicyKind::BestFit, large))]).unwrap()
+        resolve(vec![input(log, PolicyKind::BestFit, large)]).unwrap()
     }
 
     /// Two 8 KiB allocations in different slabs, each beside a live 4 KiB
@@ -340,19 +494,31 @@ mod tests {
         );
     }
 
-    /// A request sequence: allocations of a few sizes, frees of one live
-    /// allocation each (picked by the seeds), so that many frees are ambiguous.
+    /// A request sequence: allocations of a few sizes (runs of one to three
+    /// pages among them), frees of one live allocation each (picked by the
+    /// seeds), so that many frees are ambiguous.
     fn requests() -> impl Strategy<Value = Vec<Op>> {
         prop::collection::vec(
-            (prop::bool::weighted(0.55), 0usize..4, any::<usize>()),
+            (
+                prop::bool::weighted(0.55),
+                0usize..5,
+                1u32..4,
+                any::<usize>(),
+            ),
             1..120,
         )
         .prop_map(|steps| {
-            let sizes = [16, 512, 4096, 8192];
+            let sizes = [16, 32, 512, 4096, 8192];
             let (mut ops, mut live, mut next) = (Vec::new(), Vec::new(), 0u32);
-            for (grow, size, seed) in steps {
+            for (grow, size, pages, seed) in steps {
                 if grow || live.is_empty() {
-                    ops.push(alloc(next, sizes[size]));
+                    let mut op = alloc(next, sizes[size]);
+                    if let Op::Alloc { request, .. } = &mut op {
+                        if sizes[size] == 4096 {
+                            request[0].count = pages;
+                        }
+                    }
+                    ops.push(op);
                     live.push(next);
                     next += 1;
                 } else {
@@ -362,6 +528,30 @@ mod tests {
             }
             ops
         })
+    }
+
+    /// The per-slab dumps of a run of `ops` under `policy`: after every
+    /// `every`-th request and after the last.
+    fn dumps_of(ops: &[Op], policy: PolicyKind, every: usize) -> Vec<Checkpoint> {
+        let mut dumps = Vec::new();
+        let mut script = Script::new(ops.to_vec());
+        let mut k = 0;
+        drive(
+            &mut manager(policy, true),
+            &mut script,
+            || 0,
+            |_, mm| {
+                if k % every == every - 1 || k + 1 == ops.len() {
+                    dumps.push(Checkpoint {
+                        op: k,
+                        slabs: SlabCounters::all(mm),
+                    });
+                }
+                k += 1;
+            },
+        )
+        .unwrap();
+        dumps
     }
 
     proptest! {
@@ -378,13 +568,60 @@ mod tests {
             prop_assert_eq!(r.death, None);
             prop_assert_eq!(log_of(r.script.ops(), PolicyKind::BestFit, true), bf.clone());
             let both = resolve(vec![
-                (&bf[..], manager(PolicyKind::BestFit, true)),
-                (&nf[..], manager(PolicyKind::BlindNextFit, true)),
+                input(&bf, PolicyKind::BestFit, true),
+                input(&nf, PolicyKind::BlindNextFit, true),
             ])
             .unwrap();
             prop_assert_eq!(both.death, None);
             prop_assert_eq!(log_of(both.script.ops(), PolicyKind::BestFit, true), bf);
             prop_assert_eq!(log_of(both.script.ops(), PolicyKind::BlindNextFit, true), nf);
+        }
+
+        /// With per-slab dumps every few requests, the search (which prunes
+        /// branches that cannot reach the next dump) still recovers every
+        /// request, alone and with both policies' logs together.
+        #[test]
+        fn the_search_recovers_a_generated_log_with_its_dumps(ops in requests(), every in 3usize..40) {
+            let bf = log_of(&ops, PolicyKind::BestFit, true);
+            let nf = log_of(&ops, PolicyKind::BlindNextFit, true);
+            prop_assume!(bf.iter().chain(&nf).all(|o| o.after.ooms == 0));
+            let (bf_dumps, nf_dumps) = (
+                dumps_of(&ops, PolicyKind::BestFit, every),
+                dumps_of(&ops, PolicyKind::BlindNextFit, every),
+            );
+            let with = |log, dumps, policy| Log { checkpoints: dumps, ..input(log, policy, true) };
+            let one = resolve(vec![with(&bf, &bf_dumps, PolicyKind::BestFit)]).unwrap();
+            prop_assert_eq!(one.death, None);
+            prop_assert_eq!(dumps_of(one.script.ops(), PolicyKind::BestFit, every), bf_dumps.clone());
+            let both = resolve(vec![
+                with(&bf, &bf_dumps, PolicyKind::BestFit),
+                with(&nf, &nf_dumps, PolicyKind::BlindNextFit),
+            ])
+            .unwrap();
+            prop_assert_eq!(both.death, None);
+            prop_assert_eq!(dumps_of(both.script.ops(), PolicyKind::BlindNextFit, every), nf_dumps);
+            prop_assert_eq!(log_of(both.script.ops(), PolicyKind::BestFit, true), bf);
+        }
+
+        /// A dump no run can print (a watermark above its slab) is proved
+        /// unreachable: every branch dies at it or before it; the search
+        /// then goes on without it, or stops there.
+        #[test]
+        fn an_impossible_dump_is_proved_so(ops in requests(), every in 3usize..40, at in any::<prop::sample::Index>()) {
+            let log = log_of(&ops, PolicyKind::BestFit, true);
+            prop_assume!(log.iter().all(|o| o.after.ooms == 0));
+            let mut dumps = dumps_of(&ops, PolicyKind::BestFit, every);
+            let k = at.index(dumps.len());
+            dumps[k].slabs[0].watermark = 1 << 17;
+            let r = resolve(vec![Log { checkpoints: &dumps, ..input(&log, PolicyKind::BestFit, true) }]).unwrap();
+            // Dies there, or goes on without the dumps from there and says why.
+            let d = r.set_aside.as_ref().map(|s| &s.death).or(r.death.as_ref()).expect("no run reaches that dump");
+            prop_assert!(d.exhaustive || d.replayed >= super::search::BUDGET, "{:?}", d);
+            prop_assert!(d.op <= dumps[k].op, "died at {} after the dump at {}", d.op, dumps[k].op);
+            if let Some(s) = &r.set_aside {
+                prop_assert!(s.dumps.contains(&dumps[k].op), "{:?} kept the dump at {}", s.dumps, dumps[k].op);
+            }
+            prop_assert_eq!(r.script.ops().len(), log.len());
         }
 
         /// The same logs with one counter of one request made impossible

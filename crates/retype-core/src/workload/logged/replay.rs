@@ -7,8 +7,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::hash::{Hash, Hasher};
 
-use super::{delta, descriptor, LogCounters, LoggedOp};
-use crate::mm::{AllocId, MemoryManager, ObjDesc};
+use super::dumps::Dumps;
+use super::{delta, descriptor, Checkpoint, LogCounters, LoggedOp, SlabCounters};
+use crate::mm::slab::{Slab, WatermarkRule};
+use crate::mm::{AllocId, MemoryManager, ObjDesc, Stats};
 use crate::workload::Op;
 
 /// The requests recovered so far, newest first, shared between branches.
@@ -21,6 +23,8 @@ pub(super) struct History {
 #[derive(Clone)]
 pub(super) struct Replay {
     pub mms: Vec<MemoryManager>,
+    /// Each log's per-slab dumps (shared by all branches).
+    dumps: Rc<[Dumps]>,
     /// Live allocations: id → (handle in each manager, bytes, objects).
     live: BTreeMap<u32, (Vec<AllocId>, u64, u64)>,
     next_id: u32,
@@ -45,9 +49,10 @@ pub(super) enum Next {
 }
 
 impl Replay {
-    pub fn new(mms: Vec<MemoryManager>) -> Replay {
+    pub fn new(mms: Vec<MemoryManager>, dumps: Vec<Dumps>) -> Replay {
         Replay {
             mms,
+            dumps: dumps.into(),
             live: BTreeMap::new(),
             next_id: 0,
             history: None,
@@ -65,18 +70,88 @@ impl Replay {
             .collect()
     }
 
-    /// How many counters of all managers agree with their logs after op `i`.
+    /// Every manager's slabs, as a per-slab dump would print them.
+    pub fn slabs(&self) -> Vec<Vec<SlabCounters>> {
+        self.mms.iter().map(SlabCounters::all).collect()
+    }
+
+    /// Log `m`'s per-slab dump after op `i`, if it has one.
+    pub fn checkpoint(&self, m: usize, i: usize) -> Option<&Checkpoint> {
+        self.dumps[m].at(i)
+    }
+
+    /// How many of the logs' checks the managers pass after op `i` (see
+    /// [`Replay::score`]).
     pub fn agreement(&self, logs: &[&[LoggedOp]], i: usize) -> u32 {
-        self.counters()
+        self.mms
             .iter()
-            .zip(logs)
-            .map(|(c, log)| c.agreement(&log[i].after))
+            .enumerate()
+            .map(|(m, mm)| {
+                self.score(
+                    logs,
+                    m,
+                    i,
+                    mm.stats(),
+                    &mm.slabs().iter().collect::<Vec<_>>(),
+                )
+            })
             .sum()
     }
 
-    /// The score at which every counter of every log agrees.
-    fn full(&self) -> u32 {
-        LogCounters::COMPARED * self.mms.len() as u32
+    /// How far the slabs are from every log's next dump after op `i`: the
+    /// bytes by which watermarks and fragmentations differ, summed. Zero when
+    /// no dump follows.
+    pub fn distance(&self, i: usize) -> u64 {
+        self.mms
+            .iter()
+            .enumerate()
+            .map(|(m, mm)| {
+                self.dumps[m].next(i).map_or(0, |d| {
+                    SlabCounters::all(mm)
+                        .iter()
+                        .zip(&d.slabs)
+                        .map(|(s, d)| {
+                            s.watermark.abs_diff(d.watermark)
+                                + s.frag_watermark.abs_diff(d.frag_watermark)
+                                + s.frag_alignment.abs_diff(d.frag_alignment)
+                        })
+                        .sum::<u64>()
+                })
+            })
+            .sum()
+    }
+
+    /// The score at which every check of every log passes after op `i`.
+    fn full(&self, i: usize) -> u32 {
+        let dumps = (0..self.mms.len())
+            .filter(|&m| self.checkpoint(m, i).is_some())
+            .count() as u32;
+        (LogCounters::COMPARED + 1) * self.mms.len() as u32 + dumps
+    }
+
+    /// How many of log `m`'s checks manager `m` passes after op `i` with
+    /// counters `stats` and slabs `slabs`: each compared counter; the dump
+    /// after `i`, if the log has one, with every slab agreeing; and whether
+    /// the log's next dump can still be reached ([`Dumps::reachable`]).
+    fn score(
+        &self,
+        logs: &[&[LoggedOp]],
+        m: usize,
+        i: usize,
+        stats: &Stats,
+        slabs: &[&Slab],
+    ) -> u32 {
+        let counters = LogCounters::of(stats).agreement(&logs[m][i].after);
+        let dump = self.checkpoint(m, i).is_some_and(|d| {
+            d.slabs.len() == slabs.len()
+                && slabs
+                    .iter()
+                    .zip(&d.slabs)
+                    .all(|(s, d)| SlabCounters::of(s) == *d)
+        });
+        let reachable =
+            self.mms[m].rule() == WatermarkRule::Lifted || self.dumps[m].reachable(slabs, i);
+        counters + dump as u32 + reachable as u32
     }
 
     /// Counts op `i` in [`Replay::matched`], once replayed.
@@ -117,7 +192,7 @@ impl Replay {
         if let Some(desc) = desc {
             self.alloc(desc);
             self.settle(logs, i);
-            let agrees = self.agreement(logs, i) == self.full();
+            let agrees = self.agreement(logs, i) == self.full(i);
             return Ok(Next::Alloc(self, agrees));
         }
         if bytes == 0 || objs >= 0 {
@@ -134,7 +209,7 @@ impl Replay {
             .filter(|s| s.0 == top)
             .map(|s| s.1)
             .collect();
-        let agrees = top == self.full();
+        let agrees = top == self.full(i);
         Ok(Next::Free(self, best, agrees))
     }
 
@@ -144,16 +219,19 @@ impl Replay {
         self.settle(logs, i);
     }
 
-    /// How many counters of all managers would agree with their logs after
-    /// freeing `ids` as request `i`.
+    /// How many of the logs' checks the managers would pass after freeing
+    /// `ids` as request `i` (as [`Replay::agreement`]), previewed.
     fn preview_agreement(&self, logs: &[&[LoggedOp]], i: usize, ids: &[u32]) -> u32 {
         self.mms
             .iter()
             .enumerate()
             .map(|(m, mm)| {
                 let handles: Vec<AllocId> = ids.iter().map(|id| self.live[id].0[m]).collect();
-                let after = mm.preview_free(&handles).expect("live allocations");
-                LogCounters::of(&after).agreement(&logs[m][i].after)
+                let (stats, touched) = mm.preview_free_slabs(&handles).expect("live allocations");
+                let slabs: Vec<&Slab> = (0..mm.slabs().len())
+                    .map(|s| touched.get(&(s as u32)).unwrap_or(&mm.slabs()[s]))
+                    .collect();
+                self.score(logs, m, i, &stats, &slabs)
             })
             .sum()
     }

@@ -21,7 +21,7 @@ use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use super::replay::{Next, Replay};
-use super::{LogCounters, LoggedOp, ResolveError};
+use super::{Checkpoint, LogCounters, LoggedOp, ResolveError, SlabCounters};
 
 /// How many logged requests the look-ahead replays to order the sets.
 pub const LOOKAHEAD: usize = 48;
@@ -48,6 +48,8 @@ pub struct Death {
     pub exhaustive: bool,
     /// The closest branch's counters after request `op`, one per log.
     pub closest: Vec<LogCounters>,
+    /// The closest branch's slabs after request `op`, one list per log.
+    pub closest_slabs: Vec<Vec<SlabCounters>>,
 }
 
 impl Death {
@@ -55,6 +57,29 @@ impl Death {
     /// ours, the log's.
     pub fn differences(&self, m: usize, log: &[LoggedOp]) -> Vec<(&'static str, u64, u64)> {
         self.closest[m].differences(&log[self.op].after)
+    }
+
+    /// The slabs on which the closest branch and log `m`'s dump after
+    /// [`Death::op`] disagree (none if the log has no dump there): slab,
+    /// then name, ours, the log's.
+    pub fn slab_differences(
+        &self,
+        m: usize,
+        dumps: &[Checkpoint],
+    ) -> Vec<(usize, &'static str, u64, u64)> {
+        let Some(dump) = dumps.iter().find(|c| c.op == self.op) else {
+            return Vec::new();
+        };
+        self.closest_slabs[m]
+            .iter()
+            .zip(&dump.slabs)
+            .enumerate()
+            .flat_map(|(s, (ours, log))| {
+                ours.differences(log)
+                    .into_iter()
+                    .map(move |(name, a, b)| (s, name, a, b))
+            })
+            .collect()
     }
 }
 
@@ -104,13 +129,14 @@ fn walk(logs: &[&[LoggedOp]], mut r: Replay, from: usize) -> Result<Replay, Reso
         r = match r.next(logs, i).map_err(err(i))? {
             Next::Alloc(r, _) => r,
             Next::Free(mut r, sets, _) => {
-                if sets.is_empty() {
-                    return Err(err(i)(
-                        "no live allocations add up to the freed bytes and objects",
-                    ));
-                }
+                // No set adds up when our manager refused an allocation the
+                // log's served: the walk goes on with a free of nothing.
                 r.ambiguous_frees += (sets.len() > 1) as usize;
-                let ids = order(logs, &r, i, sets, &mut work).swap_remove(0);
+                let ids = if sets.is_empty() {
+                    Vec::new()
+                } else {
+                    order(logs, &r, i, sets, false, &mut work).swap_remove(0)
+                };
                 r.apply_free(logs, i, ids);
                 r
             }
@@ -127,22 +153,22 @@ fn order(
     r: &Replay,
     i: usize,
     sets: Vec<Vec<u32>>,
+    toward_dumps: bool,
     work: &mut u64,
 ) -> Vec<Vec<u32>> {
     if sets.len() < 2 {
         return sets;
     }
     let horizon = (i + 1 + LOOKAHEAD).min(logs[0].len());
-    let mut scored: Vec<(usize, Vec<u32>)> = sets
-        .into_iter()
-        .map(|ids| {
-            let mut b = r.clone();
-            b.apply_free(logs, i, ids.clone());
-            (greedy(logs, b, i + 1..horizon, work), ids)
-        })
-        .collect();
-    scored.sort_by_key(|s| core::cmp::Reverse(s.0));
-    scored.into_iter().map(|s| s.1).collect()
+    let mut sets = sets;
+    sets.sort_by_cached_key(|ids| {
+        let mut b = r.clone();
+        b.apply_free(logs, i, ids.clone());
+        let distance = if toward_dumps { b.distance(i) } else { 0 };
+        let agreed = greedy(logs, b, i + 1..horizon, work);
+        (distance, core::cmp::Reverse(agreed))
+    });
+    sets
 }
 
 /// Replays `ops` taking the first of the best sets at every free; returns
@@ -229,7 +255,7 @@ fn search(logs: &[&[LoggedOp]], root: Replay, budget: u64) -> Result<End, Resolv
                 Next::Free(r, sets, true) => {
                     // A state searched before dies here: it did there.
                     if seen.insert(r.key(i)) {
-                        let mut untried = order(logs, &r, i, sets, &mut work);
+                        let mut untried = order(logs, &r, i, sets, true, &mut work);
                         untried.reverse();
                         stack.push(Choice {
                             op: i,
@@ -274,6 +300,7 @@ fn search(logs: &[&[LoggedOp]], root: Replay, budget: u64) -> Result<End, Resolv
                 replayed: work,
                 exhaustive,
                 closest: closest.counters(),
+                closest_slabs: closest.slabs(),
             };
             return Ok(End::Died(closest, death));
         }
