@@ -6,6 +6,8 @@
 //! in a child process with them set.
 
 mod common;
+#[path = "common/smaps.rs"]
+mod smaps;
 
 use retype_malloc as rm;
 
@@ -30,28 +32,6 @@ fn round() -> usize {
     first
 }
 
-/// Whether the mapping of this process that holds `addr` asks for huge pages (VmFlags `hg`).
-fn asks_for_huge_pages(addr: usize) -> bool {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut inside = false;
-    for line in smaps.lines() {
-        let range = line.split_once(' ').and_then(|(r, _)| r.split_once('-'));
-        if let Some((from, to)) = range {
-            if let (Ok(from), Ok(to)) = (
-                usize::from_str_radix(from, 16),
-                usize::from_str_radix(to, 16),
-            ) {
-                inside = (from..to).contains(&addr);
-                continue;
-            }
-        }
-        if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
-            return flags.split_whitespace().any(|f| f == "hg");
-        }
-    }
-    panic!("no mapping holds {addr:#x}");
-}
-
 #[test]
 fn a_heap_emptied_and_filled_again_makes_no_system_call() {
     if std::env::var_os("RETYPE_MALLOC_HUGEPAGES_MIN_MIB").is_none() {
@@ -63,7 +43,10 @@ fn a_heap_emptied_and_filled_again_makes_no_system_call() {
         let block = round();
         assert_eq!(rm::system_calls(), before, "round {r}");
         if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
-            assert!(asks_for_huge_pages(block), "round {r}: {block:#x}");
+            assert!(
+                smaps::vm_flags(block).contains(&"hg".into()),
+                "round {r}: {block:#x}"
+            );
         }
     }
 }
