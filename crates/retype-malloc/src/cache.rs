@@ -11,12 +11,18 @@
 //!   OS (`MADV_DONTNEED`: the range stays mapped and advised, and is reused as zeroed memory,
 //!   with page faults but no system call); after [`UNMAP_AFTER_DELAYS`] delays it is unmapped.
 //!   A delay of 0 unmaps at once.
-//! - cap: the cached bytes whose pages are kept never exceed `RETYPE_MALLOC_CACHE_MIB`; past
-//!   it, the oldest mappings' pages are returned at once.
+//! - cap: the cached bytes whose pages are kept never exceed `RETYPE_MALLOC_CACHE_MIB` or, if
+//!   more, what the segments and large blocks in use lack of their recent peak (so the cache
+//!   never takes the footprint past that peak); past it, the oldest mappings' pages are
+//!   returned at once, when a mapping is retired. The peak is the highest since the cache
+//!   last held a mapping unused for a whole delay; it starts again from the bytes in use and
+//!   kept then.
 //!
 //! The delay keeps memory a program frees and takes again soon (a loop, a phase) mapped and
-//! resident, the cap bounds what it costs, and returning pages before unmapping keeps the
-//! address space of a program that comes back later.
+//! resident, the cap bounds what it costs (a program that empties a heap of any size and fills
+//! it again keeps it: no purge, no page fault, nothing beyond the peak it already reached),
+//! and returning pages before unmapping keeps the address space of a program that comes
+//! back later.
 //!
 //! The reserve (`RETYPE_MALLOC_RESERVE`) is mapped and faulted in at start-up and cached
 //! pinned: its pieces serve segments and large blocks like any cached mapping, but they are
@@ -46,6 +52,8 @@ struct Node {
     len: usize,
     freed_at: u64,
     huge_from: usize,
+    /// The whole mapping is advised for huge pages (an empty segment's).
+    huge: bool,
     /// Its pages (after the header area) were returned: they read as zeros.
     discarded: bool,
     /// It was an empty segment (for the statistics).
@@ -61,6 +69,9 @@ pub(crate) struct Mapping {
     /// The offset from which the mapping is advised for huge pages, the range before it
     /// against them (0: no such advice known; the mapping is one kernel mapping, VMA).
     pub huge_from: usize,
+    /// The whole mapping is advised for huge pages: a segment made of it needs no advice
+    /// (a system call) again.
+    pub huge: bool,
     /// Everything after the header area reads as zeros.
     pub zeroed: bool,
 }
@@ -76,6 +87,8 @@ pub(crate) struct List {
     pinned: usize,
     /// No mapping needs purging before this time (`os::now_ms`).
     next_purge: u64,
+    /// The recent peak of the bytes in use (see the module's comment and [`in_use`]).
+    peak: usize,
 }
 
 // SAFETY: the nodes are owned by the list and only touched under its lock.
@@ -87,7 +100,14 @@ pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List {
     discarded: 0,
     pinned: 0,
     next_purge: u64::MAX,
+    peak: 0,
 });
+
+/// Bytes of segments and large-block mappings in use.
+fn in_use() -> usize {
+    stats::SEGMENTS.load(Ordering::Relaxed) * SEGMENT_SIZE
+        + stats::LARGE_BYTES.load(Ordering::Relaxed)
+}
 
 /// The reserve's range, `[start, end)` (empty without one).
 static RESERVE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
@@ -109,8 +129,18 @@ pub(crate) fn reserve(bytes: usize) {
         registry::mark(p, len);
         RESERVE[0].store(p as usize, Ordering::Relaxed);
         RESERVE[1].store(p as usize + len, Ordering::Release);
-        put(p, len, 0, false);
+        put(p, len, 0);
     }
+}
+
+/// Bytes kept with their pages, and the most the cap can allow now: the fixed cap or the
+/// recent peak (for tests: `kept <= allowed` holds at every moment, whatever other threads
+/// do).
+#[cfg(test)]
+pub(crate) fn kept_and_allowed() -> (usize, usize) {
+    let list = CACHE.lock();
+    let fixed = config::CACHE_BYTES.load(Ordering::Relaxed);
+    (list.resident, fixed.max(list.peak))
 }
 
 /// Whether `p` lies in the reserve.
@@ -206,7 +236,12 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
         let fits = |n: &Node| n.len >= min && !(kept && n.discarded);
         let link = list.find(fits, |len, best| len < best)?;
         let node = list.unlink(link);
-        let (freed_at, segment, pinned) = ((*node).freed_at, (*node).segment, (*node).pinned);
+        let (freed_at, huge, segment, pinned) = (
+            (*node).freed_at,
+            (*node).huge,
+            (*node).segment,
+            (*node).pinned,
+        );
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
         if m.len > max && cut + MIN_PIECE <= m.len {
@@ -220,6 +255,7 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
                 len: m.len - cut,
                 freed_at,
                 huge_from: 0,
+                huge,
                 discarded: m.zeroed,
                 segment,
                 pinned,
@@ -252,7 +288,7 @@ pub(crate) unsafe fn put_piece(p: *mut u8, len: usize) {
             return release(p, len);
         }
         clear_header(p);
-        put(p, len, 0, false);
+        put(p, len, 0);
     }
 }
 
@@ -276,6 +312,7 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
             base: base_of(node),
             len: (*node).len,
             huge_from: (*node).huge_from,
+            huge: (*node).huge,
             zeroed: (*node).discarded,
         };
         node.write_bytes(0, 1);
@@ -283,10 +320,22 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
     }
 }
 
-/// Retires the mapping `[p, p+len)`, advised for huge pages from `huge_from` (see
-/// [`Mapping`]), an empty segment if `segment`; unmaps it at once if the purge delay is 0
-/// (unless it lies in the reserve).
-pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool) {
+/// Retires the mapping `[p, p+len)` of a large block, advised for huge pages from
+/// `huge_from` (see [`Mapping`]); unmaps it at once if the purge delay is 0 (unless it lies
+/// in the reserve).
+pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize) {
+    // SAFETY: the caller gives up the mapping.
+    unsafe { retire(p, len, huge_from, false, false) }
+}
+
+/// Retires the mapping `[p, p+len)` of an empty segment, advised for huge pages whole if
+/// `huge`; as [`put`].
+pub(crate) unsafe fn put_segment(p: *mut u8, len: usize, huge: bool) {
+    // SAFETY: the caller gives up the mapping.
+    unsafe { retire(p, len, 0, huge, true) }
+}
+
+unsafe fn retire(p: *mut u8, len: usize, huge_from: usize, huge: bool, segment: bool) {
     let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
     if delay == 0 && !reserved(p) {
         // SAFETY: the mapping is ours and no longer referenced.
@@ -303,12 +352,15 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool
                 len,
                 freed_at: now,
                 huge_from,
+                huge,
                 discarded: false,
                 segment,
                 pinned: reserved(p),
             });
             list.push(node);
         }
+        // In use, this mapping included, is highest just before a free.
+        list.peak = list.peak.max(in_use() + len);
         list.next_purge = list.next_purge.min(now + delay);
         over_cap(&mut list)
     };
@@ -320,7 +372,9 @@ pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, segment: bool
 /// Unlinks the oldest mappings whose pages are kept until the rest fit the cap; the caller
 /// returns their pages. So the kept bytes never exceed the cap once the lock is released.
 fn over_cap(list: &mut List) -> *mut Node {
-    let cap = config::CACHE_BYTES.load(Ordering::Relaxed);
+    let cap = config::CACHE_BYTES
+        .load(Ordering::Relaxed)
+        .max(list.peak.saturating_sub(in_use()));
     let mut victims: *mut Node = ptr::null_mut();
     if list.resident <= cap {
         return victims;
@@ -413,6 +467,10 @@ pub(crate) fn purge(all: bool) {
             }
         }
         list.next_purge = next_purge;
+        if !old.is_null() || !expired.is_null() {
+            // Unused for a delay: the peak starts again from what is left.
+            list.peak = in_use() + list.resident;
+        }
     }
     // SAFETY: both chains were unlinked above and are owned by this function.
     unsafe {

@@ -8,7 +8,7 @@ use crate::consts::{EARLY_SLOTS, SEGMENT_SIZE};
 /// Back segments with transparent huge pages (`RETYPE_MALLOC_HUGEPAGES`, default on).
 pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// Large blocks of 2 MiB or more start on a 2 MiB boundary and are advised for huge pages
-/// from the first one (`RETYPE_MALLOC_HUGEPAGES_LARGE`, default: as `RETYPE_MALLOC_HUGEPAGES`).
+/// (see `large`; `RETYPE_MALLOC_HUGEPAGES_LARGE`, default: as `RETYPE_MALLOC_HUGEPAGES`).
 pub(crate) static HUGE_LARGE: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
@@ -28,8 +28,8 @@ pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is cached with its pages before they go
 /// back to the OS (`RETYPE_MALLOC_PURGE_DELAY`, default 100; see `cache`).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
-/// Bytes of retired mappings the cache keeps with their pages (`RETYPE_MALLOC_CACHE_MIB`,
-/// default 64 MiB); past it the oldest ones' pages go back to the OS at once.
+/// Bytes of retired mappings the cache keeps with their pages at least before it returns the
+/// oldest ones' pages (`RETYPE_MALLOC_CACHE_MIB`, default 128 MiB; see `cache` for the rest).
 pub(crate) static CACHE_BYTES: AtomicUsize = AtomicUsize::new(128 << 20);
 /// Byte bound of each thread's quarantine of freed blocks, 0 for none
 /// (`RETYPE_MALLOC_QUARANTINE_BYTES`, default: [`HARDENED_QUARANTINE_BYTES`] in hardened mode).

@@ -6,6 +6,7 @@
 
 use core::ptr;
 
+use crate::consts::OS_PAGE;
 use crate::stats;
 
 /// Maps `len` bytes of zeroed, private, anonymous memory; null on failure.
@@ -92,6 +93,29 @@ pub(crate) unsafe fn prefault(p: *mut u8, len: usize) {
 pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
     // SAFETY: the caller owns the range and no longer needs its contents.
     unsafe { advise(p, len, libc::MADV_DONTNEED) };
+}
+
+/// Pages [`resident`] reads at most: a 4 MiB window, one byte each on the stack.
+const WINDOW_PAGES: usize = 1024;
+
+/// How many of the 4 KiB pages of a window of `[p, p+len)` (page-aligned) are resident, and
+/// how many it holds: one `mincore` over at most [`WINDOW_PAGES`] pages in its middle.
+/// (Not counted with the calls above: it changes no mapping.)
+pub(crate) unsafe fn resident(p: *mut u8, len: usize) -> (usize, usize) {
+    let all = len / OS_PAGE;
+    let pages = all.min(WINDOW_PAGES);
+    let mut vec = [0u8; WINDOW_PAGES];
+    // SAFETY: the window lies inside the caller's mapping; `vec` has a byte per page.
+    let ok = unsafe {
+        let start = p.add((all - pages) / 2 * OS_PAGE);
+        libc::mincore(start.cast(), pages * OS_PAGE, vec.as_mut_ptr()) == 0
+    };
+    let in_core = if ok {
+        vec[..pages].iter().filter(|&&b| b & 1 != 0).count()
+    } else {
+        0
+    };
+    (in_core, pages)
 }
 
 /// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any

@@ -49,6 +49,9 @@ pub(crate) struct Segment {
     /// For large blocks: the offset in the mapping from which it is advised for huge pages
     /// (the range before it advised against them); 0 when not known (see `cache::Mapping`).
     pub huge_from: usize,
+    /// For small segments: advised for huge pages (once: advice is a system call, and the
+    /// advice stays with the mapping while it is cached and reused).
+    pub huge: bool,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -112,21 +115,23 @@ pub(crate) fn big_heap() -> bool {
     true
 }
 
-/// Gives a new segment huge pages if the heap is big; otherwise remembers it for later.
-fn huge_pages_for(base: *mut u8) {
+/// Gives a new segment huge pages if the heap is big, and says so; otherwise remembers it
+/// for later.
+fn huge_pages_for(base: *mut u8) -> bool {
     if big_heap() {
         // SAFETY: advice on our own fresh segment.
         unsafe { os::advise_huge(base, SEGMENT_SIZE) };
-        return;
+        return true;
     }
     for slot in &EARLY {
         if slot
             .compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
-            return;
+            break;
         }
     }
+    false
 }
 
 /// The segment holding `p`.
@@ -177,27 +182,27 @@ fn find_free(used: u32, span: usize) -> Option<usize> {
 unsafe fn create(heap: *mut HeapId) -> *mut Segment {
     // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
     unsafe {
-        let (base, len) = match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4, false) {
-            Some(m) => (m.base, m.len),
-            None => {
-                let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-                if p.is_null() {
-                    return p.cast();
+        let (base, len, advised) =
+            match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4, false) {
+                Some(m) => (m.base, m.len, m.huge),
+                None => {
+                    let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+                    if p.is_null() {
+                        return p.cast();
+                    }
+                    registry::mark(p, SEGMENT_SIZE);
+                    (p, SEGMENT_SIZE, false)
                 }
-                registry::mark(p, SEGMENT_SIZE);
-                (p, SEGMENT_SIZE)
-            }
-        };
-        // The reserve was advised at start-up (and advice is a system call).
-        if !cache::reserved(base) {
-            huge_pages_for(base);
-        }
+            };
+        // The reserve was advised at start-up, a reused segment when it was made.
+        let huge = advised || (!cache::reserved(base) && huge_pages_for(base));
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
         (*seg).used = 0;
         (*seg).listed = false;
         (*seg).heap = heap;
         (*seg).map_len = len;
+        (*seg).huge = huge;
         (*seg).links = Links::NONE;
         stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
         seg
@@ -288,7 +293,7 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
-            cache::put(seg.cast(), (*seg).map_len, 0, true);
+            cache::put_segment(seg.cast(), (*seg).map_len, (*seg).huge);
             return;
         }
         if !(*seg).listed {

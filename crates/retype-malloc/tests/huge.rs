@@ -1,10 +1,13 @@
 //! Large blocks of 2 MiB and more start on a 2 MiB boundary and are advised for huge pages
-//! from the first one (`RETYPE_MALLOC_HUGEPAGES_LARGE`). Whether the kernel then grants huge
+//! once the program's large blocks have shown to be dense, from the first one at 32 MiB
+//! (`RETYPE_MALLOC_HUGEPAGES_LARGE`). Whether the kernel then grants huge
 //! pages depends on its THP mode and on fragmentation, so only what the allocator decides is
 //! checked: the alignment, and the advice as the kernel records it (VmFlags `hg`, huge pages
 //! asked for; `nh`, refused) in /proc/self/smaps.
 
 mod common;
+#[path = "common/smaps.rs"]
+mod smaps;
 
 use retype_malloc as rm;
 
@@ -19,34 +22,18 @@ fn huge_on() -> bool {
     )
 }
 
-/// The VmFlags of the mapping of this process that holds `addr`.
-fn vm_flags(addr: usize) -> Vec<String> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut inside = false;
-    for line in smaps.lines() {
-        if let Some((range, _)) = line.split_once(' ') {
-            if let Some((from, to)) = range.split_once('-') {
-                if let (Ok(from), Ok(to)) = (
-                    usize::from_str_radix(from, 16),
-                    usize::from_str_radix(to, 16),
-                ) {
-                    inside = (from..to).contains(&addr);
-                    continue;
-                }
-            }
-        }
-        if inside {
-            if let Some(flags) = line.strip_prefix("VmFlags:") {
-                return flags.split_whitespace().map(String::from).collect();
-            }
-        }
-    }
-    panic!("no mapping holds {addr:#x}");
-}
-
 #[test]
 fn blocks_of_two_mib_and_more_start_on_huge_page_boundaries_and_ask_for_huge_pages() {
     let advice_known = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+    // A dense block freed first: blocks below 32 MiB are advised once the program has shown
+    // that its large blocks are (see tests/huge_sparse.rs for the other case).
+    // SAFETY: plain allocation, written within its size, freed once.
+    unsafe {
+        let p = rm::malloc(4 * MIB);
+        assert!(!p.is_null());
+        p.write_bytes(1, 4 * MIB);
+        rm::free(p);
+    }
     for size in [HUGE, HUGE + 1, 5 * MIB + 123, 33 * MIB] {
         // Twice: the second block may be the first one's mapping, taken from the cache.
         for _ in 0..2 {
@@ -62,11 +49,11 @@ fn blocks_of_two_mib_and_more_start_on_huge_page_boundaries_and_ask_for_huge_pag
                     "{size} B at {addr:#x}"
                 );
                 if advice_known {
-                    let block = vm_flags(addr + size - 1);
+                    let block = smaps::vm_flags(addr + size - 1);
                     assert_eq!(block.contains(&"hg".into()), huge_on(), "{block:?}");
                     if huge_on() {
                         // The header's 2 MiB before the block: a few 4 KiB pages only.
-                        let header = vm_flags(addr - 1);
+                        let header = smaps::vm_flags(addr - 1);
                         assert!(header.contains(&"nh".into()), "header {header:?}");
                     }
                 }
