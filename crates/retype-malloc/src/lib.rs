@@ -34,9 +34,9 @@
 //! # Environment variables
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | segments on huge pages once the heap passes 48 MiB of segments (`MADV_HUGEPAGE`, earlier segments collapsed), and large blocks as below; `0` never |
+//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | segments on huge pages once the heap passes 48 MiB of segments, most of their pages resident (`MADV_HUGEPAGE`, earlier segments collapsed), and large blocks as below; `0` never |
 //! | `RETYPE_MALLOC_HUGEPAGES_LARGE` | as `HUGEPAGES` | `1`: every block of 2 MiB or more starts on a 2 MiB boundary and is advised for huge pages (`MADV_HUGEPAGE`; the kernel grants them within its THP mode): at 32 MiB or more from the first one, below once a freed block had most of its pages touched; `0`: neither |
-//! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used; `0` = from the start |
+//! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used if the heap is dense; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays cached with its pages for reuse; then its pages go back to the OS (`MADV_DONTNEED`), and ten delays after its free it is unmapped; `0` unmaps at once |
 //! | `RETYPE_MALLOC_CACHE_MIB` | `128` | MiB of empty segments and freed large blocks cached with their pages at most, or what those in use lack of their recent peak if more; past it the oldest ones' pages go back to the OS at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |

@@ -99,8 +99,9 @@ pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
 const WINDOW_PAGES: usize = 1024;
 
 /// How many of the 4 KiB pages of a window of `[p, p+len)` (page-aligned) are resident, and
-/// how many it holds: one `mincore` over at most [`WINDOW_PAGES`] pages in its middle.
-/// (Not counted with the calls above: it changes no mapping.)
+/// how many it holds (none if the range is not mapped): one `mincore` over at most
+/// [`WINDOW_PAGES`] pages in its middle. (Not counted with the calls above: it changes no
+/// mapping.)
 pub(crate) unsafe fn resident(p: *mut u8, len: usize) -> (usize, usize) {
     let all = len / OS_PAGE;
     let pages = all.min(WINDOW_PAGES);
@@ -110,12 +111,10 @@ pub(crate) unsafe fn resident(p: *mut u8, len: usize) -> (usize, usize) {
         let start = p.add((all - pages) / 2 * OS_PAGE);
         libc::mincore(start.cast(), pages * OS_PAGE, vec.as_mut_ptr()) == 0
     };
-    let in_core = if ok {
-        vec[..pages].iter().filter(|&&b| b & 1 != 0).count()
-    } else {
-        0
-    };
-    (in_core, pages)
+    if !ok {
+        return (0, 0);
+    }
+    (vec[..pages].iter().filter(|&&b| b & 1 != 0).count(), pages)
 }
 
 /// Makes the pages `[p, p+len)` of our mapping inaccessible (`open` false: a guard, any

@@ -74,14 +74,21 @@ const _: () = assert!(
 
 const ALL_SLICES: u32 = u32::MAX;
 
-/// Whether the heap has grown past the huge-page threshold.
+/// Whether the heap has grown past the huge-page threshold, dense.
 ///
-/// Huge pages are for big heaps: until the process has `config::HUGE_MIN_SEGMENTS` segments
-/// in use (48 MiB by default), segments get no `MADV_HUGEPAGE`, so a small program's resident
-/// set holds only the 4 KiB pages it touched. When the heap grows past it, huge pages are
-/// switched on for good, and the early segments are advised and collapsed into huge pages
-/// too (see [`huge_pages_for`]); at most [`EARLY_SLOTS`] early segments are remembered.
+/// Huge pages are for big heaps whose pages are used: until the process has
+/// `config::HUGE_MIN_SEGMENTS` segments in use (48 MiB by default), segments get no
+/// `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it touched.
+/// When the heap grows past it and most pages of the early segments are resident, huge pages
+/// are switched on for good, and the early segments are advised and collapsed into huge
+/// pages too (see [`huge_pages_for`]); at most [`EARLY_SLOTS`] early segments are
+/// remembered. A heap whose blocks are touched here and there (a program that writes the
+/// first bytes of 32 KiB blocks) would hold a 2 MiB page for every 4 KiB it uses: it is
+/// looked at again each time it has grown by the threshold once more, by the segments made
+/// since the last look.
 static BIG_HEAP: AtomicBool = AtomicBool::new(false);
+/// Segments in use at which the heap is next looked at (0: at the threshold).
+static NEXT_LOOK: AtomicUsize = AtomicUsize::new(0);
 /// Segments created before the heap was big, to be collapsed into huge pages when it becomes
 /// big. An entry may be stale (the segment given back since): advice on a range that is no
 /// longer ours, or unmapped, is harmless, because it never changes memory contents.
@@ -96,11 +103,31 @@ pub(crate) fn big_heap() -> bool {
     if BIG_HEAP.load(Ordering::Relaxed) {
         return true;
     }
-    if stats::SEGMENTS.load(Ordering::Relaxed) + 1
-        < config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed)
-        || BIG_HEAP.swap(true, Ordering::AcqRel)
+    let segments = stats::SEGMENTS.load(Ordering::Relaxed) + 1;
+    let min = config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed);
+    let next = NEXT_LOOK.load(Ordering::Relaxed);
+    // One thread looks: the one that moves the next look on.
+    if segments < next.max(min)
+        || NEXT_LOOK
+            .compare_exchange(
+                next,
+                segments + min.max(1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_err()
     {
         return BIG_HEAP.load(Ordering::Relaxed);
+    }
+    if !early_dense() {
+        // The next look is at the segments made from now on.
+        for slot in &EARLY {
+            slot.store(0, Ordering::Relaxed);
+        }
+        return false;
+    }
+    if BIG_HEAP.swap(true, Ordering::AcqRel) {
+        return true;
     }
     for slot in &EARLY {
         let seg = slot.swap(0, Ordering::AcqRel);
@@ -113,6 +140,22 @@ pub(crate) fn big_heap() -> bool {
         }
     }
     true
+}
+
+/// Whether more than half of the pages of the early segments are resident (true if none is
+/// remembered: huge pages from the start). One `mincore` per segment.
+fn early_dense() -> bool {
+    let (mut touched, mut pages) = (0, 0);
+    for slot in &EARLY {
+        let seg = slot.load(Ordering::Acquire);
+        if seg != 0 {
+            // SAFETY: reads residency only; a stale entry's range fails and counts for nothing.
+            let (t, p) = unsafe { os::resident(seg as *mut u8, SEGMENT_SIZE) };
+            touched += t;
+            pages += p;
+        }
+    }
+    pages == 0 || 2 * touched > pages
 }
 
 /// Gives a new segment huge pages if the heap is big, and says so; otherwise remembers it
