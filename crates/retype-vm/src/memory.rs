@@ -56,7 +56,7 @@ impl Backing {
         let need = bytes.div_ceil(self.page());
         if free < need {
             return Err(format!(
-                "{free} free {kib} KiB huge pages, {need} needed (reserve them: sysctl vm.nr_hugepages)"
+                "{free} free {kib} KiB huge pages, {need} needed (reserve them: /sys/kernel/mm/hugepages/hugepages-{kib}kB/nr_hugepages)"
             ));
         }
         Ok(())

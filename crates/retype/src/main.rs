@@ -42,6 +42,8 @@ enum Command {
     Caps(cmd::caps::CapsArgs),
     /// One HTML page with the study, the heap replays and the benchmarks, drawn.
     Report(cmd::report::Args),
+    /// Capabilities that map real memory, measured beside raw Linux (seed 001 §3.6).
+    Vm(cmd::vm::VmArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Command::Trace(c) => cmd::trace::run(c),
         Command::Caps(a) => cmd::caps::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Vm(a) => cmd::vm::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

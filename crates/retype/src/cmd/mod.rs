@@ -9,3 +9,4 @@ pub mod study;
 pub mod sweep;
 pub mod tlm;
 pub mod trace;
+pub mod vm;

@@ -1,0 +1,113 @@
+//! `retype vm bench` as a user runs it: bad flags are refused, and a tiny run
+//! gives every experiment's rows with the documented keys.
+
+mod common;
+
+use common::{json_lines, retype, stderr, stdout};
+
+/// The smallest run of every experiment.
+const TINY: [&str; 14] = [
+    "--max-mib",
+    "1",
+    "--reps",
+    "1",
+    "--rounds",
+    "10",
+    "--traps",
+    "100",
+    "--updates",
+    "1000",
+    "--gc-max",
+    "1",
+    "--json",
+    "--only",
+];
+
+#[test]
+fn bad_flags_are_refused_clearly() {
+    for (flag, value, message) in [
+        ("--only", "appel,tlb", "invalid value 'tlb'"),
+        ("--gc-max", "6", "6 is not in 1..=5"),
+        ("--reps", "0", "0 is not in 1.."),
+        ("--max-mib", "0", "0 is not in 1..="),
+        ("--updates", "many", "invalid digit"),
+    ] {
+        let o = retype(&["vm", "bench", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}");
+        assert!(
+            stderr(&o).contains(message),
+            "{flag} {value}: {}",
+            stderr(&o)
+        );
+        assert!(stdout(&o).is_empty(), "{flag} {value} printed results");
+    }
+}
+
+#[test]
+fn a_tiny_run_gives_every_row_with_its_keys() {
+    let mut args = vec!["vm", "bench"];
+    args.extend(TINY);
+    args.push("appel,mpu,gups,gc");
+    let o = retype(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = json_lines(&o);
+    let of = |bench: &str| -> Vec<&serde_json::Value> {
+        rows.iter().filter(|r| r["bench"] == bench).collect()
+    };
+    let positive = |r: &serde_json::Value, key: &str| {
+        let v = r[key].as_f64().unwrap_or_else(|| panic!("{key} in {r}"));
+        assert!(v > 0.0 && v.is_finite(), "{key} = {v} in {r}");
+    };
+    let appel = of("appel-li");
+    assert_eq!(appel.len(), 1, "{rows:?}");
+    for k in ["trap", "prot1_trap_unprot", "protn_trap_unprot"] {
+        positive(appel[0], &format!("{k}_ns"));
+        positive(appel[0], &format!("linux_{k}_ns"));
+    }
+    // Map, protect, unmap: 4 KiB pages from one page, ×4, up to 1 MiB (2 MiB
+    // pages only if the machine has some free, and then not below 2 MiB).
+    let mpu: Vec<_> = rows.iter().filter(|r| r.get("bench").is_none()).collect();
+    let sizes: Vec<u64> = mpu
+        .iter()
+        .filter(|r| r["page_kib"] == 4)
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [4096, 16384, 65536, 262144, 1048576]);
+    for r in &mpu {
+        for op in ["map", "protect", "unmap"] {
+            positive(r, &format!("{op}_ns_per_page"));
+            positive(r, &format!("linux_{op}_ns_per_page"));
+        }
+    }
+    let gups = of("gups");
+    assert!(gups
+        .iter()
+        .any(|r| r["page_kib"] == 4 && r["bytes"] == 1 << 20));
+    for r in &gups {
+        positive(r, "gups");
+        positive(r, "linux_gups");
+    }
+    let gc = of("gcbench");
+    assert_eq!(gc.len(), 1);
+    assert_eq!(gc[0]["config"], "C1");
+    for k in [
+        "dirty_seconds",
+        "traps_seconds",
+        "dirty_collections",
+        "traps_collections",
+    ] {
+        positive(gc[0], k);
+    }
+}
+
+#[test]
+fn only_the_experiments_asked_for_run() {
+    let mut args = vec!["vm", "bench"];
+    args.extend(TINY);
+    args.push("gc");
+    let o = retype(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = json_lines(&o);
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["bench"] == "gcbench"), "{rows:?}");
+}
