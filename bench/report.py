@@ -91,6 +91,27 @@ g_gl = geomean([r / g for r, g in zip(tratio["retype"], tratio["glibc"])])
 r_mi = geomean(rratio["retype"])
 hp_ratio = med_hp["always"] / med_hp["off"]
 hp_default = med_hp["default"] / med_hp["off"]
+w("## Hardened mode (issue 18)\n")
+w("The same library with `RETYPE_MALLOC_HARDENED=1` (quarantine, canaries, guard pages, "
+  "checked frees; see the README), alternated with the others in every repetition: medians "
+  "as ratios to the default mode and to glibc.\n")
+w("| benchmark | hardened wall (s) | ÷ default | ÷ glibc | hardened RSS (MiB) | ÷ default | ÷ glibc |")
+w("|---|---|---|---|---|---|---|")
+hard = defaultdict(list)
+for b in benches:
+    hw, hr = med(b, "retype-hardened", "wall_s"), med(b, "retype-hardened", "rss_kib")
+    cells = []
+    for key, v in (("wall_s", hw), ("rss_kib", hr)):
+        for base in ("retype", "glibc"):
+            x = v / med(b, base, key) if med(b, base, key) > 0 else float("nan")
+            hard[(key, base)].append(x); cells.append("%.2f" % x)
+    w("| %s | %.2f | %s | %s | %.1f | %s | %s |" % (b, hw, cells[0], cells[1], hr / 1024, cells[2], cells[3]))
+hg = {k: geomean(v) for k, v in hard.items()}
+w("| **geomean** | | **%.3f** | **%.3f** | | **%.3f** | **%.3f** |\n"
+  % (hg[("wall_s", "retype")], hg[("wall_s", "glibc")], hg[("rss_kib", "retype")], hg[("rss_kib", "glibc")]))
+w("Issue 18's goals: geomean wall time ≤ 1.3× the default mode's (%s: %.3f×) and ≤ 1.0× glibc's (%s: %.3f×).\n"
+  % ("met" if hg[("wall_s", "retype")] <= 1.3 else "**not met**", hg[("wall_s", "retype")],
+     "met" if hg[("wall_s", "glibc")] <= 1.0 else "**not met**", hg[("wall_s", "glibc")]))
 w("## Goals (issue 5)\n")
 w("| goal | measured | met |")
 w("|---|---|---|")

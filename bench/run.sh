@@ -10,7 +10,9 @@ REPS=${REPS:-3}
 OUT=target/bench
 mkdir -p "$OUT" docs
 source bench/allocators.sh
-ORDER=(mimalloc retype glibc jemalloc tcmalloc)
+# retype-hardened: the same library in hardened mode (RETYPE_MALLOC_HARDENED=1), for its cost.
+ALLOC[retype-hardened]=${ALLOC[retype]}
+ORDER=(mimalloc retype glibc jemalloc tcmalloc retype-hardened)
 for f in bench/src/*.c; do gcc -O2 -pthread -o "$OUT/$(basename "$f" .c)" "$f"; done
 
 # name | command line (program and arguments)
@@ -49,7 +51,9 @@ echo "bench,allocator,rep,wall_s,rss_kib,ops_per_s" > "$CSV"
 run_one() { # name alloc rep cmd... ; extra environment comes from $ENVS
   local name=$1 alloc=$2 rep=$3; shift 3
   local log="$OUT/run.log"
-  env ${ENVS:-} LD_PRELOAD="${ALLOC[$alloc]}" /usr/bin/time -f "TIME %e %M" -o "$OUT/time.txt" "$OUT/$1" "${@:2}" > "$log" 2>&1 || { echo "FAILED: $name under $alloc" >&2; cat "$log" >&2; return 1; }
+  local envs=${ENVS:-}
+  [ "$alloc" = retype-hardened ] && envs="$envs RETYPE_MALLOC_HARDENED=1"
+  env $envs LD_PRELOAD="${ALLOC[$alloc]}" /usr/bin/time -f "TIME %e %M" -o "$OUT/time.txt" "$OUT/$1" "${@:2}" > "$log" 2>&1 || { echo "FAILED: $name under $alloc" >&2; cat "$log" >&2; return 1; }
   read -r _ wall rss < "$OUT/time.txt"
   local ops; ops=$(sed -n 's/.*ops=\([0-9]*\) secs=\([0-9.]*\).*/\1 \2/p' "$log" | awk '{ if ($2 > 0) printf "%.0f", $1 / $2 }')
   echo "$name,$alloc,$rep,$wall,$rss,$ops" >> "$CSV"

@@ -135,41 +135,48 @@ fn works_when_loaded_with_dlopen() {
     assert_ok(&run(cmd, false), "dlopen");
 }
 
-fn misuse(case: &str) -> Output {
+fn misuse(case: &str, size: usize) -> Output {
     let mut cmd = Command::new(compile("misuse"));
-    cmd.arg(case).env("RETYPE_MALLOC_HARDENED", "1");
+    cmd.args([case, &size.to_string()])
+        .env("RETYPE_MALLOC_HARDENED", "1");
     run(cmd, true)
 }
 
 #[test]
 fn hardened_mode_aborts_on_double_and_invalid_frees() {
-    let cases = [
-        ("double", "double free"),
-        ("double-large", "double free"),
-        ("double-remote", "double free"),
-        ("interior", "invalid free (inside a block)"),
-        ("stack", "invalid free (not allocated by retype-malloc)"),
-        ("realloc-freed", "use after free"),
-    ];
-    for (case, message) in cases {
-        let out = misuse(case);
-        let err = text(&out.stderr);
-        assert_eq!(
-            out.status.signal(),
-            Some(libc::SIGABRT),
-            "{case}: expected abort, got {:?}; stderr {err}",
-            out.status
-        );
+    // A pointer into an 8-byte block (a 16-byte slot) is not 16-aligned.
+    for (size, interior) in [
+        (8, "invalid free (misaligned)"),
+        (4096, "invalid free (inside a block)"),
+        (1 << 20, "invalid free (inside a large block)"),
+    ] {
+        let cases = [
+            ("double", "double free"),
+            ("double-remote", "double free"),
+            ("interior", interior),
+            ("stack", "invalid free (not allocated by retype-malloc)"),
+            ("realloc-freed", "use after free"),
+        ];
+        for (case, message) in cases {
+            let out = misuse(case, size);
+            let err = text(&out.stderr);
+            assert_eq!(
+                out.status.signal(),
+                Some(libc::SIGABRT),
+                "{case} {size}: expected abort, got {:?}; stderr {err}",
+                out.status
+            );
+            assert!(
+                err.contains("retype-malloc: ") && err.contains(message),
+                "{case} {size}: stderr was {err:?}"
+            );
+        }
+        let clean = misuse("clean", size);
         assert!(
-            err.contains("retype-malloc: ") && err.contains(message),
-            "{case}: stderr was {err:?}"
+            clean.status.success() && text(&clean.stdout) == "clean\n",
+            "clean run {size}: {clean:?}"
         );
     }
-    let clean = misuse("clean");
-    assert!(
-        clean.status.success() && text(&clean.stdout) == "clean\n",
-        "clean run: {clean:?}"
-    );
 }
 
 /// Runs `tests/c/harden.c`, committing error `case` on a block of `size` bytes, with `env`.
