@@ -54,6 +54,9 @@ struct Node {
     huge_from: usize,
     /// The whole mapping is advised for huge pages (an empty segment's).
     huge: bool,
+    /// An empty segment's slices claimed since it was mapped (their pages were touched and
+    /// are kept while its pages are).
+    touched: u32,
     /// Its pages (after the header area) were returned: they read as zeros.
     discarded: bool,
     /// It was an empty segment (for the statistics).
@@ -72,6 +75,8 @@ pub(crate) struct Mapping {
     /// The whole mapping is advised for huge pages: a segment made of it needs no advice
     /// (a system call) again.
     pub huge: bool,
+    /// The slices of an empty segment claimed since it was mapped, resident (0 if unknown).
+    pub touched: u32,
     /// Everything after the header area reads as zeros.
     pub zeroed: bool,
 }
@@ -202,26 +207,26 @@ impl List {
         stats::add(&stats::SEGMENTS_CACHED, 1);
     }
 
-    /// The link to the node that `better` prefers, comparing lengths, among those for which
+    /// The link to the node that `better` prefers to every other among those for which
     /// `fits`.
     unsafe fn find(
         &mut self,
         fits: impl Fn(&Node) -> bool,
-        better: impl Fn(usize, usize) -> bool,
+        better: impl Fn(&Node, &Node) -> bool,
     ) -> Option<*mut *mut Node> {
-        let mut best: Option<(*mut *mut Node, usize)> = None;
+        let mut best: Option<*mut *mut Node> = None;
         let mut link: *mut *mut Node = &mut self.head;
         // SAFETY: every node in the list is a live mapping owned by the cache.
         unsafe {
             while !(*link).is_null() {
-                let len = (**link).len;
-                if fits(&**link) && best.is_none_or(|(_, b)| better(len, b)) {
-                    best = Some((link, len));
+                let node = &**link;
+                if fits(node) && best.is_none_or(|b| better(node, &**b)) {
+                    best = Some(link);
                 }
                 link = &mut (**link).next;
             }
         }
-        best.map(|(link, _)| link)
+        best
     }
 }
 
@@ -234,7 +239,13 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
     // SAFETY: the node found is a cached mapping, ours to hand out once unlinked.
     unsafe {
         let fits = |n: &Node| n.len >= min && !(kept && n.discarded);
-        let link = list.find(fits, |len, best| len < best)?;
+        // The shortest; of equal ones, the one with the most pages already touched, so that a
+        // heap emptied and filled again faults no new pages while touched ones wait.
+        let better = |a: &Node, b: &Node| {
+            (a.len, core::cmp::Reverse(a.touched.count_ones()))
+                < (b.len, core::cmp::Reverse(b.touched.count_ones()))
+        };
+        let link = list.find(fits, better)?;
         let node = list.unlink(link);
         let (freed_at, huge, segment, pinned) = (
             (*node).freed_at,
@@ -256,6 +267,7 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
                 freed_at,
                 huge_from: 0,
                 huge,
+                touched: 0,
                 discarded: m.zeroed,
                 segment,
                 pinned,
@@ -266,6 +278,21 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
                 m.huge_from = 0;
             }
         }
+        drop(list);
+        registry::mark(m.base, m.len);
+        Some(m)
+    }
+}
+
+/// Takes the cached empty segment with the most touched slices whose pages are kept (at least
+/// `min` and at most `max` bytes long), if any has touched slices.
+pub(crate) unsafe fn take_warm(min: usize, max: usize) -> Option<Mapping> {
+    let mut list = CACHE.lock();
+    // SAFETY: as in `take`.
+    unsafe {
+        let fits = |n: &Node| (min..=max).contains(&n.len) && !n.discarded && n.touched != 0;
+        let link = list.find(fits, |a, b| a.touched.count_ones() > b.touched.count_ones())?;
+        let m = mapping(list.unlink(link));
         drop(list);
         registry::mark(m.base, m.len);
         Some(m)
@@ -299,7 +326,7 @@ pub(crate) unsafe fn take_shorter(min: usize, below: usize) -> Option<Mapping> {
     // SAFETY: as in `take`.
     unsafe {
         let fits = |n: &Node| n.len >= min && n.len < below && !n.discarded && !n.pinned;
-        let link = list.find(fits, |len, best| len > best)?;
+        let link = list.find(fits, |a, b| a.len > b.len)?;
         Some(mapping(list.unlink(link)))
     }
 }
@@ -313,6 +340,11 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
             len: (*node).len,
             huge_from: (*node).huge_from,
             huge: (*node).huge,
+            touched: if (*node).discarded {
+                0
+            } else {
+                (*node).touched
+            },
             zeroed: (*node).discarded,
         };
         node.write_bytes(0, 1);
@@ -325,17 +357,24 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
 /// in the reserve).
 pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize) {
     // SAFETY: the caller gives up the mapping.
-    unsafe { retire(p, len, huge_from, false, false) }
+    unsafe { retire(p, len, huge_from, false, 0, false) }
 }
 
 /// Retires the mapping `[p, p+len)` of an empty segment, advised for huge pages whole if
-/// `huge`; as [`put`].
-pub(crate) unsafe fn put_segment(p: *mut u8, len: usize, huge: bool) {
+/// `huge`, whose slices `touched` were claimed since it was mapped; as [`put`].
+pub(crate) unsafe fn put_segment(p: *mut u8, len: usize, huge: bool, touched: u32) {
     // SAFETY: the caller gives up the mapping.
-    unsafe { retire(p, len, 0, huge, true) }
+    unsafe { retire(p, len, 0, huge, touched, true) }
 }
 
-unsafe fn retire(p: *mut u8, len: usize, huge_from: usize, huge: bool, segment: bool) {
+unsafe fn retire(
+    p: *mut u8,
+    len: usize,
+    huge_from: usize,
+    huge: bool,
+    touched: u32,
+    segment: bool,
+) {
     let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
     if delay == 0 && !reserved(p) {
         // SAFETY: the mapping is ours and no longer referenced.
@@ -353,6 +392,7 @@ unsafe fn retire(p: *mut u8, len: usize, huge_from: usize, huge: bool, segment: 
                 freed_at: now,
                 huge_from,
                 huge,
+                touched,
                 discarded: false,
                 segment,
                 pinned: reserved(p),

@@ -99,6 +99,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                     len: need,
                     huge_from: 0,
                     huge: false,
+                    touched: 0,
                     zeroed: true,
                 }
             }
@@ -253,6 +254,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             len: need,
             huge_from: 0,
             huge: false,
+            touched: 0,
             zeroed: false,
         })
     }

@@ -52,6 +52,9 @@ pub(crate) struct Segment {
     /// For small segments: advised for huge pages (once: advice is a system call, and the
     /// advice stays with the mapping while it is cached and reused).
     pub huge: bool,
+    /// For small segments: the slices claimed since the mapping was made, whose pages were
+    /// touched (the cache hands out the most touched segment first).
+    pub touched: u32,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -221,22 +224,29 @@ fn find_free(used: u32, span: usize) -> Option<usize> {
     (0..SLICES).step_by(span).find(|&i| (used >> i) & mask == 0)
 }
 
-/// Maps (or reuses) a segment for `heap`.
-unsafe fn create(heap: *mut HeapId) -> *mut Segment {
+/// A segment for `heap`: a cached one with touched pages if `warm`, else a cached one or a
+/// new mapping; null if none (`warm`) or out of memory.
+unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
     // SAFETY: cached and fresh mappings are ours alone; the header is (re)initialised here.
     unsafe {
-        let (base, len, advised) =
-            match cache::take(SEGMENT_SIZE, SEGMENT_SIZE + SEGMENT_SIZE / 4, false) {
-                Some(m) => (m.base, m.len, m.huge),
-                None => {
-                    let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
-                    if p.is_null() {
-                        return p.cast();
-                    }
-                    registry::mark(p, SEGMENT_SIZE);
-                    (p, SEGMENT_SIZE, false)
+        let max = SEGMENT_SIZE + SEGMENT_SIZE / 4;
+        let cached = if warm {
+            cache::take_warm(SEGMENT_SIZE, max)
+        } else {
+            cache::take(SEGMENT_SIZE, max, false)
+        };
+        let (base, len, advised, touched) = match cached {
+            Some(m) => (m.base, m.len, m.huge, m.touched),
+            None if warm => return ptr::null_mut(),
+            None => {
+                let p = os::map_aligned(SEGMENT_SIZE, SEGMENT_SIZE);
+                if p.is_null() {
+                    return p.cast();
                 }
-            };
+                registry::mark(p, SEGMENT_SIZE);
+                (p, SEGMENT_SIZE, false, 0)
+            }
+        };
         // The reserve was advised at start-up, a reused segment when it was made.
         let huge = advised || (!cache::reserved(base) && huge_pages_for(base));
         let seg = base.cast::<Segment>();
@@ -246,6 +256,7 @@ unsafe fn create(heap: *mut HeapId) -> *mut Segment {
         (*seg).heap = heap;
         (*seg).map_len = len;
         (*seg).huge = huge;
+        (*seg).touched = touched;
         (*seg).links = Links::NONE;
         stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
         seg
@@ -280,29 +291,68 @@ pub(crate) unsafe fn claim_page(
 ) -> *mut Page {
     // SAFETY: the heap's segments are owned by the calling thread.
     unsafe {
-        let mut best: *mut Segment = ptr::null_mut();
-        let mut best_index = 0;
-        let mut seg = segments.first;
+        // Slices whose pages were touched first, so a heap emptied and filled again faults
+        // in no new page while touched ones wait (in its segments, else in the cache);
+        // among segments, the fullest, so small objects pack into few of them.
+        let (seg, index) = match fullest(segments, span, true) {
+            Some(found) => found,
+            None => {
+                let mut seg = create(heap, true);
+                if seg.is_null() {
+                    if let Some(found) = fullest(segments, span, false) {
+                        return take_slices(segments, heap, class, span, found);
+                    }
+                    seg = create(heap, false);
+                    if seg.is_null() {
+                        return ptr::null_mut();
+                    }
+                }
+                link(segments, seg);
+                let index = find_free(!(*seg).touched, span).unwrap_or(0);
+                (seg, index)
+            }
+        };
+        take_slices(segments, heap, class, span, (seg, index))
+    }
+}
+
+/// The fullest of `segments` with a free run of `span` slices (of touched ones only if
+/// `warm`), and the run's first slice.
+unsafe fn fullest(
+    segments: &Queue<Segment>,
+    span: usize,
+    warm: bool,
+) -> Option<(*mut Segment, usize)> {
+    let mut best: Option<(*mut Segment, usize)> = None;
+    let mut seg = segments.first;
+    // SAFETY: the heap's segments are owned by the calling thread.
+    unsafe {
         while !seg.is_null() {
-            if let Some(i) = find_free((*seg).used, span) {
-                if best.is_null() || (*seg).used.count_ones() > (*best).used.count_ones() {
-                    best = seg;
-                    best_index = i;
+            let blocked = (*seg).used | if warm { !(*seg).touched } else { 0 };
+            if let Some(i) = find_free(blocked, span) {
+                if best.is_none_or(|(b, _)| (*seg).used.count_ones() > (*b).used.count_ones()) {
+                    best = Some((seg, i));
                 }
             }
             seg = (*seg).links.next;
         }
-        if best.is_null() {
-            best = create(heap);
-            if best.is_null() {
-                return ptr::null_mut();
-            }
-            link(segments, best);
-            best_index = 0;
-        }
-        let seg = best;
-        let index = best_index;
+    }
+    best
+}
+
+/// Claims the run of `span` slices at `index` of `seg` (one of `segments`) for a page of
+/// `class`.
+unsafe fn take_slices(
+    segments: &mut Queue<Segment>,
+    heap: *mut HeapId,
+    class: usize,
+    span: usize,
+    (seg, index): (*mut Segment, usize),
+) -> *mut Page {
+    // SAFETY: the heap's segments are owned by the calling thread; the run is free.
+    unsafe {
         (*seg).used |= (((1u64 << span) - 1) as u32) << index;
+        (*seg).touched |= (*seg).used;
         for s in index..index + span {
             (*seg).slice_head[s] = index as u8;
         }
@@ -336,7 +386,7 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
-            cache::put_segment(seg.cast(), (*seg).map_len, (*seg).huge);
+            cache::put_segment(seg.cast(), (*seg).map_len, (*seg).huge, (*seg).touched);
             return;
         }
         if !(*seg).listed {
