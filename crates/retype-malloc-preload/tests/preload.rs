@@ -211,9 +211,14 @@ fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries(
         ("overflow-32", "heap overflow (canary)"),
         ("overflow-block", "heap overflow (canary)"),
         ("overflow-realloc", "heap overflow (canary)"),
+        ("overflow-memcpy", "heap overflow (canary)"),
         ("underflow-1", "heap underflow (canary of the block before)"),
         (
             "underflow-32",
+            "heap underflow (canary of the block before)",
+        ),
+        (
+            "underflow-memcpy",
             "heap underflow (canary of the block before)",
         ),
     ];
@@ -250,8 +255,10 @@ fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
         "overflow-32",
         "overflow-block",
         "overflow-realloc",
+        "overflow-memcpy",
         "underflow-1",
         "underflow-32",
+        "underflow-memcpy",
     ] {
         assert_faulted(&harden(case, mib, &HARDENED), &format!("{case} 1 MiB"));
     }
@@ -262,6 +269,7 @@ fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
         ("overflow-realloc", "heap overflow (canary)"),
         ("underflow-1", "heap underflow (canary)"),
         ("underflow-32", "heap underflow (canary)"),
+        ("underflow-memcpy", "heap underflow (canary)"),
     ];
     for (case, message) in cases {
         let out = harden(case, odd, &HARDENED);
@@ -274,10 +282,10 @@ fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
         );
         assert!(text(&out.stderr).contains(&format!("in size class {odd} B")));
     }
-    assert_faulted(
-        &harden("overflow-32", odd, &HARDENED),
-        "overflow-32 1 MiB + 1",
-    );
+    for case in ["overflow-32", "overflow-memcpy"] {
+        let what = format!("{case} 1 MiB + 1");
+        assert_faulted(&harden(case, odd, &HARDENED), &what);
+    }
     for size in [mib, odd] {
         let clean = harden("clean", size, &HARDENED);
         assert!(clean.status.success(), "clean {size}: {clean:?}");
@@ -304,6 +312,20 @@ const HARDENED_UNTIMED: [(&str, &str); 2] = [
     ("RETYPE_MALLOC_HARDENED", "1"),
     ("RETYPE_MALLOC_QUARANTINE_MS", "100000000"),
 ];
+
+/// Fresh blocks come in a random order in hardened mode, in address order by default.
+#[test]
+fn hardened_mode_hands_out_fresh_blocks_in_a_random_order() {
+    for size in [8, 4096] {
+        for (env, seen) in [(&HARDENED[..], "shuffled\n"), (&[][..], "address order\n")] {
+            let out = harden("order", size, env);
+            assert!(
+                out.status.success() && text(&out.stdout) == seen,
+                "order {size} {env:?}: {out:?}"
+            );
+        }
+    }
+}
 
 #[test]
 fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {

@@ -1,120 +1,119 @@
-//! Canaries (`RETYPE_MALLOC_CANARY`, part of hardened mode): the bytes between the size asked
-//! for and the end of a block hold values derived from a per-process random secret and the
-//! block's address, checked when the block is freed or reallocated, so a write past the end,
-//! by one byte or by many, stops the program there instead of corrupting a neighbour.
+//! Canaries (`RETYPE_MALLOC_CANARY`, part of hardened mode): bytes after the size asked for
+//! hold values derived from a per-process random secret and the block's address, checked
+//! when the block is freed or reallocated, so a write past the end, by one byte or by many,
+//! stops the program there instead of corrupting a neighbour.
 //!
 //! A small or medium block keeps its last [`TAIL`] bytes for a tag: the size asked for and a
 //! keyed check value, so the check needs no metadata beside the block and the tag cannot be
-//! forged or shifted by an overflow without knowing the secret. The bytes between the size
-//! and the tag are filled with a keyed pattern. A large block (whose header keeps its size)
-//! has only the pattern, in the slack of its first and last pages.
+//! forged or shifted by an overflow without knowing the secret. The first [`GUARD`] bytes
+//! after the size (those before the tag) hold a keyed pattern: an overflow that runs on from
+//! the end of the block writes the byte right after it, so these catch it, and sealing and
+//! checking cost the same whatever the slack. A large block (whose header keeps its size)
+//! has only the pattern, in all the slack of its first and last pages.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::os;
+use crate::secret::{self, mix};
+use crate::{config, os};
 
 /// Bytes at the end of a small or medium block taken by the tag.
 pub(crate) const TAIL: usize = 8;
 
-/// The per-process secret the canaries are derived from.
-static SECRET: AtomicU64 = AtomicU64::new(0);
-
-/// Draws the secret (once, at start-up): from `getrandom`, or if that fails from the clock
-/// and the address space layout, which still differ from run to run.
-pub(crate) fn init() {
-    let mut secret = 0u64;
-    // SAFETY: `secret` is valid for writes of its 8 bytes.
-    let got = unsafe { libc::getrandom((&raw mut secret).cast(), 8, libc::GRND_NONBLOCK) };
-    if got != 8 {
-        secret = mix(os::now_ms() ^ (&raw const secret as u64));
-    }
-    SECRET.store(secret, Ordering::Relaxed);
-}
-
-/// A bijective 64-bit mixer (the splitmix64 finaliser).
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+/// Most bytes of pattern after the size of a small or medium block.
+const GUARD: usize = 16;
 
 /// The fill pattern of the block at `block`, eight bytes placed by address. No byte is zero,
 /// so a stray string terminator is caught too.
 fn pattern(block: *const u8) -> u64 {
-    mix(SECRET.load(Ordering::Relaxed) ^ block as u64) | 0x0101_0101_0101_0101
+    mix(secret::get() ^ block as u64) | 0x0101_0101_0101_0101
 }
 
-/// The tag of the block at `block` holding `size` bytes: the size in the low half, a check
-/// value keyed by the secret, the address and the size in the high half.
-fn tag(block: *const u8, size: usize) -> u64 {
-    size as u64 | (mix(pattern(block) ^ size as u64) & !0xffff_ffff)
+/// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half, a
+/// check value keyed by the secret, the block's address and the size in the high half.
+fn tag(pat: u64, size: usize) -> u64 {
+    size as u64 | (mix(pat ^ size as u64) & !0xffff_ffff)
 }
 
-/// Fills `[from, to)` with the pattern of `block`: bytes up to a word boundary, then whole
-/// words, then the bytes left.
-unsafe fn fill(block: *const u8, from: *mut u8, to: *mut u8) {
-    let word = pattern(block);
-    let bytes = word.to_le_bytes();
-    let mut at = from;
-    // SAFETY: every write lies in `[from, to)`, writable by the caller's contract; the words
-    // written are 8-aligned.
+/// Pattern `pat` as read by an unaligned 8-byte load at `at`: the pattern is placed by
+/// address, so every load at `at + 8k` reads this same word.
+fn pattern_at(pat: u64, at: *const u8) -> u64 {
+    pat.rotate_right(8 * (at as usize & 7) as u32)
+}
+
+/// Fills `[from, to)` with pattern `pat`: whole words, the last of them ending at
+/// `to` (overlapping the one before; the pattern is placed by address, so they agree), or
+/// byte by byte if the range is shorter than a word.
+unsafe fn fill(pat: u64, from: *mut u8, to: *mut u8) {
+    let len = to as usize - from as usize;
+    // SAFETY: every write lies in `[from, to)`, writable by the caller's contract.
     unsafe {
-        while at < to && !(at as usize).is_multiple_of(8) {
-            at.write(bytes[at as usize & 7]);
-            at = at.add(1);
+        if len < 8 {
+            return fill_bytes(pat, from, to);
         }
-        if at < to {
-            let words = (to as usize - at as usize) / 8;
-            core::slice::from_raw_parts_mut(at.cast::<u64>(), words).fill(word);
-            at = at.add(words * 8);
+        let word = pattern_at(pat, from);
+        for i in 0..len / 8 {
+            from.add(8 * i).cast::<u64>().write_unaligned(word);
         }
-        while at < to {
-            at.write(bytes[at as usize & 7]);
-            at = at.add(1);
-        }
+        let last = to.sub(8);
+        last.cast::<u64>().write_unaligned(pattern_at(pat, last));
     }
 }
 
-/// The first byte of `[from, to)` that does not hold the pattern of `block`, if any. Words
-/// are compared 64 bytes at a time, with no early exit inside a run, so the compiler can
-/// vectorise the common case: nothing broken.
-unsafe fn first_broken(block: *const u8, from: *const u8, to: *const u8) -> Option<*const u8> {
-    let word = pattern(block);
-    let bytes = word.to_le_bytes();
-    let byte_at = |at: *const u8| bytes[at as usize & 7];
+/// Fills `[from, to)` with pattern `pat` byte by byte.
+unsafe fn fill_bytes(pat: u64, from: *mut u8, to: *mut u8) {
+    let bytes = pat.to_le_bytes();
     let mut at = from;
-    // SAFETY: every read lies in `[from, to)`, readable by the caller's contract; the words
-    // read are 8-aligned.
-    unsafe {
-        while at < to && !(at as usize).is_multiple_of(8) {
-            if at.read() != byte_at(at) {
-                return Some(at);
-            }
-            at = at.add(1);
+    while at < to {
+        // SAFETY: `at` lies in `[from, to)`, writable by the caller's contract.
+        unsafe { at.write(bytes[at as usize & 7]) };
+        at = at.wrapping_add(1);
+    }
+}
+
+/// The first byte of `[from, to)` that does not hold pattern `pat`, if any. Words
+/// are compared 64 bytes at a time, with no early exit inside a run, so the compiler can
+/// vectorise the common case: nothing broken; the last word ends at `to`, as in [`fill`].
+/// Only a word that differs, or a range shorter than a word, is searched byte by byte.
+unsafe fn first_broken(pat: u64, from: *const u8, to: *const u8) -> Option<*const u8> {
+    let len = to as usize - from as usize;
+    if len < 8 {
+        // SAFETY: the caller's contract.
+        return unsafe { first_broken_byte(pat, from, to) };
+    }
+    let expect = pattern_at(pat, from);
+    let words = len / 8;
+    // SAFETY: every read lies in `[from, to)`, readable by the caller's contract.
+    let word = |i: usize| unsafe { from.add(8 * i).cast::<u64>().read_unaligned() };
+    let mut i = 0;
+    while i + 8 <= words && (i..i + 8).fold(0, |acc, k| acc | (word(k) ^ expect)) == 0 {
+        i += 8;
+    }
+    while i < words && word(i) == expect {
+        i += 1;
+    }
+    let at = if i < words {
+        from.wrapping_add(8 * i)
+    } else {
+        to.wrapping_sub(8)
+    };
+    // SAFETY: `[at, at + 8)` lies in `[from, to)`.
+    if i == words && unsafe { at.cast::<u64>().read_unaligned() } == pattern_at(pat, at) {
+        return None;
+    }
+    // SAFETY: as above.
+    unsafe { first_broken_byte(pat, at, at.add(8)) }
+}
+
+/// The first byte of `[from, to)` that does not hold pattern `pat`, byte by byte.
+unsafe fn first_broken_byte(pat: u64, from: *const u8, to: *const u8) -> Option<*const u8> {
+    let bytes = pat.to_le_bytes();
+    let mut at = from;
+    while at < to {
+        // SAFETY: `at` lies in `[from, to)`, readable by the caller's contract.
+        if unsafe { at.read() } != bytes[at as usize & 7] {
+            return Some(at);
         }
-        if at < to {
-            let words = at.cast::<u64>();
-            let n = (to as usize - at as usize) / 8;
-            let mut i = 0;
-            while i + 8 <= n {
-                let run = &*words.add(i).cast::<[u64; 8]>();
-                if run.iter().fold(0, |acc, &w| acc | (w ^ word)) != 0 {
-                    break;
-                }
-                i += 8;
-            }
-            while i < n && *words.add(i) == word {
-                i += 1;
-            }
-            // The byte loop below finds the broken byte, if any, or checks the bytes left.
-            at = at.add(i * 8);
-        }
-        while at < to {
-            if at.read() != byte_at(at) {
-                return Some(at);
-            }
-            at = at.add(1);
-        }
+        at = at.wrapping_add(1);
     }
     None
 }
@@ -126,8 +125,9 @@ pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
     // because blocks and their sizes are multiples of 16.
     unsafe {
         let tail = block.add(block_size - TAIL);
-        fill(block, block.add(size), tail);
-        tail.cast::<u64>().write(tag(block, size));
+        let pat = pattern(block);
+        fill(pat, block.add(size), guard_end(block, size, tail));
+        tail_word(block, block_size).store(tag(pat, size), Ordering::Relaxed);
     }
 }
 
@@ -147,37 +147,127 @@ pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<usize
     // SAFETY: the block was sealed and is `block_size` bytes long.
     unsafe {
         let tail = block.add(block_size - TAIL);
-        let word = tail.cast::<u64>().read();
-        let size = (word & 0xffff_ffff) as usize;
-        let sound = size <= block_size - TAIL
-            && word == tag(block, size)
-            && first_broken(block, block.add(size), tail).is_none();
-        sound.then_some(size)
+        let (pat, size) = tagged(block, block_size)?;
+        first_broken(pat, block.add(size), guard_end(block, size, tail))
+            .is_none()
+            .then_some(size)
     }
 }
-/// Fills the freed block at `block`, `size` bytes, with its pattern.
-pub(crate) unsafe fn fill_block(block: *mut u8, size: usize) {
-    // SAFETY: the block is the caller's to write.
-    unsafe { fill(block, block, block.add(size)) }
+
+/// The pattern and size of the sealed block at `block` of `block_size` bytes, if its tag
+/// (its last word, the one an underflow of the block after it overwrites first) is sound.
+pub(crate) unsafe fn tagged(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
+    // SAFETY: the caller's contract.
+    let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
+    let size = (word & 0xffff_ffff) as usize;
+    let pat = pattern(block);
+    (size <= block_size - TAIL && word == tag(pat, size)).then_some((pat, size))
 }
 
-/// Whether the block filled by [`fill_block`] still holds its pattern.
-pub(crate) unsafe fn block_intact(block: *const u8, size: usize) -> bool {
-    // SAFETY: the block is the caller's to read.
-    unsafe { first_broken(block, block, block.add(size)).is_none() }
+/// The size field of a free block's tag: no block holds that many bytes.
+const FREE: usize = 0xffff_ffff;
+
+/// Tags the block at `block` of `block_size` bytes free (when carved, and when freed once
+/// its canary was checked), so that the tail of every block holds a sound tag, live or free,
+/// whatever the block's state: an underflow of the block after it is caught either way.
+pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
+    // SAFETY: the caller's contract: the block is carved and not live.
+    let tail = unsafe { tail_word(block, block_size) };
+    tail.store(tag(pattern(block), FREE), Ordering::Relaxed);
+}
+
+/// Whether the block at `block` of `block_size` bytes has its free tag.
+unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
+    // SAFETY: the caller's contract.
+    let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
+    word == tag(pattern(block), FREE)
+}
+
+/// Aborts unless the block at `block`, free until now, still has its free tag (called as it
+/// is handed out, before it is sealed: an underflow of the block after it, or a write after
+/// free into it, shows there).
+pub(crate) unsafe fn check_free(block: *const u8, block_size: usize) {
+    // SAFETY: the caller's contract.
+    if unsafe { !free_intact(block, block_size) } {
+        os::die(
+            "heap underflow or write after free (canary of a free block)",
+            block,
+            Some(block_size),
+        );
+    }
+}
+
+/// Whether the tail of the block at `block` of `block_size` bytes holds a sound tag, live or
+/// free (the tail is only ever written whole, by one store, so another thread never shows
+/// half of one).
+pub(crate) unsafe fn tag_sound(block: *const u8, block_size: usize) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { tagged(block, block_size).is_some() || free_intact(block, block_size) }
+}
+
+/// The last word of the block at `block` of `block_size` bytes (a multiple of 16), where its
+/// tag lives; atomic, because the owner reads the tag of a neighbour another thread frees.
+unsafe fn tail_word<'a>(block: *const u8, block_size: usize) -> &'a AtomicU64 {
+    let word = block
+        .wrapping_add(block_size - TAIL)
+        .cast::<u64>()
+        .cast_mut();
+    // SAFETY: the word is 8-aligned and in memory of ours that outlives the caller's use (a
+    // page's first block has a tag before it, in a gap kept for it: see `page::gap`).
+    unsafe { AtomicU64::from_ptr(word) }
+}
+
+/// Where the pattern after `size` bytes of `block` ends: [`GUARD`] bytes on, or at the tag.
+fn guard_end(block: *const u8, size: usize, tail: *const u8) -> *mut u8 {
+    block.wrapping_add(size + GUARD).min(tail).cast_mut()
+}
+/// The byte freed blocks are filled with: keyed by the secret, 0x80 or more (never zero,
+/// never ASCII, so freed text does not read as text). One byte, not the words of
+/// [`pattern`], so that filling is a `memset` and checking a `memcmp` of the block against
+/// itself shifted by one, both of them the C library's vectorised routines.
+fn junk() -> u8 {
+    (mix(secret::get()) >> 56) as u8 | 0x80
+}
+
+/// How much of a freed block of `size` bytes the junk fills: all of it, or all but its tag
+/// when blocks carry canaries.
+fn junk_len(size: usize) -> usize {
+    if config::canary() {
+        size - TAIL
+    } else {
+        size
+    }
+}
+
+/// Fills the freed block at `block`, `size` bytes, with the junk byte (but its free tag).
+pub(crate) unsafe fn fill_freed(block: *mut u8, size: usize) {
+    // SAFETY: the block is the caller's to write.
+    unsafe { block.write_bytes(junk(), junk_len(size)) }
+}
+
+/// Whether the block filled by [`fill_freed`] still holds the junk byte throughout (its first
+/// byte does, and every byte equals the one before it) and its free tag.
+pub(crate) unsafe fn freed_intact(block: *const u8, size: usize) -> bool {
+    let n = junk_len(size);
+    // SAFETY: the block is the caller's to read, `size` bytes long.
+    unsafe {
+        let head = core::slice::from_raw_parts(block, n - 1);
+        let tail = core::slice::from_raw_parts(block.add(1), n - 1);
+        *block == junk() && head == tail && (!config::canary() || free_intact(block, size))
+    }
 }
 
 /// Fills the slack `[from, to)` around the large block at `block` with its pattern.
 pub(crate) unsafe fn fill_slack(block: *const u8, from: *mut u8, to: *mut u8) {
     // SAFETY: the caller's contract.
-    unsafe { fill(block, from, to) }
+    unsafe { fill(pattern(block), from, to) }
 }
 
 /// Aborts if the slack `[from, to)` around the large block at `block` of `size` bytes lost
 /// its pattern, naming an underflow if the broken byte lies before the block.
 pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8, to: *const u8) {
     // SAFETY: the caller's contract.
-    if let Some(at) = unsafe { first_broken(block, from, to) } {
+    if let Some(at) = unsafe { first_broken(pattern(block), from, to) } {
         let what = if at < block {
             "heap underflow (canary)"
         } else {
@@ -189,7 +279,7 @@ pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8,
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, first_broken};
+    use super::{fill, first_broken, pattern};
 
     /// Filling and checking at any alignment and length find exactly the byte overwritten.
     #[test]
@@ -201,13 +291,17 @@ mod tests {
             // SAFETY: every range lies inside `buf`.
             unsafe {
                 let (f, t) = (base.add(from), base.add(to));
-                fill(block, f, t);
-                assert_eq!(first_broken(block, f, t), None, "{from}..{to}");
+                fill(pattern(block), f, t);
+                assert_eq!(first_broken(pattern(block), f, t), None, "{from}..{to}");
                 for i in from..to {
                     let at = base.add(i);
                     let old = at.read();
                     at.write(!old);
-                    assert_eq!(first_broken(block, f, t), Some(at.cast_const()), "{i}");
+                    assert_eq!(
+                        first_broken(pattern(block), f, t),
+                        Some(at.cast_const()),
+                        "{i}"
+                    );
                     at.write(old);
                 }
             }

@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{cache, canary, config, large, os, pool, quarantine, registry, stats, zero};
+use crate::{cache, canary, config, large, os, pool, quarantine, registry, secret, stats, zero};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -36,8 +36,8 @@ pub fn init() {
     if config::hardened() {
         registry::enable();
     }
-    if config::canary() || config::quarantine() {
-        canary::init();
+    if config::hardened() || config::canary() || config::quarantine() {
+        secret::init();
     }
     if config::zero_fault() {
         zero::reserve();
@@ -99,7 +99,9 @@ unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
     unsafe {
         let p = heap::alloc_slow(heap, class);
         if !p.is_null() {
-            canary::seal(p, size_class::block_size(class), size);
+            let bs = size_class::block_size(class);
+            canary::check_free(p, bs);
+            canary::seal(p, bs, size);
         }
         p
     }

@@ -147,17 +147,18 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
             if config::canary() {
-                check_canaries(seg, page, block, (*page).heap == id(heap));
+                check_canaries(page, block, (*page).heap == id(heap));
             }
-            if config::quarantine()
-                && !is_empty(heap)
-                && quarantine::admit(&mut (*heap).quarantine, block, (*page).block_size as usize)
-            {
-                while let Some(b) = quarantine::leaving((*heap).quarantine) {
-                    let seg = segment::of(b);
-                    release(heap, segment::page_of(seg, b), b);
+            if config::quarantine() && !is_empty(heap) {
+                let now = os::now_ms() as u32;
+                let bs = (*page).block_size as usize;
+                if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
+                    while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
+                        let seg = segment::of(b);
+                        release(heap, segment::page_of(seg, b), b);
+                    }
+                    return;
                 }
-                return;
             }
         }
         release(heap, page, block)
@@ -187,30 +188,22 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
 }
 
 /// Checks the canary of `block`, freed, and (by the page's owner, the only thread that
-/// reseals its blocks) that of the live block before it, which an underflow of `block`
-/// overwrites.
-unsafe fn check_canaries(seg: *mut Segment, page: *mut Page, block: *mut u8, local: bool) {
-    // SAFETY: `block` is a sealed block of `page`; so is the block before it while live.
+/// carves and seals its blocks) the tag of the block before it, live or free (the first
+/// block has one before it too), which an underflow of `block` overwrites first; then tags
+/// `block` free.
+unsafe fn check_canaries(page: *mut Page, block: *mut u8, local: bool) {
+    // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
     unsafe {
         let bs = (*page).block_size as usize;
         canary::size(block, bs);
-        if local && block > (*page).area {
-            let before = block.sub(bs);
-            // Another thread may be freeing `before` meanwhile: its free clears the live bit
-            // before it writes into the block (its list link, the quarantine's pattern). So a
-            // broken canary counts only if the block is still live once the canary was read
-            // (stores are seen in order on x86-64; the fence keeps the two loads in order).
-            if hardened::is_live(seg, page, before) && canary::intact(before, bs).is_none() && {
-                core::sync::atomic::fence(Ordering::SeqCst);
-                hardened::is_live(seg, page, before)
-            } {
-                os::die(
-                    "heap underflow (canary of the block before)",
-                    block,
-                    Some(bs),
-                );
-            }
+        if local && !canary::tag_sound(block.wrapping_sub(bs), bs) {
+            os::die(
+                "heap underflow (canary of the block before)",
+                block,
+                Some(bs),
+            );
         }
+        canary::seal_free(block, bs);
     }
 }
 

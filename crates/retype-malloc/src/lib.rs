@@ -7,6 +7,8 @@
 //! - on `consts` only: [`size_class`] (16-byte classes to 1 KiB, then eight per doubling to
 //!   128 KiB), `stats` (counters and the report), `config` (settings);
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
+//! - `secret`: hardened mode's per-process secret, which keys its patterns and orders fresh
+//!   blocks at random;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
 //! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
@@ -39,10 +41,10 @@
 //! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used if the heap is dense; `0` = from the start |
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays cached with its pages for reuse; then its pages go back to the OS (`MADV_DONTNEED`), and ten delays after its free it is unmapped; `0` unmaps at once |
 //! | `RETYPE_MALLOC_CACHE_MIB` | `128` | MiB of empty segments and freed large blocks cached with their pages at most, or what those in use lack of their recent peak if more; past it the oldest ones' pages go back to the OS at once |
-//! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on; every free and realloc is validated, aborting with a message on a double or invalid free |
-//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the live block before (or a large block's first page) with "heap underflow (canary…)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on, and fresh blocks handed out in a random order; every free and realloc is validated, aborting with a message on a double or invalid free |
+//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the block before (live or free: every block's last 8 bytes hold a keyed tag, and a page's first block has one before it) or a large block's first page with "heap underflow (canary…)"; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed pattern, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
+//! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed byte, before they can be reused; a block leaving with its pattern broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
 //! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]; hardened mode's guard pages and quarantine still protect pages). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
@@ -76,6 +78,7 @@ mod stats;
 mod os;
 
 mod canary;
+mod secret;
 mod zero;
 
 mod quarantine;

@@ -11,9 +11,9 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
-use crate::config;
 use crate::list::{self, Linked, Links};
 use crate::size_class::{self, CLASSES};
+use crate::{canary, config, secret};
 
 /// The thread heap owning a page or segment, as this layer and `segment` see it: an identity
 /// to store and compare, never dereferenced. Only `heap`, which defines the heap (with its
@@ -101,7 +101,18 @@ impl Page {
     }
 }
 
-/// Makes `page` an empty page of `class` owned by `heap`, over `[area, area+len)`.
+/// Bytes kept at the start of a page's slices before its first block: with canaries, 16,
+/// which end with a free tag, as if a free block lay before the first one, so an underflow
+/// of the first block is caught too.
+pub(crate) fn gap() -> usize {
+    if config::canary() {
+        16
+    } else {
+        0
+    }
+}
+
+/// Makes `page` an empty page of `class` owned by `heap`, over `[area, area+len)` (less the [`gap`]).
 pub(crate) unsafe fn init(
     page: *mut Page,
     heap: *mut HeapId,
@@ -113,8 +124,12 @@ pub(crate) unsafe fn init(
     let block_size = size_class::block_size(class);
     let checked = if config::hardened() { FLAG_CHECKED } else { 0 };
     let flags = checked | if config::counted() { FLAG_COUNTED } else { 0 };
-    // SAFETY: the caller owns the (unused) page descriptor.
+    // SAFETY: the caller owns the (unused) page descriptor and the area.
     unsafe {
+        let (area, len) = (area.add(gap()), len - gap());
+        if config::canary() {
+            canary::seal_free(area.wrapping_sub(block_size), block_size);
+        }
         page.write(Page {
             reserved: (len / block_size) as u32,
             block_size: block_size as u32,
@@ -141,24 +156,47 @@ pub(crate) unsafe fn pop(page: *mut Page) -> *mut u8 {
     }
 }
 
-/// Carves the next blocks of the area onto the free list.
+/// Most blocks hardened mode carves at once: the run it shuffles.
+const HARDENED_RUN: usize = 16;
+
+/// Carves the next blocks of the area onto the free list: in address order, or in hardened
+/// mode (at least [`HARDENED_RUN`] at a time) in a random order, so that which block a
+/// malloc gets cannot be told from the blocks handed out before it.
 pub(crate) unsafe fn extend(page: *mut Page) {
     // SAFETY: owner-only fields of a page in use; blocks lie inside the page's area.
     unsafe {
         let bs = (*page).block_size as usize;
         let left = ((*page).reserved - (*page).capacity) as usize;
-        let n = (EXTEND_BYTES / bs).clamp(1, left.max(1)).min(left);
+        let hardened = config::hardened();
+        let run = if hardened { HARDENED_RUN } else { 1 };
+        let n = (EXTEND_BYTES / bs).max(run).min(left);
         if n == 0 {
             return;
         }
         let first = (*page).area.add((*page).capacity as usize * bs);
-        for i in 0..n - 1 {
-            let b = first.add(i * bs).cast::<Block>();
-            (*b).next = first.add((i + 1) * bs).cast();
+        // In hardened mode, the run's indices in a random order (blocks are 16 bytes or
+        // more, so at most 256 of them, each fitting a byte).
+        let mut order = [0u8; EXTEND_BYTES / 16];
+        if hardened {
+            for (i, slot) in order[..n].iter_mut().enumerate() {
+                *slot = i as u8;
+            }
+            secret::shuffle(&mut order[..n]);
         }
-        let last = first.add((n - 1) * bs).cast::<Block>();
-        (*last).next = (*page).free;
-        (*page).free = first.cast();
+        let block = |k: usize| {
+            let index = if hardened { order[k] as usize } else { k };
+            first.add(index * bs).cast::<Block>()
+        };
+        for k in 1..n {
+            (*block(k - 1)).next = block(k);
+        }
+        if config::canary() {
+            for k in 0..n {
+                canary::seal_free(block(k).cast(), bs);
+            }
+        }
+        (*block(n - 1)).next = (*page).free;
+        (*page).free = block(0);
         (*page).capacity += n as u32;
     }
 }

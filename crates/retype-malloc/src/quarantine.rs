@@ -1,9 +1,9 @@
 //! Quarantine (`RETYPE_MALLOC_QUARANTINE_BYTES`, `RETYPE_MALLOC_QUARANTINE_MS`, hardened
 //! mode): a freed small or medium block is not handed out again at once. It is filled with a
-//! keyed pattern and waits in its freeing thread's quarantine, oldest first, until the
+//! keyed byte and waits in its freeing thread's quarantine, oldest first, until the
 //! quarantine holds more than its bytes or blocks, or the block is older than the time bound
-//! (checked at that thread's next free). When it leaves, the pattern is checked: a write
-//! after free stops the program there; a read after free, meanwhile, reads the pattern,
+//! (checked at that thread's next free). When it leaves, the junk is checked: a write
+//! after free stops the program there; a read after free, meanwhile, reads the junk,
 //! never a new owner's data.
 //!
 //! The ring lives in its own mapping, apart from user data, made on a heap's first
@@ -37,10 +37,10 @@ pub(crate) struct Ring {
     bytes: usize,
 }
 
-/// Quarantines `block` of `size` bytes (a multiple of 16), freed, in `*ring` (mapped here on
-/// first use). False if the ring could not be mapped or is full: the caller frees the block
-/// at once.
-pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) -> bool {
+/// Quarantines `block` of `size` bytes (a multiple of 16), freed at `now` (`os::now_ms`,
+/// truncated), in `*ring` (mapped here on first use). False if the ring could not be mapped
+/// or is full: the caller frees the block at once.
+pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, now: u32) -> bool {
     // SAFETY: the ring is the calling thread's own; the block is freed and `size` long.
     unsafe {
         if ring.is_null() {
@@ -53,11 +53,11 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) ->
         if r.len == CAPACITY {
             return false; // not reached: `leaving` takes one out whenever the ring fills
         }
-        canary::fill_block(block, size);
+        canary::fill_freed(block, size);
         let entry = Entry {
             block,
             size: size as u32,
-            at: os::now_ms() as u32,
+            at: now,
         };
         r.entries[(r.head + r.len) % CAPACITY] = entry;
         r.len += 1;
@@ -67,8 +67,8 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) ->
 }
 
 /// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
-/// block past the time bound; its pattern is checked first (aborting on a write after free).
-pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
+/// block past the time bound at `now`; its pattern is checked first (aborting on a write after free).
+pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     if ring.is_null() {
         return None;
     }
@@ -79,7 +79,7 @@ pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
     }
     let oldest = r.entries[r.head];
     let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
-    let age = (os::now_ms() as u32).wrapping_sub(oldest.at) as u64;
+    let age = now.wrapping_sub(oldest.at) as u64;
     if !over && age <= QUARANTINE_MS.load(Ordering::Relaxed) {
         return None;
     }
@@ -87,7 +87,7 @@ pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
     r.len -= 1;
     r.bytes -= oldest.size as usize;
     // SAFETY: the block was filled when admitted and is still ours.
-    if unsafe { !canary::block_intact(oldest.block, oldest.size as usize) } {
+    if unsafe { !canary::freed_intact(oldest.block, oldest.size as usize) } {
         os::die(
             "write after free (quarantine)",
             oldest.block,

@@ -432,7 +432,7 @@ pub(crate) unsafe fn check(seg: *mut Segment, heap: *mut HeapId) -> Result<usize
         if s.pages[i + 1..i + span].iter().any(|p| p.in_use != 0) {
             return Err("segment: a page descriptor in use inside another page");
         }
-        let header = if i == 0 { HEADER_SIZE } else { 0 };
+        let header = if i == 0 { HEADER_SIZE } else { 0 } + page::gap();
         let area = seg as usize + i * SLICE_SIZE + header;
         let len = span * SLICE_SIZE - header;
         let fits = page.block_size != 0 && page.reserved as usize == len / page.block_size as usize;

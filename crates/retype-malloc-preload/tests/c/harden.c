@@ -14,6 +14,13 @@ static int all(const volatile char *p, size_t n, char c) {
   for (size_t i = 0; i < n; i++) if (p[i] != c) return 0;
   return 1;
 }
+/* n bytes of 'A' to copy from, apart from the heap. */
+static const char *source(size_t n) {
+  static char bytes[(2 << 20) + 64];
+  if (n > sizeof bytes) abort();
+  memset(bytes, 'A', n);
+  return bytes;
+}
 int main(int argc, char **argv) {
   const char *what = argc > 1 ? argv[1] : "";
   size_t n = argc > 2 ? strtoul(argv[2], 0, 10) : 8;
@@ -25,6 +32,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(what, "overflow-block")) memset(p, 'A', 2 * n);
   else if (!strcmp(what, "underflow-1")) flip(p - 1);
   else if (!strcmp(what, "underflow-32")) memset(p - 32, 'A', 32);
+  else if (!strcmp(what, "overflow-memcpy")) memcpy(p, source(n + 32), n + 32);
+  else if (!strcmp(what, "underflow-memcpy")) memcpy(p - 32, source(32), 32);
   else if (!strcmp(what, "overflow-realloc")) { flip(p + n); p = realloc(p, 2 * n); }
   else if (!strcmp(what, "zero-read")) { char *z = malloc(0); printf("%d\n", z[0]); }
   else if (!strcmp(what, "zero-write")) { char *z = malloc(0); sink = z; z[0] = 'A'; }
@@ -57,6 +66,15 @@ int main(int argc, char **argv) {
     free(p);
     char *q = malloc(n), *r = realloc(malloc(n / 2 + 1), n);
     printf("%s\n", q == p || r == p ? "reused" : "not reused");
+    return 0;
+  }
+  else if (!strcmp(what, "order")) {
+    /* Whether the next 32 blocks come in address order: equal steps up. */
+    char *q[32];
+    int ordered = 1;
+    for (int i = 0; i < 32; i++) q[i] = malloc(n);
+    for (int i = 2; i < 32; i++) ordered &= q[i] - q[i - 1] == q[1] - q[0] && q[1] > q[0];
+    printf("%s\n", ordered ? "address order" : "shuffled");
     return 0;
   }
   else if (!strcmp(what, "execute")) {

@@ -1,0 +1,76 @@
+//! The per-process secret of hardened mode: canaries and the quarantine's junk are keyed by
+//! it, so an attacker cannot forge them without reading it first, and it seeds the random
+//! order in which a page's fresh blocks are handed out.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::os;
+
+static SECRET: AtomicU64 = AtomicU64::new(0);
+
+/// Draws of [`random`] so far: each one mixes the next count with the secret.
+static DRAWS: AtomicU64 = AtomicU64::new(0);
+
+/// Draws the secret (once, at start-up): from `getrandom`, or if that fails from the clock
+/// and the address space layout, which still differ from run to run.
+pub(crate) fn init() {
+    let mut secret = 0u64;
+    // SAFETY: `secret` is valid for writes of its 8 bytes.
+    let got = unsafe { libc::getrandom((&raw mut secret).cast(), 8, libc::GRND_NONBLOCK) };
+    if got != 8 {
+        secret = mix(os::now_ms() ^ (&raw const secret as u64));
+    }
+    SECRET.store(secret, Ordering::Relaxed);
+}
+
+/// The secret.
+pub(crate) fn get() -> u64 {
+    SECRET.load(Ordering::Relaxed)
+}
+
+/// A bijective 64-bit mixer (the splitmix64 finaliser).
+pub(crate) fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A number no one without the secret can predict (splitmix64 over a shared count; drawn
+/// once per fresh run of blocks, rarely enough that the shared count does not contend).
+pub(crate) fn random() -> u64 {
+    let n = DRAWS.fetch_add(1, Ordering::Relaxed);
+    mix(get() ^ mix(n.wrapping_add(0x9e37_79b9_7f4a_7c15)))
+}
+
+/// Shuffles `items` into a random order (Fisher-Yates, seeded by one fresh draw).
+pub(crate) fn shuffle(items: &mut [u8]) {
+    let mut state = random();
+    for i in (1..items.len()).rev() {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let j = (mix(state) % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shuffle;
+
+    /// A shuffle keeps every item once, and two shuffles of many items differ.
+    #[test]
+    fn a_shuffle_is_a_permutation() {
+        let identity: Vec<u8> = (0..=255).collect();
+        let (mut a, mut b) = (identity.clone(), identity.clone());
+        shuffle(&mut a);
+        shuffle(&mut b);
+        assert_ne!(a, b);
+        assert_ne!(a, identity);
+        for mut v in [a, b] {
+            v.sort_unstable();
+            assert_eq!(v, identity);
+        }
+        let mut one = [7u8];
+        shuffle(&mut one);
+        assert_eq!(one, [7]);
+    }
+}
