@@ -121,7 +121,7 @@ fn fork_while_other_threads_allocate() {
 
 #[test]
 fn hardened_mode_runs_the_c_programs_unchanged() {
-    for name in ["semantics", "stress", "fork"] {
+    for name in ["semantics", "stress", "fork", "handoff"] {
         let mut cmd = Command::new(compile(name));
         cmd.envs(HARDENED);
         assert_ok(&run(cmd, true), &format!("{name} in hardened mode"));
