@@ -154,18 +154,44 @@ pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<usize
     }
 }
 
-/// The pattern and size of the sealed block at `block` of `block_size` bytes, if its tag
-/// (its last word, the one an underflow of the block after it overwrites first) is sound.
-pub(crate) unsafe fn tagged(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
-    // SAFETY: the caller's contract.
-    let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
-    let size = (word & 0xffff_ffff) as usize;
-    let pat = pattern(block);
-    (size <= block_size - TAIL && word == tag(pat, size)).then_some((pat, size))
+/// What the tail of a block holds.
+enum Tag {
+    /// A live block's tag: its pattern and the size asked for.
+    Live(u64, usize),
+    /// A free block's tag.
+    Free,
+    /// Neither: something overwrote it.
+    Broken,
 }
 
 /// The size field of a free block's tag: no block holds that many bytes.
 const FREE: usize = 0xffff_ffff;
+
+/// The tag of the block at `block` of `block_size` bytes, its tail read once (another thread
+/// may turn a free tag into a live one, or back, at any time; each store is whole).
+unsafe fn read_tag(block: *const u8, block_size: usize) -> Tag {
+    // SAFETY: the caller's contract.
+    let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
+    let size = (word & 0xffff_ffff) as usize;
+    let pat = pattern(block);
+    if word == tag(pat, FREE) {
+        Tag::Free
+    } else if size <= block_size - TAIL && word == tag(pat, size) {
+        Tag::Live(pat, size)
+    } else {
+        Tag::Broken
+    }
+}
+
+/// The pattern and size of the sealed block at `block` of `block_size` bytes, if its tag
+/// (its last word, the one an underflow of the block after it overwrites first) is sound.
+pub(crate) unsafe fn tagged(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
+    // SAFETY: the caller's contract.
+    match unsafe { read_tag(block, block_size) } {
+        Tag::Live(pat, size) => Some((pat, size)),
+        _ => None,
+    }
+}
 
 /// Tags the block at `block` of `block_size` bytes free (when carved, and when freed once
 /// its canary was checked), so that the tail of every block holds a sound tag, live or free,
@@ -179,8 +205,7 @@ pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
 /// Whether the block at `block` of `block_size` bytes has its free tag.
 unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
     // SAFETY: the caller's contract.
-    let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
-    word == tag(pattern(block), FREE)
+    matches!(unsafe { read_tag(block, block_size) }, Tag::Free)
 }
 
 /// Aborts unless the block at `block`, free until now, still has its free tag (called as it
@@ -198,11 +223,10 @@ pub(crate) unsafe fn check_free(block: *const u8, block_size: usize) {
 }
 
 /// Whether the tail of the block at `block` of `block_size` bytes holds a sound tag, live or
-/// free (the tail is only ever written whole, by one store, so another thread never shows
-/// half of one).
+/// free.
 pub(crate) unsafe fn tag_sound(block: *const u8, block_size: usize) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { tagged(block, block_size).is_some() || free_intact(block, block_size) }
+    !matches!(unsafe { read_tag(block, block_size) }, Tag::Broken)
 }
 
 /// The last word of the block at `block` of `block_size` bytes (a multiple of 16), where its

@@ -76,11 +76,41 @@ fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
     (first, n / 64, 1u64 << (n % 64))
 }
 
-/// Marks `block` of `page` allocated.
+/// Marks `block` of `page`, just popped from its free list, allocated, and checks the link
+/// it held (now the list's head): aborts if the block was live already or the link is not a
+/// carved block of the page. Links live in freed blocks, where an overflow from the block
+/// before or a write after free can rewrite them; checked so, a rewritten link can neither
+/// hand out memory outside the page nor a block in use.
 pub(crate) unsafe fn remember_block(page: *mut Page, block: *mut u8) {
     let (first, word, bit) = bit_of(page, block);
-    // SAFETY: the bitmap belongs to the page's segment.
-    unsafe { (*segment::bitmap(segment::of(block), first))[word].fetch_or(bit, Ordering::AcqRel) };
+    // SAFETY: the bitmap belongs to the page's segment; the page is the caller's.
+    unsafe {
+        let bits = &(*segment::bitmap(segment::of(block), first))[word];
+        if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+            die_at("heap corruption (free list holds a live block)", block);
+        }
+        check_link(page, block, (*page).free.cast());
+    }
+}
+
+/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
+/// carved block of the page.
+pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
+    if next.is_null() {
+        return;
+    }
+    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
+    let (area, bs, capacity) = unsafe {
+        (
+            (*page).area as usize,
+            (*page).block_size as usize,
+            (*page).capacity as usize,
+        )
+    };
+    let off = (next as usize).wrapping_sub(area);
+    if off >= capacity * bs || !off.is_multiple_of(bs) {
+        os::die("heap corruption (free list link)", block, Some(bs));
+    }
 }
 
 /// Whether `block` of `page` in `seg` is allocated.

@@ -147,7 +147,7 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
         if flags & page::FLAG_CHECKED != 0 {
             hardened::forget_block(seg, page, block);
             if config::canary() {
-                check_canaries(page, block, (*page).heap == id(heap));
+                check_canaries(page, block);
             }
             if config::quarantine() && !is_empty(heap) {
                 let now = os::now_ms() as u32;
@@ -187,16 +187,15 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     }
 }
 
-/// Checks the canary of `block`, freed, and (by the page's owner, the only thread that
-/// carves and seals its blocks) the tag of the block before it, live or free (the first
-/// block has one before it too), which an underflow of `block` overwrites first; then tags
-/// `block` free.
-unsafe fn check_canaries(page: *mut Page, block: *mut u8, local: bool) {
+/// Checks the canary of `block`, freed, and the tag of the block before it, live or free
+/// (the first block has one before it too), which an underflow of `block` overwrites first;
+/// then tags `block` free.
+unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
     unsafe {
         let bs = (*page).block_size as usize;
         canary::size(block, bs);
-        if local && !canary::tag_sound(block.wrapping_sub(bs), bs) {
+        if !canary::tag_sound(block.wrapping_sub(bs), bs) {
             os::die(
                 "heap underflow (canary of the block before)",
                 block,

@@ -224,6 +224,10 @@ pub(crate) unsafe fn push<T>(head: &AtomicPtr<T>, node: *mut T, next: *mut *mut 
 /// Takes the whole stack `head` (the owner only); the last element pushed comes first.
 #[inline]
 pub(crate) fn take_all<T>(head: &AtomicPtr<T>) -> *mut T {
+    // A plain load first: an empty stack, the common case, costs no locked instruction.
+    if head.load(Ordering::Relaxed).is_null() {
+        return ptr::null_mut();
+    }
     head.swap(ptr::null_mut(), Ordering::Acquire)
 }
 

@@ -13,7 +13,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use crate::list::{self, Linked, Links};
 use crate::size_class::{self, CLASSES};
-use crate::{canary, config, secret};
+use crate::{canary, config, hardened, os, secret};
 
 /// The thread heap owning a page or segment, as this layer and `segment` see it: an identity
 /// to store and compare, never dereferenced. Only `heap`, which defines the heap (with its
@@ -209,9 +209,17 @@ pub(crate) unsafe fn collect(page: *mut Page) {
         if list.is_null() {
             return;
         }
+        // Hardened mode checks each link, read from a freed block, before following it.
+        let checked = (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0;
         let mut tail = list;
         let mut n = 1u32;
         while !(*tail).next.is_null() {
+            if checked {
+                hardened::check_link(page, tail.cast(), (*tail).next.cast());
+                if n >= (*page).capacity {
+                    os::die("heap corruption (free list loops)", tail.cast(), None);
+                }
+            }
             tail = (*tail).next;
             n += 1;
         }

@@ -60,7 +60,13 @@ fn a_tiny_run_gives_every_row_with_its_keys() {
     };
     let appel = of("appel-li");
     assert_eq!(appel.len(), 1, "{rows:?}");
-    for k in ["trap", "prot1_trap_unprot", "protn_trap_unprot"] {
+    for k in [
+        "trap",
+        "prot1_trap_unprot",
+        "protn_trap_unprot",
+        "appel1",
+        "appel2",
+    ] {
         positive(appel[0], &format!("{k}_ns"));
         positive(appel[0], &format!("linux_{k}_ns"));
     }

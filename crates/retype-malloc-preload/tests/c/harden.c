@@ -68,6 +68,20 @@ int main(int argc, char **argv) {
     printf("%s\n", q == p || r == p ? "reused" : "not reused");
     return 0;
   }
+  else if (!strcmp(what, "poison")) {
+    /* A write after free puts an address of the attacker's choosing in the freed block's
+     * free-list link, hoping a later malloc hands it out. */
+    static char target[64] __attribute__((aligned(16)));
+    free(p);
+    *(void *volatile *)p = target;
+    /* Through `sink`, so the compiler cannot assume malloc's result is not `target`. */
+    sink = malloc(n);
+    char *q = sink;
+    sink = malloc(n);
+    char *r = sink;
+    printf("%s\n", q == target || r == target ? "poisoned" : "not poisoned");
+    return 0;
+  }
   else if (!strcmp(what, "order")) {
     /* Whether the next 32 blocks come in address order: equal steps up. */
     char *q[32];

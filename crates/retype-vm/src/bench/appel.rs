@@ -7,7 +7,15 @@
 //!   order) traps, and the handler protects the writable page and
 //!   unprotects the trapping one;
 //! - protN+trap+unprot: protect all 100 pages with one call, then write each
-//!   in a random order; each traps and the handler unprotects it.
+//!   in a random order; each traps and the handler unprotects it;
+//! - appel1 and appel2, the two procedures of Appel and Li's paper as Dune
+//!   and Barrelfish ran them beside the three above: the pages are made
+//!   read-only (not inaccessible), and written in the same random order.
+//!   appel1: each write traps and the handler makes the page writable and
+//!   some other page (the one 100 pages on) read-only; the pages are made
+//!   read-only again between rounds, untimed. appel2: one call makes the
+//!   100 pages read-only, then each write traps and the handler makes the
+//!   page writable (that call is timed, as in protN).
 //!
 //! Ours: the pages are a Frame mapped through a page table, the handler is
 //! the space's fault handler and protects through `modify_flags` on the
@@ -16,8 +24,8 @@
 //! handler while they run: run this alone, not beside other spaces' faults.
 
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::SeqCst};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
 
 use retype_core::caps::types::{CapType, PAGE};
 use retype_core::caps::{CapRef, Rights};
@@ -30,7 +38,8 @@ use crate::memory::{Backing, Memory};
 use crate::space::Options;
 use crate::vm::Vm;
 
-/// Pages, as in Appel and Li's program.
+/// Pages, as in Appel and Li's program (each side maps twice as many: appel1
+/// protects the page `PAGES` on from the one that trapped).
 pub const PAGES: usize = 100;
 const P: usize = PAGE as usize;
 
@@ -38,6 +47,8 @@ const P: usize = PAGE as usize;
 static COUNT: AtomicI64 = AtomicI64::new(0);
 /// The page the handler protects before unprotecting the trapping one (0: none).
 static PROTECT: AtomicUsize = AtomicUsize::new(0);
+/// appel1: the handler also makes the page `PAGES` on from the trapping one read-only.
+static SHADOW: AtomicBool = AtomicBool::new(false);
 
 /// Nanoseconds per trap: (ours, Linux).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,6 +58,8 @@ pub struct AppelRow {
     pub trap: (f64, f64),
     pub prot1: (f64, f64),
     pub prot_n: (f64, f64),
+    pub appel1: (f64, f64),
+    pub appel2: (f64, f64),
 }
 
 impl AppelRow {
@@ -56,21 +69,49 @@ impl AppelRow {
             format!("\"{name}_ns\":{ours:.1},\"linux_{name}_ns\":{linux:.1}")
         };
         format!(
-            "{{\"bench\":\"appel-li\",\"pages\":{PAGES},\"rounds\":{},\"traps\":{},{},{},{}}}",
+            "{{\"bench\":\"appel-li\",\"pages\":{PAGES},\"rounds\":{},\"traps\":{},{},{},{},{},{}}}",
             self.rounds,
             self.traps,
             op("trap", self.trap),
             op("prot1_trap_unprot", self.prot1),
-            op("protn_trap_unprot", self.prot_n)
+            op("protn_trap_unprot", self.prot_n),
+            op("appel1", self.appel1),
+            op("appel2", self.appel2)
         )
     }
 }
 
-/// One side: where its pages are and how it (un)protects `n` pages from
-/// page `first` outside the handler.
+/// What a page allows.
+#[derive(Clone, Copy, PartialEq)]
+enum Access {
+    Nothing,
+    Read,
+    ReadWrite,
+}
+
+impl Access {
+    fn rights(self) -> Rights {
+        match self {
+            Access::Nothing => Rights::NONE,
+            Access::Read => Rights::READ,
+            Access::ReadWrite => Rights::RW,
+        }
+    }
+
+    fn prot(self) -> libc::c_int {
+        match self {
+            Access::Nothing => libc::PROT_NONE,
+            Access::Read => libc::PROT_READ,
+            Access::ReadWrite => libc::PROT_READ | libc::PROT_WRITE,
+        }
+    }
+}
+
+/// One side: where its pages are and how it sets the access of `n` pages
+/// from page `first` outside the handler.
 trait Side {
     fn base(&self) -> usize;
-    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError>;
+    fn protect(&mut self, first: usize, n: usize, access: Access) -> Result<(), VmError>;
 }
 
 fn touch(addr: usize) {
@@ -83,22 +124,24 @@ fn per_trap(t: Instant, traps: usize) -> f64 {
     t.elapsed().as_nanos() as f64 / traps as f64
 }
 
-/// The three benchmarks on one side: ns per trap (trap, prot1, protN).
-fn run(s: &mut dyn Side, perm: &[usize], rounds: u32, traps: u32) -> Result<[f64; 3], VmError> {
+/// The five benchmarks on one side: ns per trap (trap, prot1, protN, appel1,
+/// appel2).
+fn run(s: &mut dyn Side, perm: &[usize], rounds: u32, traps: u32) -> Result<[f64; 5], VmError> {
     let page = |j: usize| s.base() + j * P;
     let pages: Vec<usize> = perm.iter().map(|&j| page(j)).collect();
+    let traps_in = |rounds: u32| rounds as usize * PAGES;
     COUNT.store(0, SeqCst);
     PROTECT.store(0, SeqCst);
     let t = Instant::now();
     for _ in 0..rounds {
-        s.protect(0, PAGES, false)?;
+        s.protect(0, PAGES, Access::Nothing)?;
         pages.iter().for_each(|&a| touch(a));
     }
-    let prot_n = per_trap(t, rounds as usize * PAGES);
+    let prot_n = per_trap(t, traps_in(rounds));
 
     let last = *pages.last().expect("pages");
-    s.protect(0, PAGES, false)?;
-    s.protect(perm[PAGES - 1], 1, true)?;
+    s.protect(0, PAGES, Access::Nothing)?;
+    s.protect(perm[PAGES - 1], 1, Access::ReadWrite)?;
     PROTECT.store(last, SeqCst);
     let t = Instant::now();
     for _ in 0..rounds {
@@ -107,16 +150,37 @@ fn run(s: &mut dyn Side, perm: &[usize], rounds: u32, traps: u32) -> Result<[f64
             PROTECT.store(a, SeqCst);
         }
     }
-    let prot1 = per_trap(t, rounds as usize * PAGES);
+    let prot1 = per_trap(t, traps_in(rounds));
+    PROTECT.store(0, SeqCst);
+
+    SHADOW.store(true, SeqCst);
+    let mut spent = Duration::ZERO;
+    for _ in 0..rounds {
+        s.protect(0, PAGES, Access::Read)?;
+        s.protect(PAGES, PAGES, Access::ReadWrite)?;
+        let t = Instant::now();
+        pages.iter().for_each(|&a| touch(a));
+        spent += t.elapsed();
+    }
+    SHADOW.store(false, SeqCst);
+    let appel1 = spent.as_nanos() as f64 / traps_in(rounds) as f64;
+
+    let t = Instant::now();
+    for _ in 0..rounds {
+        s.protect(0, PAGES, Access::Read)?;
+        pages.iter().for_each(|&a| touch(a));
+    }
+    let appel2 = per_trap(t, traps_in(rounds));
 
     COUNT.store(-(traps as i64), SeqCst);
+    s.protect(0, PAGES, Access::Nothing)?;
     let first = pages[0];
     let t = Instant::now();
     while COUNT.load(SeqCst) < 0 {
         touch(first);
     }
     let trap = per_trap(t, traps as usize);
-    Ok([trap, prot1, prot_n])
+    Ok([trap, prot1, prot_n, appel1, appel2])
 }
 
 /// Whether the handler acts on this trap (after the trap-only ones).
@@ -142,19 +206,21 @@ impl Ours {
         {
             let mut s = vm.lock();
             s.retype(b.ram, CapType::X86Ptable, 2 << 20, PAGE, 1, pt)?;
-            s.retype(b.ram, CapType::Frame, 0, PAGES as u64 * PAGE, 1, frame)?;
+            s.retype(b.ram, CapType::Frame, 0, 2 * PAGES as u64 * PAGE, 1, frame)?;
             let root = s.root();
             s.map(root, pt, 0, 0, 1, Rights::RW, slot(6))?;
-            s.map(pt, frame, 0, 0, PAGES as u64, Rights::RW, m)?;
+            s.map(pt, frame, 0, 0, 2 * PAGES as u64, Rights::RW, m)?;
         }
         let base = vm.base();
         vm.on_fault(move |s, f| {
             if acts() {
+                let page = f.va / PAGE;
                 let p = PROTECT.load(SeqCst);
-                let ok = (p == 0
-                    || s.modify_flags(m, ((p - base) / P) as u64, 1, Rights::NONE)
-                        .is_ok())
-                    && s.modify_flags(m, f.va / PAGE, 1, Rights::RW).is_ok();
+                let mut set =
+                    |page: u64, access: Access| s.modify_flags(m, page, 1, access.rights()).is_ok();
+                let ok = (p == 0 || set(((p - base) / P) as u64, Access::Nothing))
+                    && (!SHADOW.load(SeqCst) || set(page + PAGES as u64, Access::Read))
+                    && set(page, Access::ReadWrite);
                 if !ok {
                     return Resolution::Fail;
                 }
@@ -170,11 +236,10 @@ impl Side for Ours {
         self.vm.base()
     }
 
-    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError> {
-        let flags = if on { Rights::RW } else { Rights::NONE };
+    fn protect(&mut self, first: usize, n: usize, access: Access) -> Result<(), VmError> {
         self.vm
             .lock()
-            .modify_flags(self.mapping, first as u64, n as u64, flags)
+            .modify_flags(self.mapping, first as u64, n as u64, access.rights())
     }
 }
 
@@ -183,14 +248,9 @@ struct Linux {
     at: usize,
 }
 
-fn mprotect(addr: usize, len: usize, on: bool) -> libc::c_int {
-    let prot = if on {
-        libc::PROT_READ | libc::PROT_WRITE
-    } else {
-        libc::PROT_NONE
-    };
+fn mprotect(addr: usize, len: usize, access: Access) -> libc::c_int {
     // SAFETY: changes the protection of the benchmark's own pages.
-    unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) }
+    unsafe { libc::mprotect(addr as *mut libc::c_void, len, access.prot()) }
 }
 
 extern "C" fn linux_handler(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
@@ -199,18 +259,21 @@ extern "C" fn linux_handler(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut 
         let addr = unsafe { (*info).si_addr() } as usize & !(P - 1);
         let p = PROTECT.load(SeqCst);
         if p != 0 {
-            mprotect(p, P, false);
+            mprotect(p, P, Access::Nothing);
         }
-        mprotect(addr, P, true);
+        if SHADOW.load(SeqCst) {
+            mprotect(addr + PAGES * P, P, Access::Read);
+        }
+        mprotect(addr, P, Access::ReadWrite);
     }
 }
 
 impl Linux {
     fn new() -> Result<Linux, VmError> {
-        let memory = Memory::new(PAGES as u64 * PAGE, Backing::Small)?;
+        let memory = Memory::new(2 * PAGES as u64 * PAGE, Backing::Small)?;
         let prot = libc::PROT_READ | libc::PROT_WRITE;
         let fd = memory.fd().as_raw_fd();
-        let len = PAGES * P;
+        let len = 2 * PAGES * P;
         // SAFETY: a fresh shared mapping where the kernel chooses.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
         if p == libc::MAP_FAILED {
@@ -243,8 +306,8 @@ impl Side for Linux {
         self.at
     }
 
-    fn protect(&mut self, first: usize, n: usize, on: bool) -> Result<(), VmError> {
-        if mprotect(self.at + first * P, n * P, on) != 0 {
+    fn protect(&mut self, first: usize, n: usize, access: Access) -> Result<(), VmError> {
+        if mprotect(self.at + first * P, n * P, access) != 0 {
             return Err(VmError::os("mprotect"));
         }
         Ok(())
@@ -254,11 +317,11 @@ impl Side for Linux {
 impl Drop for Linux {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`, which nothing borrows now.
-        unsafe { libc::munmap(self.at as *mut libc::c_void, PAGES * P) };
+        unsafe { libc::munmap(self.at as *mut libc::c_void, 2 * PAGES * P) };
     }
 }
 
-/// `reps` repetitions of the three benchmarks, ours then Linux in each
+/// `reps` repetitions of the five benchmarks, ours then Linux in each
 /// (`rounds` passes over the pages, `traps` trap-only faults).
 pub fn appel_li(rounds: u32, traps: u32, reps: u32) -> Result<AppelRow, VmError> {
     if rounds == 0 || traps == 0 || reps == 0 {
@@ -274,23 +337,25 @@ pub fn appel_li(rounds: u32, traps: u32, reps: u32) -> Result<AppelRow, VmError>
     let mut ours = Ours::new()?;
     let mut linux = Linux::new()?;
     for side in [&mut ours as &mut dyn Side, &mut linux] {
-        (0..PAGES).for_each(|j| touch(side.base() + j * P));
+        (0..2 * PAGES).for_each(|j| touch(side.base() + j * P));
     }
-    let mut t: [Vec<f64>; 6] = Default::default();
+    let mut t: [Vec<f64>; 10] = Default::default();
     for _ in 0..reps {
         let o = run(&mut ours, &perm, rounds, traps)?;
         let l = Linux::with_handler(|| run(&mut linux, &perm, rounds, traps))?;
-        for k in 0..3 {
+        for k in 0..5 {
             t[k].push(o[k]);
-            t[3 + k].push(l[k]);
+            t[5 + k].push(l[k]);
         }
     }
     let m = t.map(|mut v| median(&mut v));
     Ok(AppelRow {
         rounds,
         traps,
-        trap: (m[0], m[3]),
-        prot1: (m[1], m[4]),
-        prot_n: (m[2], m[5]),
+        trap: (m[0], m[5]),
+        prot1: (m[1], m[6]),
+        prot_n: (m[2], m[7]),
+        appel1: (m[3], m[8]),
+        appel2: (m[4], m[9]),
     })
 }

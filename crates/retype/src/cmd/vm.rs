@@ -134,6 +134,8 @@ fn appel(a: &BenchArgs) -> Result<()> {
         ("trap", r.trap),
         ("prot1-trap-unprot", r.prot1),
         ("protN-trap-unprot", r.prot_n),
+        ("appel1", r.appel1),
+        ("appel2", r.appel2),
     ] {
         outln!(
             "  {name:<20} {ours:>10.1} {linux:>10.1} {:>7.2}×",
