@@ -17,7 +17,7 @@ use crate::error::VmError;
 use crate::fault::Handler;
 use crate::memory::{Backing, Memory};
 use crate::status::{self, Pagemap};
-use crate::sync::{diff, Action};
+use crate::sync::{diff, diff_into, Action};
 use crate::uffd::{self, Uffd};
 use crate::walk::{self, Leaf, Tables};
 use crate::window::Window;
@@ -68,6 +68,18 @@ pub struct Space {
     /// A system call failed part-way through making the window show the
     /// tables: the window was emptied, and shows them again once rebuilt.
     behind: bool,
+    /// Buffers every invocation reuses, so that it allocates nothing.
+    scratch: Scratch,
+}
+
+/// The leaves an invocation's ranges show before it (`ends`: where each
+/// range's end), those they should show after, and the actions between.
+#[derive(Default)]
+struct Scratch {
+    shown: Vec<Leaf>,
+    ends: Vec<usize>,
+    wanted: Vec<Leaf>,
+    actions: Vec<Action>,
 }
 
 impl Space {
@@ -107,6 +119,7 @@ impl Space {
             pagemap: Pagemap::open()?,
             handler: None,
             behind: false,
+            scratch: Scratch::default(),
         };
         s.tables = walk::tables(&s.caps, root_base);
         Ok(s)
@@ -367,17 +380,40 @@ impl Space {
         op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
     ) -> Result<(), VmError> {
         self.catch_up()?;
-        let before: Vec<Vec<Leaf>> = ranges.iter().map(|r| self.leaves(r)).collect();
+        let mut s = std::mem::take(&mut self.scratch);
+        let r = self.invoke_with(&mut s, ranges, tables_move, op);
+        self.scratch = s;
+        r
+    }
+
+    fn invoke_with(
+        &mut self,
+        s: &mut Scratch,
+        ranges: &[Range<u64>],
+        tables_move: bool,
+        op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
+    ) -> Result<(), VmError> {
+        s.shown.clear();
+        s.ends.clear();
+        for r in ranges {
+            self.leaves_into(r, &mut s.shown);
+            s.ends.push(s.shown.len());
+        }
         op(&mut self.caps)?;
         if tables_move {
             self.tables = walk::tables(&self.caps, self.root_base);
         }
-        for (r, before) in ranges.iter().zip(before) {
-            for a in diff(&before, &self.leaves(r)) {
+        let mut start = 0;
+        for (r, &end) in ranges.iter().zip(&s.ends) {
+            s.wanted.clear();
+            self.leaves_into(r, &mut s.wanted);
+            diff_into(&s.shown[start..end], &s.wanted, &mut s.actions);
+            for &a in &s.actions {
                 if let Err(e) = self.apply(a, false) {
                     return Err(self.fall_behind(e));
                 }
             }
+            start = end;
         }
         Ok(())
     }
@@ -419,8 +455,12 @@ impl Space {
 
     fn leaves(&self, r: &Range<u64>) -> Vec<Leaf> {
         let mut out = Vec::new();
-        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, &mut out);
+        self.leaves_into(r, &mut out);
         out
+    }
+
+    fn leaves_into(&self, r: &Range<u64>, out: &mut Vec<Leaf>) {
+        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, out);
     }
 
     /// Makes the window do `a`. A page mapped afresh reads clean (dirty
