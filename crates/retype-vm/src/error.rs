@@ -21,6 +21,11 @@ pub enum VmError {
     Unsupported(String),
     /// A system call failed.
     Os { call: &'static str, err: io::Error },
+    /// The invocation took effect on the capabilities, but a system call
+    /// failed part-way through making the window show it: the window was
+    /// emptied (it grants no access the tables do not) and is rebuilt from
+    /// the tables at the next invocation or fault in it.
+    Behind(Box<VmError>),
 }
 
 impl VmError {
@@ -53,6 +58,11 @@ impl fmt::Display for VmError {
             VmError::NotInWindow => write!(f, "the page table is not reachable from the root"),
             VmError::Unsupported(why) => write!(f, "not available here: {why}"),
             VmError::Os { call, err } => write!(f, "{call}: {err}"),
+            VmError::Behind(e) => write!(
+                f,
+                "the capabilities changed, but the window could not follow ({e}); \
+                 it shows nothing until the next invocation or fault rebuilds it"
+            ),
         }
     }
 }

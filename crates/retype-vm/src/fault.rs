@@ -159,6 +159,13 @@ fn handle(shared: &Shared, addr: usize, write: bool) -> Resolution {
     let Some(mut space) = shared.lock_from_fault() else {
         return Resolution::Fail;
     };
+    // A window that fell behind its tables faults everywhere: rebuilt, the
+    // access is tried again and faults only where the tables say so.
+    match space.catch_up() {
+        Ok(true) => return Resolution::Retry,
+        Ok(false) => {}
+        Err(_) => return Resolution::Fail,
+    }
     let Some(mut h) = space.handler.take() else {
         return Resolution::Fail;
     };

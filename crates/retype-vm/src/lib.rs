@@ -8,6 +8,13 @@
 //! application's handler, missing pages to its pager (userfaultfd), and the
 //! dirty bits of a mapping are an invocation on it.
 //!
+//! If a system call fails part-way through making the window follow an
+//! invocation (the kernel refuses a mapping: too many of them, no memory),
+//! the invocation returns [`VmError::Behind`]: its effect on the
+//! capabilities stands, and the window is emptied, so it grants no access
+//! the tables do not; the next invocation or fault in the window rebuilds it
+//! from the tables, its pages reading dirty.
+//!
 //! - [`memory`]: the memfd (4 KiB pages, or hugetlb 2 MiB / 1 GiB).
 //! - [`window`]: the reserved window and the three system calls on it.
 //! - [`walk`]: reading the page tables from the root, as an MMU does.

@@ -17,7 +17,7 @@ use crate::error::VmError;
 use crate::fault::Handler;
 use crate::memory::{Backing, Memory};
 use crate::status::{self, Pagemap};
-use crate::sync::{diff, Action};
+use crate::sync::{diff, diff_into, Action};
 use crate::uffd::{self, Uffd};
 use crate::walk::{self, Leaf, Tables};
 use crate::window::Window;
@@ -65,6 +65,21 @@ pub struct Space {
     no_dirty: Option<String>,
     pagemap: Pagemap,
     pub(crate) handler: Option<Box<Handler>>,
+    /// A system call failed part-way through making the window show the
+    /// tables: the window was emptied, and shows them again once rebuilt.
+    behind: bool,
+    /// Buffers every invocation reuses, so that it allocates nothing.
+    scratch: Scratch,
+}
+
+/// The leaves an invocation's ranges show before it (`ends`: where each
+/// range's end), those they should show after, and the actions between.
+#[derive(Default)]
+struct Scratch {
+    shown: Vec<Leaf>,
+    ends: Vec<usize>,
+    wanted: Vec<Leaf>,
+    actions: Vec<Action>,
 }
 
 impl Space {
@@ -103,6 +118,8 @@ impl Space {
             no_dirty,
             pagemap: Pagemap::open()?,
             handler: None,
+            behind: false,
+            scratch: Scratch::default(),
         };
         s.tables = walk::tables(&s.caps, root_base);
         Ok(s)
@@ -302,6 +319,7 @@ impl Space {
         clear: bool,
     ) -> Result<Vec<bool>, VmError> {
         let m = self.mapping(mapping, "status bits")?;
+        self.catch_up()?;
         let count = m.pte_count as u64;
         if pages == 0 || first >= count || pages > count - first {
             return Err(VmError::Cap(CapError::InvalidEntry {
@@ -361,17 +379,73 @@ impl Space {
         tables_move: bool,
         op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
     ) -> Result<(), VmError> {
-        let before: Vec<Vec<Leaf>> = ranges.iter().map(|r| self.leaves(r)).collect();
+        self.catch_up()?;
+        let mut s = std::mem::take(&mut self.scratch);
+        let r = self.invoke_with(&mut s, ranges, tables_move, op);
+        self.scratch = s;
+        r
+    }
+
+    fn invoke_with(
+        &mut self,
+        s: &mut Scratch,
+        ranges: &[Range<u64>],
+        tables_move: bool,
+        op: impl FnOnce(&mut Caps<AaTree>) -> Result<(), CapError>,
+    ) -> Result<(), VmError> {
+        s.shown.clear();
+        s.ends.clear();
+        for r in ranges {
+            self.leaves_into(r, &mut s.shown);
+            s.ends.push(s.shown.len());
+        }
         op(&mut self.caps)?;
         if tables_move {
             self.tables = walk::tables(&self.caps, self.root_base);
         }
-        for (r, before) in ranges.iter().zip(before) {
-            for a in diff(&before, &self.leaves(r)) {
-                self.apply(a)?;
+        let mut start = 0;
+        for (r, &end) in ranges.iter().zip(&s.ends) {
+            s.wanted.clear();
+            self.leaves_into(r, &mut s.wanted);
+            diff_into(&s.shown[start..end], &s.wanted, &mut s.actions);
+            for &a in &s.actions {
+                if let Err(e) = self.apply(a, false) {
+                    return Err(self.fall_behind(e));
+                }
             }
+            start = end;
         }
         Ok(())
+    }
+
+    /// A window system call failed after the tables changed: part of the
+    /// window may show the old tables. Empties the whole window (one
+    /// `mmap` over it, which only removes mappings), so that it grants no
+    /// access the tables do not, until [`Space::catch_up`] rebuilds it. If
+    /// even that fails, access the tables took away might remain: abort.
+    fn fall_behind(&mut self, e: VmError) -> VmError {
+        if let Err(again) = self.window.clear(0, self.len()) {
+            eprintln!("retype-vm: cannot empty the window after {e}: {again}; aborting");
+            std::process::abort();
+        }
+        self.behind = true;
+        VmError::Behind(Box::new(e))
+    }
+
+    /// Rebuilds the window from the tables if it fell behind; true if it
+    /// did (the caller's access may now succeed). Every page it maps reads
+    /// dirty: a collector that trusts dirty bits rescans, never misses one.
+    pub(crate) fn catch_up(&mut self) -> Result<bool, VmError> {
+        if !self.behind {
+            return Ok(false);
+        }
+        for a in diff(&[], &self.leaves(&self.whole())) {
+            if let Err(e) = self.apply(a, true) {
+                return Err(self.fall_behind(e));
+            }
+        }
+        self.behind = false;
+        Ok(true)
     }
 
     /// Every window offset (delete and revoke may change any entry).
@@ -381,11 +455,18 @@ impl Space {
 
     fn leaves(&self, r: &Range<u64>) -> Vec<Leaf> {
         let mut out = Vec::new();
-        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, &mut out);
+        self.leaves_into(r, &mut out);
         out
     }
 
-    fn apply(&self, a: Action) -> Result<(), VmError> {
+    fn leaves_into(&self, r: &Range<u64>, out: &mut Vec<Leaf>) {
+        walk::leaves(&self.caps, self.root_base, 0, Rights::ALL, r, out);
+    }
+
+    /// Makes the window do `a`. A page mapped afresh reads clean (dirty
+    /// bits: not written since mapped), except with `written`, when the
+    /// window is rebuilt and what was written before is not known.
+    fn apply(&self, a: Action, written: bool) -> Result<(), VmError> {
         match a {
             Action::Clear { va, len } => self.window.clear(va, len),
             Action::Protect { va, len, flags } => self.window.protect(va, len, flags),
@@ -402,7 +483,7 @@ impl Space {
                 if let Some(u) = &self.uffd {
                     let at = self.base() + va as usize;
                     u.register(at, len, self.modes)?;
-                    if self.tracks_dirty() {
+                    if self.tracks_dirty() && !written {
                         u.write_protect(at, len)?;
                     }
                 }
@@ -452,5 +533,118 @@ impl Userfault {
             Err(e) if !dirty => Err(e),
             Err(e) => Ok(with(Uffd::open(true, false)?, missing, Some(e.to_string()))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use retype_core::caps::types::{CapType, PAGE};
+    use retype_core::caps::{CapRef, Rights};
+
+    use super::Options;
+    use crate::error::VmError;
+    use crate::probe::Probe;
+    use crate::vm::Vm;
+    use crate::window::fail_in;
+
+    const PAGES: usize = 4;
+
+    /// A space whose PT (root entry 0) maps a frame of four pages read-write
+    /// at entries 0..4, page `i` holding `i + 1`: (space, frame, mapping).
+    fn mapped() -> (Vm, CapRef, CapRef) {
+        let vm = Vm::new(Options {
+            ram: 16 << 20,
+            ..Options::default()
+        })
+        .unwrap();
+        let b = vm.boot();
+        let slot = |i| CapRef::l1(b.cspace, i);
+        {
+            let mut s = vm.lock();
+            s.retype(b.ram, CapType::X86Ptable, 8 << 20, PAGE, 1, slot(4))
+                .unwrap();
+            let root = s.root();
+            s.map(root, slot(4), 0, 0, 1, Rights::RW, slot(5)).unwrap();
+            let pages = PAGES as u64;
+            s.retype(b.ram, CapType::Frame, 0, pages * PAGE, 1, slot(10))
+                .unwrap();
+            s.map(slot(4), slot(10), 0, 0, pages, Rights::RW, slot(11))
+                .unwrap();
+        }
+        let p = Probe::new().unwrap();
+        for i in 0..PAGES {
+            assert!(p.write(page(&vm, i), i as u64 + 1));
+        }
+        (vm, slot(10), slot(11))
+    }
+
+    fn page(vm: &Vm, i: usize) -> usize {
+        vm.base() + i * PAGE as usize
+    }
+
+    /// What the window lets each page do: (the value read, writable).
+    fn shown(vm: &Vm) -> Vec<(Option<u64>, bool)> {
+        let p = Probe::new().unwrap();
+        (0..PAGES)
+            .map(|i| {
+                let v = p.read(page(vm, i));
+                (v, v.is_some_and(|v| p.write(page(vm, i), v)))
+            })
+            .collect()
+    }
+
+    /// The window fails part-way: the invocation says so, the window grants
+    /// nothing until the next invocation rebuilds it as the tables say, and
+    /// the memory kept what was written.
+    #[test]
+    fn a_failed_system_call_empties_the_window_until_it_is_rebuilt() {
+        let (vm, _, m) = mapped();
+        vm.lock().modify_flags(m, 1, 2, Rights::READ).unwrap();
+        fail_in(1);
+        let e = vm.lock().modify_flags(m, 0, 1, Rights::NONE).unwrap_err();
+        fail_in(0);
+        assert!(matches!(e, VmError::Behind(_)), "{e}");
+        assert!(e.to_string().contains("ENOMEM") || e.to_string().contains("memory"));
+        assert!(shown(&vm).iter().all(|&s| s == (None, false)), "emptied");
+        vm.lock().modify_flags(m, 3, 1, Rights::READ).unwrap();
+        let want = [
+            (None, false),
+            (Some(2), false),
+            (Some(3), false),
+            (Some(4), false),
+        ];
+        assert_eq!(shown(&vm), want, "rebuilt as the tables say");
+    }
+
+    /// A revoke whose window call fails still takes every access away.
+    #[test]
+    fn a_revoke_that_fails_part_way_leaves_no_access() {
+        let (vm, f, _) = mapped();
+        fail_in(1);
+        let e = vm.lock().revoke(f);
+        fail_in(0);
+        assert!(matches!(e, Err(VmError::Behind(_))), "{e:?}");
+        assert!(shown(&vm).iter().all(|&s| s == (None, false)));
+        vm.lock().catch_up().unwrap();
+        assert!(
+            shown(&vm).iter().all(|&s| s == (None, false)),
+            "still revoked"
+        );
+    }
+
+    /// A fault in a window that fell behind rebuilds it, and the access
+    /// resumes as if nothing had failed.
+    #[test]
+    fn a_fault_rebuilds_a_window_that_fell_behind() {
+        let (vm, _, m) = mapped();
+        fail_in(1);
+        let e = vm.lock().modify_flags(m, 2, 1, Rights::READ);
+        fail_in(0);
+        assert!(matches!(e, Err(VmError::Behind(_))), "{e:?}");
+        // SAFETY: page 1 is mapped read-write by the tables; the window, now
+        // empty, faults and the space's fault handler rebuilds it.
+        let v = unsafe { (page(&vm, 1) as *const u64).read_volatile() };
+        assert_eq!(v, 2);
+        assert_eq!(shown(&vm)[2], (Some(3), false), "page 2 read-only");
     }
 }

@@ -23,6 +23,14 @@ pub enum Action {
 }
 
 impl Action {
+    fn kind(&self) -> Kind {
+        match self {
+            Action::Clear { .. } => Kind::Clear,
+            Action::Map { .. } => Kind::Map,
+            Action::Protect { .. } => Kind::Protect,
+        }
+    }
+
     fn va(&self) -> u64 {
         match *self {
             Action::Clear { va, .. } | Action::Map { va, .. } | Action::Protect { va, .. } => va,
@@ -73,22 +81,50 @@ impl Action {
 /// leaves of one range): clears first, then maps, then protections, each
 /// kind coalesced, so no action undoes a later one.
 pub fn diff(shown: &[Leaf], wanted: &[Leaf]) -> Vec<Action> {
-    let mut clears = Vec::new();
-    let mut maps = Vec::new();
-    let mut protects = Vec::new();
+    let mut out = Vec::new();
+    diff_into(shown, wanted, &mut out);
+    out
+}
+
+/// [`diff`] into `out` (cleared first), which a caller can reuse so that
+/// an invocation allocates nothing: one pass over the leaves per kind.
+pub fn diff_into(shown: &[Leaf], wanted: &[Leaf], out: &mut Vec<Action>) {
+    out.clear();
+    for kind in [Kind::Clear, Kind::Map, Kind::Protect] {
+        let start = out.len();
+        changes(shown, wanted, |a| {
+            if a.kind() != kind {
+                return;
+            }
+            let merged = out.len() > start && out.last_mut().expect("not empty").merge(&a);
+            if !merged {
+                out.push(a);
+            }
+        });
+        debug_assert!(out[start..].windows(2).all(|p| p[0].va() < p[1].va()));
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Clear,
+    Map,
+    Protect,
+}
+
+/// Gives `f` each change from `shown` to `wanted`, in address order.
+fn changes(shown: &[Leaf], wanted: &[Leaf], mut f: impl FnMut(Action)) {
     let (mut i, mut j) = (0, 0);
     while i < shown.len() || j < wanted.len() {
-        let s = shown.get(i);
-        let w = wanted.get(j);
-        match (s, w) {
+        match (shown.get(i), wanted.get(j)) {
             (Some(s), Some(w)) if s.va == w.va => {
                 if s.phys != w.phys || s.size != w.size {
                     if s.size > w.size {
-                        clears.push(clear(s));
+                        f(clear(s));
                     }
-                    maps.push(map(w));
+                    f(map(w));
                 } else if s.flags != w.flags {
-                    protects.push(Action::Protect {
+                    f(Action::Protect {
                         va: w.va,
                         len: w.size,
                         flags: w.flags,
@@ -98,31 +134,16 @@ pub fn diff(shown: &[Leaf], wanted: &[Leaf]) -> Vec<Action> {
                 j += 1;
             }
             (Some(s), w) if w.is_none_or(|w| s.va < w.va) => {
-                clears.push(clear(s));
+                f(clear(s));
                 i += 1;
             }
             (_, Some(w)) => {
-                maps.push(map(w));
+                f(map(w));
                 j += 1;
             }
             (s, w) => unreachable!("{s:?} {w:?}"),
         }
     }
-    let mut out = Vec::new();
-    for kind in [clears, maps, protects] {
-        let start = out.len();
-        for a in kind {
-            let merged = out.len() > start && {
-                let last: &mut Action = out.last_mut().expect("not empty");
-                last.merge(&a)
-            };
-            if !merged {
-                out.push(a);
-            }
-        }
-        debug_assert!(out[start..].windows(2).all(|p| p[0].va() < p[1].va()));
-    }
-    out
 }
 
 fn clear(l: &Leaf) -> Action {

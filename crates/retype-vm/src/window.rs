@@ -3,6 +3,8 @@
 //! an inaccessible anonymous reservation (never a hole another `mmap` of the
 //! process could take), what they map is the memfd at the frame's offset.
 
+#[cfg(test)]
+use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
 
@@ -92,6 +94,7 @@ impl Window {
         offset: u64,
         flags: Rights,
     ) -> Result<(), VmError> {
+        injected("mmap")?;
         let at = self.at(va, len);
         let fixed = libc::MAP_SHARED | libc::MAP_FIXED;
         let fd = fd.as_raw_fd();
@@ -114,6 +117,7 @@ impl Window {
 
     /// Makes `[va, va + len)` unmapped again: an inaccessible reservation.
     pub fn clear(&self, va: u64, len: u64) -> Result<(), VmError> {
+        injected("mmap (clear)")?;
         let at = self.at(va, len);
         let flags = RESERVE | libc::MAP_FIXED;
         // SAFETY: as in `map`, only window pages are replaced.
@@ -126,6 +130,7 @@ impl Window {
 
     /// Changes the protection of mapped window pages.
     pub fn protect(&self, va: u64, len: u64, flags: Rights) -> Result<(), VmError> {
+        injected("mprotect")?;
         let at = self.at(va, len);
         // SAFETY: changes the protection of window pages only.
         if unsafe { libc::mprotect(at, len as usize, prot(flags)) } != 0 {
@@ -133,6 +138,36 @@ impl Window {
         }
         Ok(())
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: window system calls of this thread left before one fails (0: none).
+    static FAIL_IN: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Tests: makes the `n`-th window system call of this thread from now fail
+/// with ENOMEM, as the kernel does when the process has too many mappings.
+#[cfg(test)]
+pub(crate) fn fail_in(n: u32) {
+    FAIL_IN.set(n);
+}
+
+/// Whether this system call is the one a test asked to fail.
+#[cfg(test)]
+fn injected(call: &'static str) -> Result<(), VmError> {
+    let n = FAIL_IN.get();
+    FAIL_IN.set(n.saturating_sub(1));
+    if n == 1 {
+        let err = std::io::Error::from_raw_os_error(libc::ENOMEM);
+        return Err(VmError::Os { call, err });
+    }
+    Ok(())
+}
+
+#[cfg(not(test))]
+fn injected(_: &'static str) -> Result<(), VmError> {
+    Ok(())
 }
 
 /// `madvise(MADV_NOHUGEPAGE)` over the mapping at `at`.
