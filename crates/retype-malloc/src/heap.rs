@@ -27,7 +27,6 @@ pub(crate) struct Heap {
     queues: [Queue<Page>; CLASSES],
     full: Queue<Page>,
     full_count: usize,
-    claims_since_sweep: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
     notified: AtomicPtr<Page>,
     /// Segments of this heap with free slices.
@@ -54,7 +53,6 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     queues: [const { Queue::EMPTY }; CLASSES],
     full: Queue::EMPTY,
     full_count: 0,
-    claims_since_sweep: 0,
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
@@ -295,23 +293,30 @@ unsafe fn take_notified(heap: *mut Heap) {
     }
 }
 
-/// Moves full pages that hold remote frees back to their queues. Needed because a remote
-/// free can race with the owner marking the page full and miss the notification; run only
-/// once per as many page claims as there are full pages, so its cost is amortised.
-unsafe fn sweep_full(heap: *mut Heap) {
+/// Full pages looked at for remote frees per page claim.
+const SWEEP_STEP: usize = 2;
+
+/// Looks at the first `n` full pages: those that hold remote frees go back to their queues,
+/// the others to the back of the full list. Needed because a remote free can race with the
+/// owner marking the page full and miss the notification. Each page claim looks at
+/// [`SWEEP_STEP`] of them, so every full page is looked at once per as many claims as there
+/// are full pages (over the step), and no claim pays for them all. True if a page went back.
+unsafe fn sweep(heap: *mut Heap, n: usize) -> bool {
     // SAFETY: owner-only lists.
     unsafe {
-        let mut page = (*heap).full.first;
-        while !page.is_null() {
-            let next = (*page).links.next;
-            if !(*page).thread_free.load(Ordering::Acquire).is_null() {
+        let mut back = false;
+        for _ in 0..n.min((*heap).full_count) {
+            let page = (*heap).full.first;
+            if (*page).thread_free.load(Ordering::Acquire).is_null() {
+                (*heap).full.remove(page);
+                (*heap).full.push_back(page);
+            } else {
                 unfull(heap, page);
+                back = true;
             }
-            page = next;
         }
-        (*heap).claims_since_sweep = 0;
-        // As costly as the sweep itself.
         os::debug_verify(|| check_full(heap, false, |_| {}));
+        back
     }
 }
 
@@ -346,11 +351,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     unsafe {
         take_notified(heap);
         let mut page = find_page(heap, class);
-        if page.is_null()
-            && (*heap).full_count > 0
-            && (*heap).claims_since_sweep >= (*heap).full_count
-        {
-            sweep_full(heap);
+        if page.is_null() && sweep(heap, SWEEP_STEP) {
             page = find_page(heap, class);
         }
         if page.is_null() {
@@ -359,7 +360,6 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             if page.is_null() {
                 return ptr::null_mut();
             }
-            (*heap).claims_since_sweep += 1;
             (*heap).queues[class].push_front(page);
             page::extend(page);
         }
@@ -421,7 +421,7 @@ pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
         stats::live(false, (*heap).uncounted);
         (*heap).uncounted = 0;
         take_notified(heap);
-        sweep_full(heap);
+        sweep(heap, usize::MAX);
         for class in 1..CLASSES {
             let mut page = (*heap).queues[class].first;
             while !page.is_null() {
