@@ -156,37 +156,46 @@ pub(crate) unsafe fn pop(page: *mut Page) -> *mut u8 {
     }
 }
 
-/// Most blocks hardened mode carves at once: the run it shuffles.
+/// Fewest blocks hardened mode carves at once: the run it shuffles.
 const HARDENED_RUN: usize = 16;
 
 /// Carves the next blocks of the area onto the free list: in address order, or in hardened
 /// mode (at least [`HARDENED_RUN`] at a time) in a random order, so that which block a
 /// malloc gets cannot be told from the blocks handed out before it.
 pub(crate) unsafe fn extend(page: *mut Page) {
-    // SAFETY: owner-only fields of a page in use; blocks lie inside the page's area.
+    // SAFETY: owner-only fields of a page in use; the run lies inside the page's area.
     unsafe {
         let bs = (*page).block_size as usize;
         let left = ((*page).reserved - (*page).capacity) as usize;
-        let hardened = config::hardened();
-        let run = if hardened { HARDENED_RUN } else { 1 };
-        let n = (EXTEND_BYTES / bs).max(run).min(left);
-        if n == 0 {
-            return;
+        if !config::hardened() {
+            return carve(
+                page,
+                (EXTEND_BYTES / bs).clamp(1, left.max(1)).min(left),
+                |k| k,
+            );
         }
-        let first = (*page).area.add((*page).capacity as usize * bs);
-        // In hardened mode, the run's indices in a random order (blocks are 16 bytes or
-        // more, so at most 256 of them, each fitting a byte).
+        let n = (EXTEND_BYTES / bs).max(HARDENED_RUN).min(left);
+        // Blocks are 16 bytes or more, so a run has at most 256: each index fits a byte.
         let mut order = [0u8; EXTEND_BYTES / 16];
-        if hardened {
-            for (i, slot) in order[..n].iter_mut().enumerate() {
-                *slot = i as u8;
-            }
-            secret::shuffle(&mut order[..n]);
+        for (i, slot) in order[..n].iter_mut().enumerate() {
+            *slot = i as u8;
         }
-        let block = |k: usize| {
-            let index = if hardened { order[k] as usize } else { k };
-            first.add(index * bs).cast::<Block>()
-        };
+        secret::shuffle(&mut order[..n]);
+        carve(page, n, |k| order[k] as usize);
+    }
+}
+
+/// Carves the next `n` blocks of the area onto the free list, the `k`-th taken being the
+/// `index(k)`-th of the run; with canaries, each gets its free tag.
+unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: owner-only fields of a page in use; `n` blocks are left in the area.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        let first = (*page).area.add((*page).capacity as usize * bs);
+        let block = |k: usize| first.add(index(k) * bs).cast::<Block>();
         for k in 1..n {
             (*block(k - 1)).next = block(k);
         }

@@ -67,7 +67,8 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 }
 
 /// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
-/// block past the time bound at `now`; its pattern is checked first (aborting on a write after free).
+/// block past the time bound at `now`; its junk is checked first (aborting on a write after
+/// free).
 pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     if ring.is_null() {
         return None;
