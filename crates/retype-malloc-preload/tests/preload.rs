@@ -128,6 +128,17 @@ fn hardened_mode_runs_the_c_programs_unchanged() {
     }
 }
 
+/// A thread waiting in `pthread_join` parks its heap: a thread it waits for adopts it (and
+/// reuses the blocks it frees there), and the waiting thread takes its own heap back after.
+#[test]
+fn a_joining_thread_parks_its_heap() {
+    for case in ["adopt", "back"] {
+        let mut cmd = Command::new(compile("park"));
+        cmd.arg(case);
+        assert_ok(&run(cmd, true), &format!("park {case}"));
+    }
+}
+
 #[test]
 fn works_when_loaded_with_dlopen() {
     let mut cmd = Command::new(compile("dlopen"));

@@ -33,6 +33,10 @@ pub(crate) struct Heap {
     segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// The thread that parked it while it waited (see `global::park`), until that thread
+    /// takes it back: it does so first, even after another thread adopted it meanwhile and
+    /// exited. 0: none.
+    pub home: usize,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
     quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
@@ -56,6 +60,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    home: 0,
     quarantine: ptr::null_mut(),
     uncounted: 0,
 });
