@@ -7,6 +7,7 @@
 
 use core::ffi::c_void;
 use core::ptr;
+use core::sync::atomic::{AtomicPtr, Ordering};
 
 use libc::{c_int, size_t};
 use retype_malloc as rm;
@@ -226,6 +227,33 @@ pub extern "C" fn mallinfo() -> libc::mallinfo {
 #[no_mangle]
 pub extern "C" fn malloc_stats() {
     rm::print_stats(2);
+}
+
+/// The C library's `pthread_join`, found once (`dlsym(RTLD_NEXT)`, after this library).
+static REAL_JOIN: AtomicPtr<c_void> = AtomicPtr::new(ptr::null_mut());
+
+type JoinFn = unsafe extern "C" fn(libc::pthread_t, *mut *mut c_void) -> c_int;
+
+/// `pthread_join`: the calling thread parks its heap before it waits (see
+/// `retype_malloc::park`), so a thread that hands its blocks to one it creates and joins
+/// does not strand them (a chain of threads, each joining the next, kept every heap whole).
+///
+/// # Safety
+/// As the C library's `pthread_join`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_join(thread: libc::pthread_t, ret: *mut *mut c_void) -> c_int {
+    let mut join = REAL_JOIN.load(Ordering::Acquire);
+    if join.is_null() {
+        // SAFETY: a symbol lookup; the C library defines pthread_join.
+        join = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_join".as_ptr()) };
+        if join.is_null() {
+            return libc::ENOSYS;
+        }
+        REAL_JOIN.store(join, Ordering::Release);
+    }
+    rm::park();
+    // SAFETY: `join` is the C library's pthread_join, called with the caller's arguments.
+    unsafe { core::mem::transmute::<*mut c_void, JoinFn>(join)(thread, ret) }
 }
 
 /// Defines `__libc_*` aliases: glibc exports them publicly, and memory a program obtains

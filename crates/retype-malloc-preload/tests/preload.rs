@@ -128,6 +128,17 @@ fn hardened_mode_runs_the_c_programs_unchanged() {
     }
 }
 
+/// A thread waiting in `pthread_join` parks its heap: a thread it waits for adopts it (and
+/// reuses the blocks it frees there), and the waiting thread takes its own heap back after.
+#[test]
+fn a_joining_thread_parks_its_heap() {
+    for case in ["adopt", "back"] {
+        let mut cmd = Command::new(compile("park"));
+        cmd.arg(case);
+        assert_ok(&run(cmd, true), &format!("park {case}"));
+    }
+}
+
 #[test]
 fn works_when_loaded_with_dlopen() {
     let mut cmd = Command::new(compile("dlopen"));
@@ -324,7 +335,10 @@ fn hardened_mode_checks_free_list_links() {
     ];
     for size in [8, 4096] {
         let seen = |env: &[(&str, &str)]| text(&harden("poison", size, env).stdout);
-        assert_eq!(seen(&[]), "poisoned\n", "default {size}");
+        // Debug builds check the free lists as they change, so they stop at the link.
+        if !cfg!(debug_assertions) {
+            assert_eq!(seen(&[]), "poisoned\n", "default {size}");
+        }
         assert_eq!(seen(&HARDENED), "not poisoned\n", "hardened {size}");
         let out = harden("poison", size, &unquarantined);
         let what = format!("poison {size} without quarantine");

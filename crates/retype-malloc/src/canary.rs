@@ -28,11 +28,17 @@ fn pattern(block: *const u8) -> u64 {
     mix(secret::get() ^ block as u64) | 0x0101_0101_0101_0101
 }
 
-/// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half, a
-/// check value keyed by the secret, the block's address and the size in the high half.
+/// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half; in
+/// the high half the pattern's, changed by a multiple of the size, so that an overflow which
+/// rewrites the size (the tag's first bytes) breaks the high half unless it knows the
+/// pattern. One multiplication, independent of the pattern, so it costs no latency.
 fn tag(pat: u64, size: usize) -> u64 {
-    size as u64 | (mix(pat ^ size as u64) & !0xffff_ffff)
+    size as u64 | ((pat ^ (size as u64).wrapping_mul(SPREAD)) & !0xffff_ffff)
 }
+
+/// The odd constant [`tag`] spreads sizes with (64 bits of the golden ratio): no two sizes
+/// of a block, nor [`FREE`], share the high half of their multiples (a test checks it).
+const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Pattern `pat` as read by an unaligned 8-byte load at `at`: the pattern is placed by
 /// address, so every load at `at + 8k` reads this same word.
@@ -118,16 +124,38 @@ unsafe fn first_broken_byte(pat: u64, from: *const u8, to: *const u8) -> Option<
     None
 }
 
-/// Seals the small or medium block at `block` of `block_size` bytes, which holds `size`
-/// bytes (at most `block_size - TAIL`): pattern after them, tag at the end.
+/// Hands out the free block at `block` of `block_size` bytes to hold `size` bytes (at most
+/// `block_size - TAIL`): aborts unless it still has its free tag (an underflow of the block
+/// after it, or a write after free into it, shows there), then seals it: pattern after the
+/// size, live tag at the end.
 pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
+    let pat = pattern(block);
     // SAFETY: the block is the caller's, `block_size` bytes long; the tag is 8-aligned
     // because blocks and their sizes are multiples of 16.
     unsafe {
-        let tail = block.add(block_size - TAIL);
-        let pat = pattern(block);
-        fill(pat, block.add(size), guard_end(block, size, tail));
-        tail_word(block, block_size).store(tag(pat, size), Ordering::Relaxed);
+        let tail = tail_word(block, block_size);
+        if tail.load(Ordering::Relaxed) != tag(pat, FREE) {
+            os::die(
+                "heap underflow or write after free (canary of a free block)",
+                block,
+                Some(block_size),
+            );
+        }
+        let end = block.add(block_size - TAIL);
+        fill(pat, block.add(size), guard_end(block, size, end));
+        tail.store(tag(pat, size), Ordering::Relaxed);
+    }
+}
+
+/// Checks the sealed block at `block` of `block_size` bytes, being freed, and tags it free:
+/// aborts if anything after its size was overwritten.
+pub(crate) unsafe fn unseal(block: *mut u8, block_size: usize) {
+    // SAFETY: the caller's contract: the block was sealed and is `block_size` bytes long.
+    unsafe {
+        let Some((pat, _)) = intact(block, block_size) else {
+            os::die("heap overflow (canary)", block, Some(block_size))
+        };
+        tail_word(block, block_size).store(tag(pat, FREE), Ordering::Relaxed);
     }
 }
 
@@ -136,21 +164,23 @@ pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
 pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
     // SAFETY: the caller's contract.
     match unsafe { intact(block, block_size) } {
-        Some(size) => size,
+        Some((_, size)) => size,
         None => os::die("heap overflow (canary)", block, Some(block_size)),
     }
 }
 
-/// The size held by the sealed block at `block` of `block_size` bytes, or None if anything
-/// after that size was overwritten.
-pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<usize> {
+/// The pattern and size of the sealed block at `block` of `block_size` bytes, or None if
+/// anything after that size was overwritten.
+pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
     // SAFETY: the block was sealed and is `block_size` bytes long.
     unsafe {
-        let tail = block.add(block_size - TAIL);
-        let (pat, size) = tagged(block, block_size)?;
-        first_broken(pat, block.add(size), guard_end(block, size, tail))
+        let Tag::Live(pat, size) = read_tag(block, block_size) else {
+            return None;
+        };
+        let end = block.add(block_size - TAIL);
+        first_broken(pat, block.add(size), guard_end(block, size, end))
             .is_none()
-            .then_some(size)
+            .then_some((pat, size))
     }
 }
 
@@ -174,28 +204,20 @@ unsafe fn read_tag(block: *const u8, block_size: usize) -> Tag {
     let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
     let size = (word & 0xffff_ffff) as usize;
     let pat = pattern(block);
-    if word == tag(pat, FREE) {
+    if word != tag(pat, size) {
+        Tag::Broken
+    } else if size == FREE {
         Tag::Free
-    } else if size <= block_size - TAIL && word == tag(pat, size) {
+    } else if size <= block_size - TAIL {
         Tag::Live(pat, size)
     } else {
         Tag::Broken
     }
 }
 
-/// The pattern and size of the sealed block at `block` of `block_size` bytes, if its tag
-/// (its last word, the one an underflow of the block after it overwrites first) is sound.
-pub(crate) unsafe fn tagged(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
-    // SAFETY: the caller's contract.
-    match unsafe { read_tag(block, block_size) } {
-        Tag::Live(pat, size) => Some((pat, size)),
-        _ => None,
-    }
-}
-
-/// Tags the block at `block` of `block_size` bytes free (when carved, and when freed once
-/// its canary was checked), so that the tail of every block holds a sound tag, live or free,
-/// whatever the block's state: an underflow of the block after it is caught either way.
+/// Tags the block at `block` of `block_size` bytes free as it is carved, so that the tail of
+/// every block holds a sound tag, live or free, whatever the block's state: an underflow of
+/// the block after it is caught either way.
 pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
     // SAFETY: the caller's contract: the block is carved and not live.
     let tail = unsafe { tail_word(block, block_size) };
@@ -206,20 +228,6 @@ pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
 unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
     // SAFETY: the caller's contract.
     matches!(unsafe { read_tag(block, block_size) }, Tag::Free)
-}
-
-/// Aborts unless the block at `block`, free until now, still has its free tag (called as it
-/// is handed out, before it is sealed: an underflow of the block after it, or a write after
-/// free into it, shows there).
-pub(crate) unsafe fn check_free(block: *const u8, block_size: usize) {
-    // SAFETY: the caller's contract.
-    if unsafe { !free_intact(block, block_size) } {
-        os::die(
-            "heap underflow or write after free (canary of a free block)",
-            block,
-            Some(block_size),
-        );
-    }
 }
 
 /// Whether the tail of the block at `block` of `block_size` bytes holds a sound tag, live or
@@ -303,7 +311,22 @@ pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8,
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, first_broken, pattern};
+    use super::{fill, first_broken, pattern, FREE, SPREAD};
+    use crate::size_class::MEDIUM_MAX;
+
+    /// No two sizes a tag can hold (nor the free size) give the same high half, so a tag
+    /// whose size was rewritten never reads as sound without the pattern.
+    #[test]
+    fn sizes_spread_apart() {
+        let mut highs: Vec<u64> = (0..=MEDIUM_MAX as u64)
+            .chain([FREE as u64])
+            .map(|s| s.wrapping_mul(SPREAD) >> 32)
+            .collect();
+        let n = highs.len();
+        highs.sort_unstable();
+        highs.dedup();
+        assert_eq!(highs.len(), n);
+    }
 
     /// Filling and checking at any alignment and length find exactly the byte overwritten.
     #[test]

@@ -100,7 +100,6 @@ unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
         let p = heap::alloc_slow(heap, class);
         if !p.is_null() {
             let bs = size_class::block_size(class);
-            canary::check_free(p, bs);
             canary::seal(p, bs, size);
         }
         p
@@ -115,7 +114,8 @@ fn thread_init() -> *mut Heap {
     if !heap::is_empty(existing) {
         return existing; // the global initialisation allocated and made one already
     }
-    let heap = pool::acquire();
+    // SAFETY: pthread_self always succeeds.
+    let heap = pool::acquire(unsafe { libc::pthread_self() } as usize);
     if !heap.is_null() {
         heap::set_current(heap);
         // SAFETY: KEY was created by `init`; setting a key below 32 does not allocate in glibc.
@@ -132,6 +132,27 @@ extern "C" fn thread_exit(heap: *mut libc::c_void) {
     }
     // SAFETY: the value is the heap this exiting thread registered; it uses it no more.
     unsafe { pool::abandon(heap) };
+}
+
+/// Parks the calling thread's heap in the pool, as if the thread had exited, for a thread
+/// about to wait for long (in `pthread_join`): a thread created meanwhile adopts it, so the
+/// blocks this thread handed to others and they free are reused instead of stranded in a heap
+/// whose owner does not run. The thread's next malloc takes its heap back if no other thread
+/// adopted it (else another from the pool, or a new one), or once the adopter exits; its
+/// frees meanwhile are remote.
+pub fn park() {
+    let heap = heap::current();
+    if heap::is_empty(heap) {
+        return;
+    }
+    heap::set_current(ptr::null_mut());
+    // SAFETY: KEY was created by `init` (the thread has a heap); the exit hook must not
+    // abandon the heap again. pthread_self always succeeds. The heap is still ours.
+    unsafe {
+        libc::pthread_setspecific(KEY, ptr::null());
+        (*heap).home = libc::pthread_self() as usize;
+        pool::abandon(heap);
+    }
 }
 
 extern "C" fn report_at_exit() {

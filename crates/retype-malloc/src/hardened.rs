@@ -48,12 +48,12 @@ pub(crate) unsafe fn validate(p: *mut u8) -> *mut Segment {
                 if (*page).in_use == 0 || flags & FLAG_LARGE != 0 {
                     die_at("double free (page already empty) or invalid free", p);
                 }
-                let off = addr.wrapping_sub((*page).area as usize);
-                let bs = (*page).block_size as usize;
-                if addr < (*page).area as usize || off / bs >= (*page).capacity as usize {
+                let area = (*page).area as usize;
+                if addr < area || page::index_of(page, p) >= (*page).capacity as usize {
                     die_at("invalid free (outside any block)", p);
                 }
-                if !off.is_multiple_of(bs) && flags & FLAG_ALIGNED == 0 {
+                let start = area + page::index_of(page, p) * (*page).block_size as usize;
+                if addr != start && flags & FLAG_ALIGNED == 0 {
                     die_at("invalid free (inside a block)", p);
                 }
             }
@@ -65,13 +65,7 @@ pub(crate) unsafe fn validate(p: *mut u8) -> *mut Segment {
 
 fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
     // SAFETY: `block` lies in the page's area.
-    let (index, bs) = unsafe {
-        (
-            (block as usize - (*page).area as usize),
-            (*page).block_size as usize,
-        )
-    };
-    let n = index / bs;
+    let n = unsafe { page::index_of(page, block) };
     let (_, first) = segment::locate(page as *mut Page);
     (first, n / 64, 1u64 << (n % 64))
 }

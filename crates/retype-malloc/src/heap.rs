@@ -33,6 +33,10 @@ pub(crate) struct Heap {
     segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// The thread that parked it while it waited (see `global::park`), until that thread
+    /// takes it back: it does so first, even after another thread adopted it meanwhile and
+    /// exited. 0: none.
+    pub home: usize,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
     quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
@@ -56,6 +60,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    home: 0,
     quarantine: ptr::null_mut(),
     uncounted: 0,
 });
@@ -185,14 +190,14 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     }
 }
 
-/// Checks the canary of `block`, freed, and the tag of the block before it, live or free
-/// (the first block has one before it too), which an underflow of `block` overwrites first;
-/// then tags `block` free.
+/// Checks the canary of `block`, freed, and tags it free; then the tag of the block before
+/// it, live or free (the first block has one before it too), which an underflow of `block`
+/// overwrites first.
 unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
     unsafe {
         let bs = (*page).block_size as usize;
-        canary::size(block, bs);
+        canary::unseal(block, bs);
         if !canary::tag_sound(block.wrapping_sub(bs), bs) {
             os::die(
                 "heap underflow (canary of the block before)",
@@ -200,7 +205,6 @@ unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
                 Some(bs),
             );
         }
-        canary::seal_free(block, bs);
     }
 }
 
@@ -343,10 +347,35 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 }
 
 /// Allocates a block of `class` from `heap` (the calling thread's, not the empty heap) when
-/// its direct page has none: takes back pages with remote frees, then the first page of the
-/// class with a free block, else a fresh page from a segment.
+/// its direct page has none, or in the modes without a fast path (hardened, counted): from
+/// the first page of the class if it has a free block, as the fast path would; else takes
+/// back pages with remote frees, then the first page of the class with a free block, else
+/// a fresh page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the heap belongs to the calling thread.
+    unsafe {
+        let mut page = (*heap).queues[class].first;
+        if page.is_null() || (*page).free.is_null() {
+            page = refill(heap, class);
+            if page.is_null() {
+                return ptr::null_mut();
+            }
+        }
+        let p = page::pop(page);
+        if config::hardened() {
+            hardened::remember_block(page, p);
+        }
+        if config::counted() {
+            count(heap, (*page).block_size as isize);
+        }
+        p
+    }
+}
+
+/// The page of `class` to allocate from when the first one has no free block: as
+/// [`alloc_slow`] says; null when out of memory.
+unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
         take_notified(heap);
@@ -358,7 +387,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             let span = size_class::span_of(class);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
-                return ptr::null_mut();
+                return page;
             }
             (*heap).queues[class].push_front(page);
             page::extend(page);
@@ -366,14 +395,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
         set_direct(heap, class);
         os::debug_verify(|| check_class(heap, class, false, |_| {}));
         os::debug_verify(|| page::check(page, id(heap)));
-        let p = page::pop(page);
-        if config::hardened() {
-            hardened::remember_block(page, p);
-        }
-        if config::counted() {
-            count(heap, (*page).block_size as isize);
-        }
-        p
+        page
     }
 }
 

@@ -26,8 +26,9 @@
 //!   resizes them in their mapping or moves their pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `heap`: one heap per thread, no lock on malloc or free;
-//! - `pool`: heaps of exited threads, adopted whole by new threads;
-//! - `global`: start-up, each thread's first malloc and exit, fork handlers;
+//! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
+//!   new threads;
+//! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
 //! - this file: the malloc family and its fast paths.
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
@@ -105,7 +106,7 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
-pub use global::init;
+pub use global::{init, park};
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
 /// Allocates a block of `class` (for `size` bytes) from the calling thread's heap: the fast

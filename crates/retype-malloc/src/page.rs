@@ -244,13 +244,19 @@ pub(crate) unsafe fn push_remote(page: *mut Page, block: *mut Block) {
     unsafe { list::push(&(*page).thread_free, block, &raw mut (*block).next) }
 }
 
+/// The index in its page's area of the block holding `p`, at or after the area's start (if
+/// `p` lies past the blocks carved, an index past them).
+pub(crate) unsafe fn index_of(page: *const Page, p: *const u8) -> usize {
+    // SAFETY: the caller's contract: `page` is a page in use.
+    unsafe { size_class::index_of(p as usize - (*page).area as usize, (*page).class as usize) }
+}
+
 /// The start of the block holding `p` (which may point inside it after an aligned malloc).
 pub(crate) unsafe fn block_start(page: *const Page, p: *mut u8) -> *mut u8 {
     // SAFETY: `p` lies in the page's area.
     unsafe {
-        let off = p as usize - (*page).area as usize;
         let bs = (*page).block_size as usize;
-        (*page).area.add(off - off % bs)
+        (*page).area.add(index_of(page, p) * bs)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The heap pool: heaps of exited threads wait here, whole (with their pages still in use),
-//! until a new thread adopts one; new heaps are cut from 256 KiB mappings. Its spin lock is
-//! taken only when a thread gets or gives up its heap, and around fork.
+//! until a new thread adopts one; so do the heaps of threads parked while they wait (see
+//! `global::park`), which their thread takes back first if no other did. New heaps are cut
+//! from 256 KiB mappings. Its spin lock is taken only when a thread gets or gives up its
+//! heap, and around fork.
 
 use core::ptr;
 
@@ -26,15 +28,28 @@ pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
 
 const HEAP_CHUNK: usize = 256 * 1024;
 
-/// Adopts an abandoned heap or makes a new one; null when out of memory.
-pub(crate) fn acquire() -> *mut Heap {
+/// Adopts an abandoned heap for thread `me` (one it parked if there is one here, else the
+/// last one abandoned) or makes a new one; null when out of memory.
+pub(crate) fn acquire(me: usize) -> *mut Heap {
     let mut pool = POOL.lock();
     if !pool.abandoned.is_null() {
-        let heap = pool.abandoned;
-        // SAFETY: heaps in the pool are owned by the pool.
-        pool.abandoned = unsafe { (*heap).next_in_pool };
-        stats::add(&stats::HEAPS_ADOPTED, 1);
-        return heap;
+        // SAFETY: heaps in the pool are owned by the pool; `link` points at a link of the stack.
+        unsafe {
+            let mut link: *mut *mut Heap = &raw mut pool.abandoned;
+            while !(*link).is_null() && (**link).home != me {
+                link = &raw mut (**link).next_in_pool;
+            }
+            if (*link).is_null() {
+                link = &raw mut pool.abandoned;
+            }
+            let heap = *link;
+            *link = (*heap).next_in_pool;
+            if (*heap).home == me {
+                (*heap).home = 0;
+            }
+            stats::add(&stats::HEAPS_ADOPTED, 1);
+            return heap;
+        }
     }
     let size = (core::mem::size_of::<Heap>() + 63) & !63;
     if pool.bump.is_null() || (pool.end as usize - pool.bump as usize) < size {
@@ -57,10 +72,10 @@ pub(crate) fn acquire() -> *mut Heap {
     heap
 }
 
-/// Abandons `heap`, the heap of an exiting thread: its empty pages go back to their segments
-/// and the rest waits in the pool.
+/// Abandons `heap`, the heap of an exiting thread or of one that parks it: its empty pages
+/// go back to their segments and the rest waits in the pool.
 pub(crate) unsafe fn abandon(heap: *mut Heap) {
-    // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
+    // SAFETY: the calling thread owns `heap`; afterwards the pool does.
     unsafe {
         heap::release_empty_pages(heap);
         let mut pool = POOL.lock();
