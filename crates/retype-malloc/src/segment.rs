@@ -161,23 +161,38 @@ fn early_dense() -> bool {
     pages == 0 || 2 * touched > pages
 }
 
-/// Gives a new segment huge pages if the heap is big, and says so; otherwise remembers it
-/// for later.
-fn huge_pages_for(base: *mut u8) -> bool {
+/// Gives a segment not yet advised huge pages if the heap is big (never the reserve's,
+/// advised at start-up), and says so; otherwise remembers a fresh one for later, in a free
+/// slot (a full table is read, not written: no locked instruction). A segment `reused` from
+/// the cache was remembered when it was made: remembering it again at every reuse filled the
+/// table with copies, and each reuse then took 64 failed compare-and-swaps (over 1 us).
+fn huge_pages_for(base: *mut u8, reused: bool) -> bool {
+    if reused && cache::reserved(base) {
+        return false;
+    }
     if big_heap() {
-        // SAFETY: advice on our own fresh segment.
-        unsafe { os::advise_huge(base, SEGMENT_SIZE) };
-        return true;
+        return advise_huge(base);
+    }
+    if reused {
+        return false;
     }
     for slot in &EARLY {
-        if slot
-            .compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+        if slot.load(Ordering::Relaxed) == 0
+            && slot
+                .compare_exchange(0, base as usize, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
         {
             break;
         }
     }
     false
+}
+
+/// Advises the segment at `base` for huge pages; true.
+fn advise_huge(base: *mut u8) -> bool {
+    // SAFETY: advice on our own segment.
+    unsafe { os::advise_huge(base, SEGMENT_SIZE) };
+    true
 }
 
 /// The segment holding `p`.
@@ -235,6 +250,7 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
         } else {
             cache::take(SEGMENT_SIZE, max, false)
         };
+        let reused = cached.is_some();
         let (base, len, advised, touched) = match cached {
             Some(m) => (m.base, m.len, m.huge, m.touched),
             None if warm => return ptr::null_mut(),
@@ -247,8 +263,7 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
                 (p, SEGMENT_SIZE, false, 0)
             }
         };
-        // The reserve was advised at start-up, a reused segment when it was made.
-        let huge = advised || (!cache::reserved(base) && huge_pages_for(base));
+        let huge = advised || huge_pages_for(base, reused);
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
         (*seg).used = 0;
@@ -443,4 +458,35 @@ pub(crate) unsafe fn check(seg: *mut Segment, heap: *mut HeapId) -> Result<usize
         i += span;
     }
     Ok(in_use)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{huge_pages_for, EARLY};
+    use core::sync::atomic::Ordering;
+
+    fn remembered(base: usize) -> usize {
+        EARLY
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == base)
+            .count()
+    }
+
+    /// A reused segment is not remembered again; a fresh one is, once. (Addresses no mapping
+    /// has: the advice a big heap would give them fails harmlessly.)
+    #[test]
+    fn a_reused_segment_is_remembered_once() {
+        let base = 0x7e00_0000_0000usize;
+        for _ in 0..3 {
+            huge_pages_for(base as *mut u8, true);
+        }
+        assert_eq!(remembered(base), 0);
+        if !huge_pages_for((base + (2 << 20)) as *mut u8, false) {
+            assert!(remembered(base + (2 << 20)) <= 1);
+            for _ in 0..3 {
+                huge_pages_for((base + (2 << 20)) as *mut u8, true);
+            }
+            assert!(remembered(base + (2 << 20)) <= 1);
+        }
+    }
 }
