@@ -151,7 +151,7 @@ pub fn park() {
     unsafe {
         libc::pthread_setspecific(KEY, ptr::null());
         (*heap).home = libc::pthread_self() as usize;
-        pool::abandon(heap);
+        pool::park(heap);
     }
 }
 

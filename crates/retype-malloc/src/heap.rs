@@ -436,12 +436,21 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     }
 }
 
+/// Counted mode: adds the live bytes `heap` has not added yet to the statistics (when its
+/// thread exits or parks it).
+pub(crate) unsafe fn settle_count(heap: *mut Heap) {
+    // SAFETY: the heap belongs to the calling thread.
+    unsafe {
+        stats::live(false, (*heap).uncounted);
+        (*heap).uncounted = 0;
+    }
+}
+
 /// Gives back every empty page of `heap` (used when its thread exits).
 pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
     // SAFETY: the heap belongs to the exiting thread.
     unsafe {
-        stats::live(false, (*heap).uncounted);
-        (*heap).uncounted = 0;
+        settle_count(heap);
         take_notified(heap);
         sweep(heap, usize::MAX);
         for class in 1..CLASSES {

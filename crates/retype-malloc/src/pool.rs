@@ -72,14 +72,24 @@ pub(crate) fn acquire(me: usize) -> *mut Heap {
     heap
 }
 
-/// Abandons `heap`, the heap of an exiting thread or of one that parks it: its empty pages
-/// go back to their segments and the rest waits in the pool.
+/// Abandons `heap`, the heap of an exiting thread: its empty pages go back to their
+/// segments and the rest waits in the pool.
 pub(crate) unsafe fn abandon(heap: *mut Heap) {
-    // SAFETY: the calling thread owns `heap`; afterwards the pool does.
+    // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
     unsafe {
         heap::release_empty_pages(heap);
-        let mut pool = POOL.lock();
-        (*heap).next_in_pool = pool.abandoned;
-        pool.abandoned = heap;
+        park(heap);
     }
+}
+
+/// Puts `heap`, whole, in the pool: the heap of a thread that waits (see `global::park`),
+/// whose empty pages stay for the thread that adopts it or for its own next malloc. Constant
+/// time, whatever the heap holds: a thread may wait often.
+pub(crate) unsafe fn park(heap: *mut Heap) {
+    // SAFETY: the calling thread owns `heap`.
+    unsafe { heap::settle_count(heap) };
+    let mut pool = POOL.lock();
+    // SAFETY: the calling thread owns `heap`; afterwards the pool does.
+    unsafe { (*heap).next_in_pool = pool.abandoned };
+    pool.abandoned = heap;
 }
