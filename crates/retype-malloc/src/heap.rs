@@ -610,6 +610,25 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
 mod tests {
     use super::*;
 
+    /// A page carves at least four blocks at a time (all it has if fewer), also of classes
+    /// whose blocks are 4 KiB or more.
+    #[test]
+    fn pages_carve_several_large_blocks_at_once() {
+        for size in [4096, 20_000, 100_000] {
+            // SAFETY: a block of this thread's heap, freed once.
+            unsafe {
+                let p = crate::malloc(size);
+                let page = segment::page_of(segment::of(p), p);
+                let (capacity, reserved) = ((*page).capacity, (*page).reserved);
+                assert!(
+                    capacity >= reserved.min(4),
+                    "{size}: {capacity} of {reserved}"
+                );
+                crate::free(p);
+            }
+        }
+    }
+
     /// The heap check can fail: each corruption of a live heap is reported, then undone (this
     /// test's heap is its thread's own; nothing allocates from it while it is corrupt).
     #[test]
