@@ -247,7 +247,7 @@ unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
         (*heap).queues[class].remove(page);
         (*heap).full.push_front(page);
         (*heap).full_count += 1;
-        (*page).flags.fetch_or(FLAG_FULL, Ordering::Relaxed);
+        page::set_flag(page, FLAG_FULL, true);
         let _ =
             (*page)
                 .full_state
@@ -270,7 +270,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
         let class = (*page).class as usize;
         (*heap).full.remove(page);
         (*heap).full_count -= 1;
-        (*page).flags.fetch_and(!FLAG_FULL, Ordering::Relaxed);
+        page::set_flag(page, FLAG_FULL, false);
         // A NOTIFIED page stays NOTIFIED until the owner drains the notified stack.
         let _ =
             (*page)

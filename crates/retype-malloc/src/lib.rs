@@ -192,9 +192,7 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
             let p = ((raw as usize + align - 1) & !(align - 1)) as *mut u8;
             if p != raw {
                 let page = segment::page_of(segment::of(raw), raw);
-                (*page)
-                    .flags
-                    .fetch_or(page::FLAG_ALIGNED, core::sync::atomic::Ordering::Relaxed);
+                page::set_flag(page, page::FLAG_ALIGNED, true);
             }
             return p;
         }

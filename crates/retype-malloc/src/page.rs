@@ -106,6 +106,17 @@ impl Page {
     }
 }
 
+/// Sets (`on`) or clears `flag` of `page`, whose owner calls it. Only the owner writes the
+/// flags (other threads read them), so a plain load and store do, without the locked
+/// instruction of a read-modify-write: a page of a medium class can change between full and
+/// not full on every other malloc and free.
+pub(crate) unsafe fn set_flag(page: *mut Page, flag: u8, on: bool) {
+    // SAFETY: the caller owns the page.
+    let flags = unsafe { &(*page).flags };
+    let old = flags.load(Ordering::Relaxed);
+    flags.store(if on { old | flag } else { old & !flag }, Ordering::Relaxed);
+}
+
 /// Bytes kept at the start of a page's slices before its first block: with canaries, 16,
 /// which end with a free tag, as if a free block lay before the first one, so an underflow
 /// of the first block is caught too.
