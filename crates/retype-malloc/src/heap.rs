@@ -110,7 +110,9 @@ pub(crate) unsafe fn direct(heap: *mut Heap, class: usize) -> *mut Page {
 /// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
 #[inline(always)]
 pub(crate) unsafe fn free(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    let heap = current();
+    // The thread's heap as stored (null before its first malloc: a page in use never has a
+    // null owner, so such a free goes to the slow path, as every free by a non-owner does).
+    let heap = tls::get().cast::<Heap>();
     // SAFETY: `p` is a live block of `page`; owner-only fields are touched only by the owner.
     unsafe {
         if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == id(heap) {

@@ -212,14 +212,25 @@ pub unsafe fn free(p: *mut u8) {
     }
     // SAFETY: `p` is live; its header is at the masked address (or behind its back pointer).
     unsafe {
-        let seg = if config::hardened() {
-            if zero::contains(p) {
-                return;
-            }
-            hardened::validate(p)
-        } else {
-            header_of(p)
-        };
+        if config::hardened() {
+            return free_checked(p);
+        }
+        let seg = header_of(p);
+        heap::free(seg, segment::page_of(seg, p), p)
+    }
+}
+
+/// Hardened mode's free: `p` is validated before any header is read. Out of line, so that
+/// the default mode's free keeps no register for it.
+#[cold]
+#[inline(never)]
+unsafe fn free_checked(p: *mut u8) {
+    if zero::contains(p) {
+        return;
+    }
+    // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
+    unsafe {
+        let seg = hardened::validate(p);
         heap::free(seg, segment::page_of(seg, p), p)
     }
 }
