@@ -171,7 +171,7 @@ pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
 
 /// The pattern and size of the sealed block at `block` of `block_size` bytes, or None if
 /// anything after that size was overwritten.
-pub(crate) unsafe fn intact(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
+unsafe fn intact(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
     // SAFETY: the block was sealed and is `block_size` bytes long.
     unsafe {
         let Tag::Live(pat, size) = read_tag(block, block_size) else {

@@ -99,8 +99,7 @@ unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
     unsafe {
         let p = heap::alloc_slow(heap, class);
         if !p.is_null() {
-            let bs = size_class::block_size(class);
-            canary::seal(p, bs, size);
+            canary::seal(p, size_class::block_size(class), size);
         }
         p
     }

@@ -49,10 +49,15 @@ pub(crate) unsafe fn validate(p: *mut u8) -> *mut Segment {
                     die_at("double free (page already empty) or invalid free", p);
                 }
                 let area = (*page).area as usize;
-                if addr < area || page::index_of(page, p) >= (*page).capacity as usize {
+                let index = if addr < area {
+                    usize::MAX
+                } else {
+                    page::index_of(page, p)
+                };
+                if index >= (*page).capacity as usize {
                     die_at("invalid free (outside any block)", p);
                 }
-                let start = area + page::index_of(page, p) * (*page).block_size as usize;
+                let start = area + index * (*page).block_size as usize;
                 if addr != start && flags & FLAG_ALIGNED == 0 {
                     die_at("invalid free (inside a block)", p);
                 }
