@@ -18,6 +18,12 @@ impl Ranges {
             .is_some_and(|x| x.start <= r.start && r.end <= x.end)
     }
 
+    /// Whether some offset of `r` is in the set.
+    pub fn intersects(&self, r: &Range<u64>) -> bool {
+        let i = self.runs.partition_point(|x| x.end <= r.start);
+        !r.is_empty() && self.runs.get(i).is_some_and(|x| x.start < r.end)
+    }
+
     /// Adds `r`, merging it with the runs it touches.
     pub fn insert(&mut self, r: Range<u64>) {
         if r.is_empty() {
@@ -77,6 +83,8 @@ mod tests {
                 r.clone().for_each(|o| model[o as usize] = add);
                 let covered = (r.start..r.end).all(|o| model[o as usize]);
                 proptest::prop_assert!(len == 0 || set.covers(&r) == covered);
+                let some = (r.start..r.end).any(|o| model[o as usize]);
+                proptest::prop_assert_eq!(set.intersects(&r), some);
                 for o in 0..64u64 {
                     proptest::prop_assert_eq!(set.covers(&(o..o + 1)), model[o as usize]);
                 }

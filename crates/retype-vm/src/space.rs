@@ -370,12 +370,15 @@ impl Space {
             let found = self.pagemap.scan(start, end, category, clear)?;
             let bits = status::per_page(&found, start, s as usize, pages as usize);
             out.iter_mut().zip(bits).for_each(|(o, b)| *o |= b);
-            if self.hides {
-                let hidden = |i: u64| {
-                    self.translate(va + i * s)
-                        .is_some_and(|l| prot(l.flags) == libc::PROT_NONE)
-                };
-                (0..pages).for_each(|i| out[i as usize] |= hidden(i));
+            let range = va..va + pages * s;
+            if self.hides && self.minor.intersects(&range) {
+                for l in self.leaves(&range) {
+                    if prot(l.flags) == libc::PROT_NONE {
+                        let first = (l.va.max(va) - va) / s;
+                        let end = (l.va + l.size).min(range.end).div_ceil(s) - va / s;
+                        out[first as usize..end as usize].fill(true);
+                    }
+                }
             }
         }
         Ok(out)
