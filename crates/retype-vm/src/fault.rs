@@ -1,6 +1,7 @@
 //! Protection faults to the application (seed 001 §3.4): a SIGSEGV at an
-//! address in a space's window calls that space's handler on the faulting
-//! thread, with the space itself, so it can change mappings through its
+//! address in a space's window (or a SIGBUS: an access to a page made
+//! inaccessible by removing its entries, see [`crate::space`]) calls that
+//! space's handler on the faulting thread, with the space itself, so it can change mappings through its
 //! capabilities; when the handler says so the access runs again.
 //!
 //! The handler runs inside the signal handler but synchronously: the fault
@@ -8,8 +9,9 @@
 //! the allocator or a lock, so it may allocate and invoke the space. It runs
 //! on the thread's own stack (no SA_ONSTACK), so a handler may do real work.
 //! A fault the handler does not resolve, or one outside every window, goes to
-//! the handler that was installed before ours (Rust's stack-overflow report,
-//! or the default action: the process dies of SIGSEGV as it would have).
+//! the handler that was installed before ours for that signal (Rust's
+//! stack-overflow report, or the default action: the process dies of the
+//! signal as it would have).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
@@ -70,7 +72,9 @@ static REGISTRY: [Slot; SLOTS] = [const {
 }; SLOTS];
 /// Slots below this have been used: the handler looks no further.
 static USED: AtomicUsize = AtomicUsize::new(0);
-static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+/// The handlers installed before ours: SIGSEGV's, SIGBUS's.
+static PREVIOUS: OnceLock<[libc::sigaction; 2]> = OnceLock::new();
+const SIGNALS: [libc::c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 static INSTALL: Once = Once::new();
 
 /// Makes faults in `[base, base + len)` reach the handler of `shared`;
@@ -108,11 +112,14 @@ fn install() {
     sa.sa_flags = libc::SA_SIGINFO;
     // SAFETY: sa_mask is a valid sigset to empty.
     unsafe { libc::sigemptyset(&mut sa.sa_mask) };
-    // SAFETY: as above.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: installs our handler and saves the previous one.
-    let rc = unsafe { libc::sigaction(libc::SIGSEGV, &sa, &mut old) };
-    assert_eq!(rc, 0, "sigaction(SIGSEGV)");
+    let old = SIGNALS.map(|sig| {
+        // SAFETY: as above.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: installs our handler and saves the previous one.
+        let rc = unsafe { libc::sigaction(sig, &sa, &mut old) };
+        assert_eq!(rc, 0, "sigaction({sig})");
+        old
+    });
     PREVIOUS.set(old).expect("installed once");
 }
 
@@ -129,7 +136,7 @@ fn is_write(_: *mut libc::c_void) -> bool {
 }
 
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo for SIGSEGV.
+    // SAFETY: the kernel passes a valid siginfo for SIGSEGV and SIGBUS.
     let addr = unsafe { (*info).si_addr() } as usize;
     let used = USED.load(SeqCst);
     let resolved = REGISTRY[..used].iter().any(|slot| {
@@ -143,7 +150,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         // window is checked again on the space itself.
         let shared = (!p.is_null()).then(|| unsafe { &*p });
         let done = shared.is_some_and(|s| {
-            s.window_contains(addr) && handle(s, addr, is_write(ctx)) == Resolution::Retry
+            s.window_contains(addr) && handle(s, sig, addr, is_write(ctx)) == Resolution::Retry
         });
         slot.busy.fetch_sub(1, SeqCst);
         done
@@ -155,7 +162,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 
 /// Runs the space's handler, unless this thread already holds the space
 /// (the fault came from inside an invocation or a handler: unresolvable).
-fn handle(shared: &Shared, addr: usize, write: bool) -> Resolution {
+fn handle(shared: &Shared, sig: libc::c_int, addr: usize, write: bool) -> Resolution {
     let Some(mut space) = shared.lock_from_fault() else {
         return Resolution::Fail;
     };
@@ -166,14 +173,14 @@ fn handle(shared: &Shared, addr: usize, write: bool) -> Resolution {
         Ok(false) => {}
         Err(_) => return Resolution::Fail,
     }
+    let va = (addr - space.base()) as u64;
+    if sig == libc::SIGBUS && space.refill(va) {
+        return Resolution::Retry;
+    }
     let Some(mut h) = space.handler.take() else {
         return Resolution::Fail;
     };
-    let fault = Fault {
-        va: (addr - space.base()) as u64,
-        addr,
-        write,
-    };
+    let fault = Fault { va, addr, write };
     let r = catch_unwind(AssertUnwindSafe(|| h(&mut space, &fault))).unwrap_or(Resolution::Fail);
     space.handler = Some(h);
     r
@@ -182,7 +189,8 @@ fn handle(shared: &Shared, addr: usize, write: bool) -> Resolution {
 /// Hands the signal to the previous handler, or restores the default
 /// action so that returning re-runs the access and the process dies.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let old = PREVIOUS.get().expect("installed before any fault");
+    let previous = PREVIOUS.get().expect("installed before any fault");
+    let old = &previous[usize::from(sig == libc::SIGBUS)];
     let h = old.sa_sigaction;
     if h != libc::SIG_DFL && h != libc::SIG_IGN {
         if old.sa_flags & libc::SA_SIGINFO != 0 {

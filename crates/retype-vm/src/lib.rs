@@ -3,10 +3,11 @@
 //! RAM capabilities cover; a reserved window of address space shows what
 //! the application's page tables say, so mapping a Frame through a page
 //! table is `mmap(MAP_FIXED | MAP_SHARED)` of the frame's offset, unmapping
-//! puts the reservation back, `modify_flags` is `mprotect`, and revoking a
-//! Frame removes every mapping of it. Protection faults go to the
-//! application's handler, missing pages to its pager (userfaultfd), and the
-//! dirty bits of a mapping are an invocation on it.
+//! puts the reservation back, `modify_flags` is `mprotect` (inaccessible
+//! pages lose their entries instead: see [`space`]), and revoking a Frame
+//! removes every mapping of it. Protection faults go to the application's
+//! handler, missing pages to its pager (userfaultfd), and the dirty bits of
+//! a mapping are an invocation on it.
 //!
 //! If a system call fails part-way through making the window follow an
 //! invocation (the kernel refuses a mapping: too many of them, no memory),
@@ -21,11 +22,12 @@
 //! - [`sync`]: the system calls that make the window show a range.
 //! - [`space`]: the invocations, checked by retype-core, then applied.
 //! - [`vm`]: the handle: a locked space, its fault handler and pager.
-//! - [`fault`]: SIGSEGV to the application's handler.
+//! - [`fault`]: SIGSEGV (and SIGBUS) to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
 //! - [`bench`](mod@bench): seed 001 §3.6 against raw Linux (Figures 3.2, 3.3).
 //! - [`probe`]: can this address be read, written? (without faulting)
+//! - `ranges`: which parts of the window take minor faults.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("retype-vm is Linux only");
@@ -36,6 +38,7 @@ pub mod fault;
 pub mod memory;
 pub mod pager;
 pub mod probe;
+mod ranges;
 pub mod space;
 pub mod status;
 pub mod sync;

@@ -69,6 +69,10 @@ pub struct Memory {
     fd: OwnedFd,
     size: u64,
     backing: Backing,
+    /// A bit per page known to be in the memfd's page cache (allocated by
+    /// [`Memory::populate`]; empty until the first call). Pages never leave
+    /// it: nothing here punches holes.
+    cached: Vec<u64>,
 }
 
 impl Memory {
@@ -93,7 +97,12 @@ impl Memory {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) } != 0 {
             return Err(VmError::os("ftruncate"));
         }
-        Ok(Memory { fd, size, backing })
+        Ok(Memory {
+            fd,
+            size,
+            backing,
+            cached: Vec::new(),
+        })
     }
 
     pub fn size(&self) -> u64 {
@@ -106,6 +115,40 @@ impl Memory {
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Makes sure the pages of `[phys, phys + len)` are in the page cache
+    /// (`fallocate` of the runs not known to be), so that an access to them
+    /// through a mapping whose entries were removed is a minor fault, never
+    /// a fresh page the kernel would map without asking.
+    pub fn populate(&mut self, phys: u64, len: u64) -> Result<(), VmError> {
+        let page = self.backing.page();
+        if self.cached.is_empty() {
+            self.cached = vec![0; (self.size / page).div_ceil(64) as usize];
+        }
+        let known = |c: &[u64], p: u64| c[(p / 64) as usize] & (1 << (p % 64)) != 0;
+        let (first, end) = (phys / page, (phys + len).div_ceil(page));
+        let mut p = first;
+        while p < end {
+            if known(&self.cached, p) {
+                p += 1;
+                continue;
+            }
+            let run = p;
+            while p < end && !known(&self.cached, p) {
+                p += 1;
+            }
+            let (at, n) = (
+                (run * page) as libc::off_t,
+                ((p - run) * page) as libc::off_t,
+            );
+            // SAFETY: allocates pages of our own memfd; contents are kept.
+            if unsafe { libc::fallocate(self.fd.as_raw_fd(), 0, at, n) } != 0 {
+                return Err(VmError::os("fallocate"));
+            }
+            (run..p).for_each(|q| self.cached[(q / 64) as usize] |= 1 << (q % 64));
+        }
+        Ok(())
     }
 
     /// Writes `bytes` at physical address `phys`, as a device or loader

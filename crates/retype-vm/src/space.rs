@@ -2,6 +2,19 @@
 //! window of this process. Every invocation is checked by retype-core first
 //! (a refusal is a typed error and changes nothing); then the window is made
 //! to show what the page tables now say, for the entries that changed.
+//!
+//! Inaccessible pages: where it can (4 KiB memory, no pager, Linux with
+//! minor faults on shmem), a space makes a mapped page inaccessible by
+//! removing its entries instead of by `mprotect`: the page's memory is kept
+//! in the memfd's page cache, its range is registered for minor faults, and
+//! any access is a SIGBUS that goes to the application's handler as a
+//! SIGSEGV would. Making it accessible again maps the same pages back
+//! (UFFDIO_CONTINUE). Once a range is registered (its mapping split then,
+//! once), neither changes the process's mappings, where `mprotect` of one
+//! page splits its mapping and merges it back: that makes a protection
+//! change cheaper than Linux's (docs/reproduction-001-vm.md). An
+//! inaccessible page reads dirty and accessed (its entry, which held those
+//! bits, is gone): a collector rescans it, never misses it.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -16,11 +29,12 @@ use retype_core::objects::{Arch, Config};
 use crate::error::VmError;
 use crate::fault::Handler;
 use crate::memory::{Backing, Memory};
+use crate::ranges::Ranges;
 use crate::status::{self, Pagemap};
 use crate::sync::{diff, diff_into, Action};
 use crate::uffd::{self, Uffd};
 use crate::walk::{self, Leaf, Tables};
-use crate::window::Window;
+use crate::window::{prot, Window};
 
 /// How to build a space.
 #[derive(Clone, Copy, Debug)]
@@ -61,6 +75,10 @@ pub struct Space {
     uffd: Option<Arc<Uffd>>,
     /// userfaultfd modes every mapped run is registered in.
     modes: u64,
+    /// Inaccessible pages have no entries (see the module's text).
+    hides: bool,
+    /// Window ranges registered for minor faults (once made inaccessible).
+    minor: Ranges,
     /// Why there are no dirty bits, when they were asked for.
     no_dirty: Option<String>,
     pagemap: Pagemap,
@@ -103,8 +121,9 @@ impl Space {
         let Userfault {
             uffd,
             modes,
+            hides,
             no_dirty,
-        } = Userfault::open(pager, o.dirty_bits)?;
+        } = Userfault::open(pager, o.dirty_bits, !pager && o.backing == Backing::Small)?;
         let mut s = Space {
             caps,
             boot,
@@ -115,6 +134,8 @@ impl Space {
             tables: Tables::new(),
             uffd,
             modes,
+            hides,
+            minor: Ranges::default(),
             no_dirty,
             pagemap: Pagemap::open()?,
             handler: None,
@@ -166,6 +187,12 @@ impl Space {
 
     pub(crate) fn uffd(&self) -> Option<Arc<Uffd>> {
         self.uffd.clone()
+    }
+
+    /// Whether inaccessible pages are kept without entries rather than
+    /// `mprotect`ed (see the module's text).
+    pub fn hides(&self) -> bool {
+        self.hides
     }
 
     /// Whether mappings are write-protected for dirty bits.
@@ -258,7 +285,8 @@ impl Space {
     }
 
     /// Sets the flags of `pages` entries of `mapping` from its `first`
-    /// (see [`Caps::modify_flags`]): `mprotect`.
+    /// (see [`Caps::modify_flags`]): `mprotect`, or entries removed and
+    /// mapped back for inaccessible pages (see the module's text).
     pub fn modify_flags(
         &mut self,
         mapping: CapRef,
@@ -335,12 +363,23 @@ impl Space {
         let s = walk::span(ty);
         let vas = self.tables.get(&m.ptable).ok_or(VmError::NotInWindow)?;
         let mut out = vec![false; pages as usize];
-        for va in vas {
-            let start = self.base() + (va + (m.entry as u64 + first) * s) as usize;
+        for &va in vas {
+            let va = va + (m.entry as u64 + first) * s;
+            let start = self.base() + va as usize;
             let end = start + (pages * s) as usize;
             let found = self.pagemap.scan(start, end, category, clear)?;
             let bits = status::per_page(&found, start, s as usize, pages as usize);
             out.iter_mut().zip(bits).for_each(|(o, b)| *o |= b);
+            let range = va..va + pages * s;
+            if self.hides && self.minor.intersects(&range) {
+                for l in self.leaves(&range) {
+                    if prot(l.flags) == libc::PROT_NONE {
+                        let first = (l.va.max(va) - va) / s;
+                        let end = (l.va + l.size).min(range.end).div_ceil(s) - va / s;
+                        out[first as usize..end as usize].fill(true);
+                    }
+                }
+            }
         }
         Ok(out)
     }
@@ -428,6 +467,7 @@ impl Space {
             eprintln!("retype-vm: cannot empty the window after {e}: {again}; aborting");
             std::process::abort();
         }
+        self.minor.clear();
         self.behind = true;
         VmError::Behind(Box::new(e))
     }
@@ -466,10 +506,30 @@ impl Space {
     /// Makes the window do `a`. A page mapped afresh reads clean (dirty
     /// bits: not written since mapped), except with `written`, when the
     /// window is rebuilt and what was written before is not known.
-    fn apply(&self, a: Action, written: bool) -> Result<(), VmError> {
+    fn apply(&mut self, a: Action, written: bool) -> Result<(), VmError> {
         match a {
-            Action::Clear { va, len } => self.window.clear(va, len),
-            Action::Protect { va, len, flags } => self.window.protect(va, len, flags),
+            Action::Clear { va, len } => {
+                self.window.clear(va, len)?;
+                self.minor.remove(va..va + len);
+                Ok(())
+            }
+            Action::Protect {
+                va,
+                len,
+                phys,
+                from,
+                flags,
+            } => {
+                let none = libc::PROT_NONE;
+                match (prot(from), prot(flags)) {
+                    (was, now) if !self.hides || (was != none && now != none) => {
+                        self.window.protect(va, len, flags)
+                    }
+                    (was, now) if was == now => Ok(()),
+                    (was, _) if was != none => self.hide(va, len, phys, from),
+                    _ => self.show(va, len, flags),
+                }
+            }
             Action::Map {
                 va,
                 len,
@@ -477,61 +537,140 @@ impl Space {
                 flags,
             } => {
                 self.window.map(va, len, self.memory.fd(), phys, flags)?;
+                self.minor.remove(va..va + len);
                 if self.memory.backing() == Backing::Small {
                     self.window.base_pages_only(va, len)?;
                 }
-                if let Some(u) = &self.uffd {
+                if let Some(u) = self.uffd.as_ref().filter(|_| self.modes != 0) {
                     let at = self.base() + va as usize;
                     u.register(at, len, self.modes)?;
                     if self.tracks_dirty() && !written {
                         u.write_protect(at, len)?;
                     }
                 }
+                if self.hides && prot(flags) == libc::PROT_NONE {
+                    return self.hide(va, len, phys, flags);
+                }
                 Ok(())
             }
         }
     }
+
+    /// Makes `[va, va + len)`, which shows `phys` with protection `was`,
+    /// inaccessible by removing its entries. In this order, no step grants
+    /// an access: minor faults are registered, the memory is made resident
+    /// (an entry-less page not in the page cache would be a fresh page the
+    /// kernel maps without asking), the entries go, and only then may the
+    /// mapping's protection widen to read-write, the protection every
+    /// inaccessible page keeps so that showing it again is one call.
+    fn hide(&mut self, va: u64, len: u64, phys: u64, was: Rights) -> Result<(), VmError> {
+        let u = self
+            .uffd
+            .clone()
+            .expect("a space that hides has a userfaultfd");
+        if !self.minor.covers(&(va..va + len)) {
+            u.register(
+                self.base() + va as usize,
+                len,
+                self.modes | uffd::MODE_MINOR,
+            )?;
+            self.minor.insert(va..va + len);
+        }
+        self.memory.populate(phys, len)?;
+        self.window.drop_entries(va, len)?;
+        if prot(was) != prot(Rights::RW) {
+            self.window.protect(va, len, Rights::RW)?;
+        }
+        Ok(())
+    }
+
+    /// Makes hidden `[va, va + len)` show its pages with `flags`: the
+    /// protection first (narrowing from read-write), then the entries.
+    fn show(&mut self, va: u64, len: u64, flags: Rights) -> Result<(), VmError> {
+        if prot(flags) != prot(Rights::RW) {
+            self.window.protect(va, len, flags)?;
+        }
+        let u = self
+            .uffd
+            .clone()
+            .expect("a space that hides has a userfaultfd");
+        u.continue_pages(self.base() + va as usize, len)
+    }
+
+    /// A SIGBUS at window offset `va` where the tables allow access: the
+    /// page's entry went (the kernel reclaimed it) after it was hidden once.
+    /// Maps it back; true if the access may run again.
+    pub(crate) fn refill(&mut self, va: u64) -> bool {
+        if !self.hides {
+            return false;
+        }
+        // The invocations' buffer: a fault allocates nothing.
+        let mut leaf = std::mem::take(&mut self.scratch.wanted);
+        leaf.clear();
+        self.leaves_into(&(va..va + 1), &mut leaf);
+        let shown = leaf
+            .first()
+            .is_some_and(|l| prot(l.flags) != libc::PROT_NONE);
+        self.scratch.wanted = leaf;
+        if !shown {
+            return false;
+        }
+        let page = self.base() + (va - va % PAGE) as usize;
+        let u = self
+            .uffd
+            .clone()
+            .expect("a space that hides has a userfaultfd");
+        u.continue_pages(page, PAGE).is_ok()
+    }
 }
 
-/// The userfaultfd for a pager and/or dirty bits.
+/// The userfaultfd for a pager, dirty bits and hidden pages.
 struct Userfault {
     uffd: Option<Arc<Uffd>>,
     /// The modes to register mappings in.
     modes: u64,
+    hides: bool,
     /// Why dirty bits are missing, when they were asked for.
     no_dirty: Option<String>,
 }
 
 impl Userfault {
-    /// Dirty bits need Linux 6.7 (asynchronous write protection); without
-    /// them a pager still works.
-    fn open(pager: bool, dirty: bool) -> Result<Userfault, VmError> {
+    /// Dirty bits need Linux 6.7 (asynchronous write protection), hidden
+    /// pages minor faults on shmem: what the kernel refuses is done
+    /// without (inaccessible pages by `mprotect`); a pager must work.
+    fn open(pager: bool, dirty: bool, hide: bool) -> Result<Userfault, VmError> {
         let missing = if pager { uffd::MODE_MISSING } else { 0 };
-        let with = |u: Uffd, modes, no_dirty| Userfault {
-            uffd: Some(Arc::new(u)),
-            modes,
-            no_dirty,
-        };
-        if !pager && !dirty {
-            return Ok(Userfault {
-                uffd: None,
-                modes: 0,
-                no_dirty: None,
-            });
+        let mut no_dirty = None;
+        let mut refused = None;
+        for (d, h) in [(dirty, hide), (dirty, false), (false, false)] {
+            if !pager && !d && !h {
+                break;
+            }
+            match Uffd::open(pager, d, h) {
+                Ok(u) => {
+                    return Ok(Userfault {
+                        uffd: Some(Arc::new(u)),
+                        modes: missing | if d { uffd::MODE_WP } else { 0 },
+                        hides: h,
+                        no_dirty,
+                    })
+                }
+                Err(e) => {
+                    if d && !h {
+                        no_dirty = Some(e.to_string());
+                    }
+                    refused = Some(e);
+                }
+            }
         }
-        match Uffd::open(pager, dirty) {
-            Ok(u) => Ok(with(
-                u,
-                missing | if dirty { uffd::MODE_WP } else { 0 },
-                None,
-            )),
-            Err(e) if !pager => Ok(Userfault {
+        match refused {
+            Some(e) if pager => Err(e),
+            _ => Ok(Userfault {
                 uffd: None,
                 modes: 0,
-                no_dirty: Some(e.to_string()),
+                hides: false,
+                no_dirty,
             }),
-            Err(e) if !dirty => Err(e),
-            Err(e) => Ok(with(Uffd::open(true, false)?, missing, Some(e.to_string()))),
         }
     }
 }

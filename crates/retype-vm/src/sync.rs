@@ -18,8 +18,14 @@ pub enum Action {
         phys: u64,
         flags: Rights,
     },
-    /// Same memory, new protection.
-    Protect { va: u64, len: u64, flags: Rights },
+    /// Same memory (from `phys`), new protection (was `from`).
+    Protect {
+        va: u64,
+        len: u64,
+        phys: u64,
+        from: Rights,
+        flags: Rights,
+    },
 }
 
 impl Action {
@@ -62,13 +68,21 @@ impl Action {
                 true
             }
             (
-                Action::Protect { va, len, flags },
+                Action::Protect {
+                    va,
+                    len,
+                    phys,
+                    from,
+                    flags,
+                },
                 Action::Protect {
                     va: v2,
                     len: l2,
+                    phys: p2,
+                    from: r2,
                     flags: f2,
                 },
-            ) if *va + *len == v2 && *flags == f2 => {
+            ) if *va + *len == v2 && *phys + *len == p2 && *from == r2 && *flags == f2 => {
                 *len += l2;
                 true
             }
@@ -127,6 +141,8 @@ fn changes(shown: &[Leaf], wanted: &[Leaf], mut f: impl FnMut(Action)) {
                     f(Action::Protect {
                         va: w.va,
                         len: w.size,
+                        phys: w.phys,
+                        from: s.flags,
                         flags: w.flags,
                     });
                 }
@@ -192,8 +208,17 @@ mod tests {
                 } => (0..len / K).for_each(|i| {
                     pages[(va / K + i) as usize] = Some((phys / K + i, flags));
                 }),
-                Action::Protect { va, len, flags } => (va / K..(va + len) / K).for_each(|p| {
-                    let e = pages[p as usize].as_mut().expect("protect a mapped page");
+                Action::Protect {
+                    va,
+                    len,
+                    phys,
+                    from,
+                    flags,
+                } => (0..len / K).for_each(|i| {
+                    let e = pages[(va / K + i) as usize]
+                        .as_mut()
+                        .expect("protect a mapped page");
+                    assert_eq!(*e, (phys / K + i, from), "protect what is shown");
                     e.1 = flags;
                 }),
             }

@@ -3,7 +3,10 @@
 //! application has a pager (a first touch of a frame page nobody filled yet
 //! waits for the pager's UFFDIO_COPY), in asynchronous write-protect mode for
 //! dirty bits (the kernel un-protects on the first write and remembers it,
-//! which PAGEMAP_SCAN reads and resets per range).
+//! which PAGEMAP_SCAN reads and resets per range), and in MINOR mode over
+//! the pages an application made inaccessible (see [`crate::space`]: their
+//! entries are removed while their memory stays, so any access is a minor
+//! fault, which this descriptor turns into a SIGBUS on the faulting thread).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -54,6 +57,14 @@ struct Copy {
 
 #[repr(C)]
 #[derive(Default)]
+struct Continue {
+    range: Range,
+    mode: u64,
+    mapped: i64,
+}
+
+#[repr(C)]
+#[derive(Default)]
 struct WriteProtect {
     range: Range,
     mode: u64,
@@ -71,6 +82,8 @@ pub struct Msg {
 }
 
 pub const EVENT_PAGEFAULT: u8 = 0x12;
+/// Minor faults are on shmem's base pages only.
+const PAGE: u64 = 4096;
 /// The fault was a write.
 pub const FLAG_WRITE: u64 = 1 << 0;
 
@@ -79,15 +92,19 @@ const UFFDIO_REGISTER: u64 = ioc(RW, 0x00, size_of::<Register>());
 const UFFDIO_WAKE: u64 = ioc(R, 0x02, size_of::<Range>());
 const UFFDIO_COPY: u64 = ioc(RW, 0x03, size_of::<Copy>());
 const UFFDIO_WRITEPROTECT: u64 = ioc(RW, 0x06, size_of::<WriteProtect>());
+const UFFDIO_CONTINUE: u64 = ioc(RW, 0x07, size_of::<Continue>());
 
 const FEATURE_MISSING_HUGETLBFS: u64 = 1 << 4;
 const FEATURE_MISSING_SHMEM: u64 = 1 << 5;
+const FEATURE_SIGBUS: u64 = 1 << 7;
+const FEATURE_MINOR_SHMEM: u64 = 1 << 10;
 const FEATURE_WP_HUGETLBFS_SHMEM: u64 = 1 << 12;
 const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
 const FEATURE_WP_ASYNC: u64 = 1 << 15;
 
 pub const MODE_MISSING: u64 = 1;
 pub const MODE_WP: u64 = 2;
+pub const MODE_MINOR: u64 = 4;
 const COPY_MODE_WP: u64 = 1 << 1;
 
 /// A userfaultfd with the features asked for.
@@ -106,11 +123,14 @@ fn ioctl<T>(fd: RawFd, req: u64, arg: &mut T, call: &'static str) -> Result<(), 
 
 impl Uffd {
     /// A userfaultfd for the MISSING mode (a pager) and/or asynchronous
-    /// write protection (dirty bits), or why this machine refuses it. Where
+    /// write protection (dirty bits) and/or inaccessible pages (`hide`:
+    /// minor faults on shmem raise SIGBUS; never with a pager, whose faults
+    /// must wait for it), or why this machine refuses it. Where
     /// only UFFD_USER_MODE_ONLY is permitted (unprivileged, with
     /// vm.unprivileged_userfaultfd = 0), a system call that touches a missing
     /// page fails with EFAULT instead of waiting for the pager.
-    pub fn open(missing: bool, wp: bool) -> Result<Uffd, VmError> {
+    pub fn open(missing: bool, wp: bool, hide: bool) -> Result<Uffd, VmError> {
+        assert!(!(missing && hide), "a pager's faults cannot raise SIGBUS");
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: the userfaultfd system call takes flags and returns a descriptor.
         let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
@@ -137,6 +157,9 @@ impl Uffd {
         if wp {
             features |= FEATURE_WP_HUGETLBFS_SHMEM | FEATURE_WP_UNPOPULATED | FEATURE_WP_ASYNC;
         }
+        if hide {
+            features |= FEATURE_SIGBUS | FEATURE_MINOR_SHMEM;
+        }
         let mut api = Api {
             api: UFFD_API,
             features,
@@ -144,7 +167,7 @@ impl Uffd {
         };
         ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api, "UFFDIO_API").map_err(|e| {
             VmError::Unsupported(format!(
-                "userfaultfd features {features:#x} (MISSING on shmem, asynchronous write protection): {e}"
+                "userfaultfd features {features:#x} (MISSING on shmem, asynchronous write protection, minor faults as SIGBUS): {e}"
             ))
         })?;
         Ok(Uffd { fd })
@@ -182,6 +205,31 @@ impl Uffd {
             &mut w,
             "UFFDIO_WRITEPROTECT",
         )
+    }
+
+    /// Maps again the pages of `[start, start + len)` whose entries were
+    /// removed (their memory is still in the memfd), with the mapping's
+    /// protection; pages already mapped are left as they are.
+    pub fn continue_pages(&self, start: usize, len: u64) -> Result<(), VmError> {
+        let mut done = 0;
+        while done < len {
+            let mut c = Continue {
+                range: Range {
+                    start: start as u64 + done,
+                    len: len - done,
+                },
+                ..Continue::default()
+            };
+            match ioctl(self.raw(), UFFDIO_CONTINUE, &mut c, "UFFDIO_CONTINUE") {
+                Ok(()) => return Ok(()),
+                // The page at the stop was mapped already: skip it.
+                Err(VmError::Os { err, .. }) if err.raw_os_error() == Some(libc::EEXIST) => {
+                    done += c.mapped.max(0) as u64 + PAGE;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Fills the missing page at `dst` with `src` and wakes the faulting

@@ -128,6 +128,19 @@ impl Window {
         Ok(())
     }
 
+    /// Removes the entries of mapped window pages, keeping their memory and
+    /// protection (`MADV_DONTNEED` on a shared mapping): the next access is
+    /// a page fault.
+    pub fn drop_entries(&self, va: u64, len: u64) -> Result<(), VmError> {
+        injected("madvise (drop entries)")?;
+        let at = self.at(va, len);
+        // SAFETY: window pages of a shared mapping: their contents stay in the memfd.
+        if unsafe { libc::madvise(at, len as usize, libc::MADV_DONTNEED) } != 0 {
+            return Err(VmError::os("madvise (drop entries)"));
+        }
+        Ok(())
+    }
+
     /// Changes the protection of mapped window pages.
     pub fn protect(&self, va: u64, len: u64, flags: Rights) -> Result<(), VmError> {
         injected("mprotect")?;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use retype_core::caps::types::PAGE;
 use retype_core::caps::Rights;
-use retype_vm::{Fault, Options, PageRequest, Resolution, Vm, VmError};
+use retype_vm::{Fault, Options, PageRequest, Probe, Resolution, Vm, VmError};
 
 fn write(addr: usize, v: u64) {
     // SAFETY: a window address; a fault there goes to the space's handler,
@@ -51,6 +51,99 @@ fn a_write_barrier_resolves_protection_faults_and_the_write_resumes() {
     let mut b = [0u8; 8];
     vm.lock().memory().read(2 * PAGE + 16, &mut b).unwrap();
     assert_eq!(u64::from_ne_bytes(b), 43);
+}
+
+/// The process's mappings (VMAs) that start in `[base, base + len)`.
+fn mappings(base: usize, len: usize) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let starts = maps.lines().filter_map(|l| l.split('-').next());
+    starts
+        .filter_map(|a| usize::from_str_radix(a, 16).ok())
+        .filter(|&a| a >= base && a - base < len)
+        .count()
+}
+
+#[test]
+fn inaccessible_pages_trap_on_any_access_keep_their_contents_and_the_access_resumes() {
+    let vm = space();
+    // Five pages, four made inaccessible: mprotect would split the mapping
+    // each time.
+    let (pt, f, m) = (slot(&vm, 4), frame(&vm, 10, 0, 5), slot(&vm, 11));
+    vm.lock().map(pt, f, 0, 0, 5, Rights::RW, m).unwrap();
+    let page = |i: usize| vm.base() + i * PAGE as usize;
+    write(page(1), 41);
+    // The first time registers the range for minor faults (a split once).
+    vm.lock().modify_flags(m, 0, 4, Rights::NONE).unwrap();
+    vm.lock().modify_flags(m, 0, 4, Rights::RW).unwrap();
+    let before = mappings(vm.base(), vm.len());
+    vm.lock().modify_flags(m, 0, 4, Rights::NONE).unwrap();
+    let hides = vm.lock().hides();
+    if hides {
+        assert_eq!(
+            mappings(vm.base(), vm.len()),
+            before,
+            "no mapping split: only entries removed"
+        );
+    }
+    let p = Probe::new().unwrap();
+    for i in 0..4 {
+        // Page 0 was never touched: not even the kernel may read it.
+        assert_eq!(p.read(page(i)), None, "page {i} readable (hides: {hides})");
+        assert!(!p.write(page(i), 9), "page {i} writable");
+    }
+    let seen: Arc<Mutex<Vec<(u64, bool)>>> = Arc::default();
+    let log = seen.clone();
+    vm.on_fault(move |s, fault| {
+        log.lock().unwrap().push((fault.va, fault.write));
+        match s.modify_flags(m, fault.va / PAGE, 1, Rights::RW) {
+            Ok(()) => Resolution::Retry,
+            Err(_) => Resolution::Fail,
+        }
+    });
+    assert_eq!(read(page(0)), 0);
+    assert_eq!(read(page(1)), 41, "the contents stayed");
+    write(page(2) + 8, 42);
+    assert_eq!(read(page(2) + 8), 42);
+    let faults = seen.lock().unwrap().clone();
+    let vas: Vec<u64> = faults.iter().map(|f| f.0).collect();
+    assert_eq!(vas, [0, PAGE, 2 * PAGE + 8], "one trap per page");
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!(
+        faults.iter().map(|f| f.1).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    assert_eq!(p.read(page(3)), None, "page 3 was left inaccessible");
+    vm.lock().modify_flags(m, 3, 1, Rights::READ).unwrap();
+    assert_eq!(p.read(page(3)), Some(0));
+    assert!(!p.write(page(3), 1), "shown again read-only");
+}
+
+#[test]
+fn an_entry_the_kernel_dropped_is_mapped_back_without_the_handler() {
+    let vm = space();
+    if !vm.lock().hides() {
+        return; // Only a space that hides takes minor faults.
+    }
+    let (pt, f, m) = (slot(&vm, 4), frame(&vm, 10, 0, 2), slot(&vm, 11));
+    vm.lock().map(pt, f, 0, 0, 2, Rights::RW, m).unwrap();
+    let at = vm.base();
+    write(at, 5);
+    vm.lock().modify_flags(m, 0, 2, Rights::NONE).unwrap();
+    vm.lock().modify_flags(m, 0, 2, Rights::RW).unwrap();
+    vm.on_fault(|_, _| Resolution::Fail);
+    // As reclaim would: the entries go, the memory stays.
+    // SAFETY: window pages of a shared mapping; their contents stay in the memfd.
+    let rc = unsafe {
+        libc::madvise(
+            at as *mut libc::c_void,
+            2 * PAGE as usize,
+            libc::MADV_DONTNEED,
+        )
+    };
+    assert_eq!(rc, 0);
+    assert_eq!(read(at), 5, "mapped back, not passed to the handler");
+    write(at + PAGE as usize, 6);
+    assert_eq!(read(at + PAGE as usize), 6);
 }
 
 #[test]
@@ -101,14 +194,34 @@ fn an_unresolved_fault_is_fatal_as_without_a_handler() {
     vm.on_fault(|_, _| Resolution::Fail);
     let at = vm.base() + 3 * PAGE as usize;
     assert_eq!(in_child(|| write(at, 1)), Some(libc::SIGSEGV));
-    let (pt, f) = (slot(&vm, 4), frame(&vm, 10, 0, 4));
-    vm.lock()
-        .map(pt, f, 3, 0, 1, Rights::RW, slot(&vm, 11))
-        .unwrap();
+    let (pt, f, m) = (slot(&vm, 4), frame(&vm, 10, 0, 4), slot(&vm, 11));
+    vm.lock().map(pt, f, 3, 0, 1, Rights::RW, m).unwrap();
     assert_eq!(
         in_child(|| write(at, 1)),
         None,
         "a mapped page does not fault"
+    );
+    // A child made by fork holds its own copy of the capabilities and a
+    // window without the userfaultfd (Linux drops it at fork): a space it
+    // makes itself is the one whose unresolved faults it dies of.
+    let died = in_child(|| {
+        let vm = space();
+        let (pt, f, m) = (slot(&vm, 4), frame(&vm, 10, 0, 1), slot(&vm, 11));
+        vm.lock().map(pt, f, 0, 0, 1, Rights::RW, m).unwrap();
+        vm.lock().modify_flags(m, 0, 1, Rights::NONE).unwrap();
+        vm.on_fault(|_, _| Resolution::Fail);
+        let signal = if vm.lock().hides() {
+            libc::SIGBUS
+        } else {
+            libc::SIGSEGV
+        };
+        // SAFETY: only reports which signal a hidden page raises.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+        write(vm.base(), 1);
+    });
+    assert!(
+        matches!(died, Some(libc::SIGBUS | libc::SIGSEGV)),
+        "an inaccessible page: {died:?}"
     );
 }
 

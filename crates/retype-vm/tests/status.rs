@@ -32,6 +32,12 @@ fn dirty_bits_of_a_range_are_read_and_cleared() {
     unsafe { (page(0) as *mut u64).write_volatile(2) };
     assert_eq!(vm.lock().dirty(m, 0, 2, false).unwrap(), [true, false]);
     assert_eq!(vm.lock().dirty(m, 3, 1, false).unwrap(), [false]);
+    // A page made inaccessible by removing its entries reads dirty and
+    // accessed (its entry held the bits): a collector rescans, never misses.
+    vm.lock().modify_flags(m, 2, 1, Rights::NONE).unwrap();
+    let hidden = vm.lock().hides();
+    assert_eq!(dirty(false).unwrap(), [true, false, hidden, false]);
+    assert_eq!(vm.lock().accessed(m, 2, 1).unwrap(), [hidden]);
     let e = vm.lock().dirty(m, 3, 2, false);
     assert!(matches!(e, Err(VmError::Cap(_))), "{e:?}");
     let e = vm.lock().dirty(f, 0, 1, false);
