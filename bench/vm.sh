@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max=${1:-1024}
-# 2 MiB pages for two tables of MAX_MIB at once (ours and Linux), and slack.
+# 2 MiB pages for two buffers of MAX_MIB at once (map, protect, unmap keeps
+# ours and Linux), and slack.
 need=$(( max + 8 ))
 huge=${HUGE_PAGES:-$need}
 cargo build --release -q -p retype
@@ -25,9 +26,10 @@ if [ "$(id -u)" = 0 ]; then
   trap 'echo "$old" > /proc/sys/vm/nr_hugepages; [ -e "$gig" ] && echo "$old_gig" > "$gig"; echo "huge page pools back to $old (2 MiB) and $old_gig (1 GiB)" >&2' EXIT
   echo "$huge" > /proc/sys/vm/nr_hugepages
   echo "reserved $(cat /proc/sys/vm/nr_hugepages) huge pages of 2 MiB for this run (was $old)" >&2
-  # 1 GiB pages for RandomAccess: two tables of MAX_MIB and slack, if the kernel finds them.
+  # 1 GiB pages for RandomAccess: one table of MAX_MIB (it holds one at a
+  # time) and one for our root page table, if the kernel finds them.
   if [ -e "$gig" ] && [ "$max" -ge 1024 ]; then
-    echo $(( 2 * max / 1024 + 1 )) > "$gig" || true
+    echo $(( max / 1024 + 1 )) > "$gig" || true
     echo "reserved $(cat "$gig") huge pages of 1 GiB (was $old_gig)" >&2
   fi
 else

@@ -65,14 +65,16 @@ impl Ours {
     /// to map it with `backing`'s pages, all mapped except the frame.
     pub(crate) fn new(bytes: u64, backing: Backing) -> Result<Ours, VmError> {
         let page = backing.page();
-        let (leaf_ty, leaf_span) = if page == PAGE {
-            (CapType::X86Ptable, 2 << 20)
-        } else {
-            (CapType::X86Pdir, 1 << 30)
-        };
+        // The leaf tables: PTs under PDs (4 KiB pages), PDs (2 MiB), or
+        // the root PDPT itself (1 GiB pages), each entry one page.
+        let leaf_span = 512 * page;
         let nleaf = bytes.div_ceil(leaf_span);
         let npd = bytes.div_ceil(1 << 30);
-        let tables = if page == PAGE { nleaf + npd } else { nleaf };
+        let tables = match backing {
+            Backing::Small => nleaf + npd,
+            Backing::Huge2M => nleaf,
+            Backing::Huge1G => 0,
+        };
         let slots = (8 + 3 * tables as u32).next_multiple_of(256);
         let extra = (tables + 1) * PAGE + slots as u64 * 64;
         let o = Options {
@@ -105,10 +107,15 @@ impl Ours {
         }
         let mut leaves = Vec::new();
         for i in 0..nleaf {
-            let t = if page == PAGE {
-                table(&mut space, leaf_ty, pds[(i / 512) as usize], i % 512)?
-            } else {
-                table(&mut space, leaf_ty, root, i)?
+            let t = match backing {
+                Backing::Small => table(
+                    &mut space,
+                    CapType::X86Ptable,
+                    pds[(i / 512) as usize],
+                    i % 512,
+                )?,
+                Backing::Huge2M => table(&mut space, CapType::X86Pdir, root, i)?,
+                Backing::Huge1G => root,
             };
             let n = ((bytes - i * leaf_span) / page).min(512);
             leaves.push((t, CapRef::l1(b.cspace, 0), n, i * leaf_span));

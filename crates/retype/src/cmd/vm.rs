@@ -206,8 +206,8 @@ fn mpu(a: &BenchArgs) -> Result<()> {
 fn gups(a: &BenchArgs) -> Result<()> {
     let mut rows: Vec<GupsRow> = Vec::new();
     for backing in BACKINGS {
-        // Ours and Linux each hold a table of the largest size at once.
-        if !usable(backing, 2 * (a.max_mib << 20) + (4 << 20), a) {
+        // One table of the largest size at a time (ours: and its tables).
+        if !usable(backing, (a.max_mib << 20) + (4 << 20), a) {
             continue;
         }
         for bytes in sizes(1 << 20, a).filter(|&b| b >= backing.page()) {
