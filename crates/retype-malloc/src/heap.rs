@@ -25,6 +25,9 @@ pub(crate) struct Heap {
     /// hardened mode, which sends every malloc to the slow path).
     direct: [*mut Page; CLASSES],
     queues: [Queue<Page>; CLASSES],
+    /// Per class, the pages the heap holds (in its queue or full): a class with several gets
+    /// larger pages (see [`size_class::span_of`]).
+    pages: [u32; CLASSES],
     full: Queue<Page>,
     full_count: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
@@ -55,6 +58,7 @@ unsafe impl Sync for SyncHeap {}
 static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     direct: [EMPTY; CLASSES],
     queues: [const { Queue::EMPTY }; CLASSES],
+    pages: [0; CLASSES],
     full: Queue::EMPTY,
     full_count: 0,
     notified: AtomicPtr::new(ptr::null_mut()),
@@ -386,11 +390,13 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
             page = find_page(heap, class);
         }
         if page.is_null() {
-            let span = size_class::span_of(class);
+            let busy = (*heap).pages[class] >= size_class::BUSY_PAGES;
+            let span = size_class::span_of(class, busy);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
                 return page;
             }
+            (*heap).pages[class] += 1;
             (*heap).queues[class].push_front(page);
             page::extend(page);
         }
@@ -434,6 +440,7 @@ unsafe fn retire(heap: *mut Heap, page: *mut Page) {
         }
         q.remove(page);
         set_direct(heap, class);
+        (*heap).pages[class] -= 1;
         segment::release_page(&mut (*heap).segments, page);
     }
 }
@@ -462,6 +469,7 @@ pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
                 page::collect(page);
                 if (*page).used == 0 && (*page).full_state.load(Ordering::SeqCst) != NOTIFIED {
                     (*heap).queues[class].remove(page);
+                    (*heap).pages[class] -= 1;
                     segment::release_page(&mut (*heap).segments, page);
                 }
                 page = next;
@@ -629,6 +637,39 @@ mod tests {
                 crate::free(p);
             }
         }
+    }
+
+    /// A class the heap holds few pages of gets pages of eight blocks; once it holds
+    /// [`size_class::BUSY_PAGES`], of sixteen; and the count goes down as pages go back.
+    #[test]
+    fn busy_classes_get_larger_pages() {
+        let size = 16 * 1024;
+        let class = size_class::class_of(size);
+        let span = |p: *mut u8| {
+            // SAFETY: a live block of this thread's heap.
+            unsafe { (*segment::page_of(segment::of(p), p)).span as usize }
+        };
+        // The thread's heap may be one adopted from an earlier test's thread, holding pages
+        // of the class already: what is certain is what happens from here.
+        // SAFETY: blocks of this thread's heap, each freed once below.
+        let first = unsafe { crate::malloc(size) };
+        // SAFETY: the heap is this thread's own (made by the malloc above at the latest).
+        let held = || unsafe { (*current()).pages[class] };
+        let before = held();
+        // SAFETY: as for `first`.
+        let more = (1..20 * 8).map(|_| unsafe { crate::malloc(size) });
+        let blocks: Vec<*mut u8> = core::iter::once(first).chain(more).collect();
+        let spans: Vec<usize> = blocks.iter().map(|&p| span(p)).collect();
+        if before == 1 {
+            assert_eq!(spans[0], size_class::span_of(class, false), "{spans:?}");
+        }
+        let last = *spans.last().unwrap();
+        assert_eq!(last, size_class::span_of(class, true), "{spans:?}");
+        assert!(last > size_class::span_of(class, false));
+        assert!(held() >= size_class::BUSY_PAGES, "{}", held());
+        // SAFETY: each block is live and freed once.
+        blocks.iter().for_each(|&p| unsafe { crate::free(p) });
+        assert!(held() <= before, "pages went back: {} left", held());
     }
 
     /// The heap check can fail: each corruption of a live heap is reported, then undone (this
