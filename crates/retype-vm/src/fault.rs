@@ -1,8 +1,9 @@
 //! Protection faults to the application (seed 001 §3.4): a SIGSEGV at an
 //! address in a space's window (or a SIGBUS: an access to a page made
 //! inaccessible by removing its entries, see [`crate::space`]) calls that
-//! space's handler on the faulting thread, with the space itself, so it can change mappings through its
-//! capabilities; when the handler says so the access runs again.
+//! space's handler on the faulting thread, with the space itself, so it can
+//! change mappings through its capabilities; when the handler says so the
+//! access runs again.
 //!
 //! The handler runs inside the signal handler but synchronously: the fault
 //! comes from an application load or store to the window, never from inside
@@ -108,7 +109,7 @@ pub(crate) fn unregister(slot: usize) {
 fn install() {
     // SAFETY: a zeroed sigaction is a valid value to fill in.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = on_segv as *const () as usize;
+    sa.sa_sigaction = on_signal as *const () as usize;
     sa.sa_flags = libc::SA_SIGINFO;
     // SAFETY: sa_mask is a valid sigset to empty.
     unsafe { libc::sigemptyset(&mut sa.sa_mask) };
@@ -135,7 +136,7 @@ fn is_write(_: *mut libc::c_void) -> bool {
     false
 }
 
-extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SIGSEGV and SIGBUS.
     let addr = unsafe { (*info).si_addr() } as usize;
     let used = USED.load(SeqCst);

@@ -121,7 +121,7 @@ impl Memory {
     /// (`fallocate` of the runs not known to be), so that an access to them
     /// through a mapping whose entries were removed is a minor fault, never
     /// a fresh page the kernel would map without asking.
-    pub fn populate(&mut self, phys: u64, len: u64) -> Result<(), VmError> {
+    pub(crate) fn populate(&mut self, phys: u64, len: u64) -> Result<(), VmError> {
         let page = self.backing.page();
         if self.cached.is_empty() {
             self.cached = vec![0; (self.size / page).div_ceil(64) as usize];
