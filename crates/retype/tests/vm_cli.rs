@@ -83,6 +83,7 @@ fn a_tiny_run_gives_every_row_with_its_keys() {
         for op in ["map", "protect", "unmap"] {
             positive(r, &format!("{op}_ns_per_page"));
             positive(r, &format!("linux_{op}_ns_per_page"));
+            positive(r, &format!("shm_{op}_ns_per_page"));
         }
     }
     let gups = of("gups");

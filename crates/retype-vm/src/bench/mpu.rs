@@ -1,6 +1,8 @@
 //! Seed 001 §3.6.2 (Figure 3.3): map, protect and unmap a whole buffer,
-//! time per page, through capabilities against raw Linux (`mmap` of a memfd,
-//! `mprotect`, `munmap`) in the same run, the two alternated round by round.
+//! time per page, through capabilities against raw Linux in the same run,
+//! alternated round by round: `mmap` of a memfd, `mprotect`, `munmap`, and
+//! System V shared memory (`shmat`, `mprotect`, `shmdt`), the thesis's two
+//! Linux lines.
 //!
 //! Ours: the frame and the page tables are made beforehand (as Barrelfish
 //! maps "a previously allocated frame"); one `map`, `modify_flags` and
@@ -27,6 +29,8 @@ pub struct Row {
     pub map: (f64, f64),
     pub protect: (f64, f64),
     pub unmap: (f64, f64),
+    /// Linux through System V shared memory: shmat, mprotect, shmdt.
+    pub shm: (f64, f64, f64),
 }
 
 impl Row {
@@ -39,8 +43,9 @@ impl Row {
         let op = |name: &str, (ours, linux): (f64, f64)| {
             format!("\"{name}_ns_per_page\":{ours:.2},\"linux_{name}_ns_per_page\":{linux:.2}")
         };
+        let (shmat, shm_protect, shmdt) = self.shm;
         format!(
-            "{{\"bytes\":{},\"page_kib\":{},\"pages\":{},\"rounds\":{},{},{},{}}}",
+            "{{\"bytes\":{},\"page_kib\":{},\"pages\":{},\"rounds\":{},{},{},{},\"shm_map_ns_per_page\":{shmat:.2},\"shm_protect_ns_per_page\":{shm_protect:.2},\"shm_unmap_ns_per_page\":{shmdt:.2}}}",
             self.bytes,
             self.page >> 10,
             self.pages(),
@@ -210,8 +215,80 @@ impl Linux {
     }
 }
 
+/// Raw Linux through a System V shared memory segment of the same pages.
+struct Shm {
+    id: libc::c_int,
+    at: *mut libc::c_void,
+    bytes: usize,
+    backing: Backing,
+}
+
+impl Shm {
+    fn new(bytes: u64, backing: Backing) -> Result<Shm, VmError> {
+        let huge = |shift: libc::c_int| libc::SHM_HUGETLB | (shift << 26);
+        let flags = match backing {
+            Backing::Small => 0,
+            Backing::Huge2M => huge(21),
+            Backing::Huge1G => huge(30),
+        };
+        // SAFETY: a fresh private segment; the result is checked.
+        let id = unsafe {
+            libc::shmget(
+                libc::IPC_PRIVATE,
+                bytes as usize,
+                libc::IPC_CREAT | 0o600 | flags,
+            )
+        };
+        if id < 0 {
+            return Err(VmError::os("shmget"));
+        }
+        Ok(Shm {
+            id,
+            at: std::ptr::null_mut(),
+            bytes: bytes as usize,
+            backing,
+        })
+    }
+
+    fn map(&mut self) -> Result<(), VmError> {
+        // SAFETY: attaches our segment where the kernel chooses.
+        let p = unsafe { libc::shmat(self.id, std::ptr::null(), 0) };
+        if p as isize == -1 {
+            return Err(VmError::os("shmat"));
+        }
+        self.at = p;
+        if self.backing == Backing::Small {
+            no_huge_pages(p as usize, self.bytes)?;
+        }
+        Ok(())
+    }
+
+    fn protect(&mut self) -> Result<(), VmError> {
+        // SAFETY: the attachment made by `map`.
+        if unsafe { libc::mprotect(self.at, self.bytes, libc::PROT_READ) } != 0 {
+            return Err(VmError::os("mprotect"));
+        }
+        Ok(())
+    }
+
+    fn unmap(&mut self) -> Result<(), VmError> {
+        // SAFETY: the attachment made by `map`, which nothing borrows.
+        if unsafe { libc::shmdt(self.at) } != 0 {
+            return Err(VmError::os("shmdt"));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Shm {
+    fn drop(&mut self) {
+        // SAFETY: removes our own segment (detached: the last round unmapped it).
+        unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
 /// Maps, protects and unmaps a `bytes` buffer of `backing` pages `rounds`
-/// times each way, ours then Linux in every round.
+/// times each way, ours, Linux's `mmap` and its `shmat` in every round.
 pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Row, VmError> {
     let page = backing.page();
     if bytes == 0 || !bytes.is_multiple_of(page) || rounds == 0 {
@@ -222,7 +299,8 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
     }
     let mut ours = Ours::new(bytes, backing)?;
     let mut linux = Linux::new(bytes, backing)?;
-    let mut t: [Vec<f64>; 6] = Default::default();
+    let mut shm = Shm::new(bytes, backing)?;
+    let mut t: [Vec<f64>; 9] = Default::default();
     for _ in 0..rounds {
         t[0].push(timed(|| ours.map())?);
         t[1].push(timed(|| ours.protect())?);
@@ -230,6 +308,9 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         t[3].push(timed(|| linux.map())?);
         t[4].push(timed(|| linux.protect())?);
         t[5].push(timed(|| linux.unmap())?);
+        t[6].push(timed(|| shm.map())?);
+        t[7].push(timed(|| shm.protect())?);
+        t[8].push(timed(|| shm.unmap())?);
     }
     let pages = (bytes / page) as f64;
     let per = t.map(|mut v| median(&mut v) / pages);
@@ -240,6 +321,7 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         map: (per[0], per[3]),
         protect: (per[1], per[4]),
         unmap: (per[2], per[5]),
+        shm: (per[6], per[7], per[8]),
     })
 }
 
@@ -260,6 +342,9 @@ mod tests {
             "{j}"
         );
         assert!(j.contains("\"linux_unmap_ns_per_page\":"), "{j}");
+        assert!(j.contains("\"shm_unmap_ns_per_page\":"), "{j}");
+        let (shmat, protect, shmdt) = r.shm;
+        assert!(shmat > 0.0 && protect > 0.0 && shmdt > 0.0, "{r:?}");
         let mut ours = Ours::new(3 << 20, Backing::Small).unwrap();
         ours.map().unwrap();
         let leaves = |o: &Ours| o.space.caps().ptes().filter(|p| !p.2.table).count();

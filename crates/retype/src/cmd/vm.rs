@@ -166,11 +166,11 @@ fn mpu(a: &BenchArgs) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "Map, protect, unmap (Figure 3.3): ns per page, median of {}; ratio ours/Linux",
+        "Map, protect, unmap (Figure 3.3): ns per page, median of {}; ratio ours/Linux (mmap); Linux through System V shm: shmat, mprotect, shmdt",
         a.reps
     );
     outln!(
-        "  {:>10} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}",
+        "  {:>10} {:>6} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}",
         "bytes",
         "page",
         "map",
@@ -181,11 +181,14 @@ fn mpu(a: &BenchArgs) -> Result<()> {
         "ratio",
         "unmap",
         "Linux",
-        "ratio"
+        "ratio",
+        "shmat",
+        "mprotect",
+        "shmdt"
     );
     for r in &rows {
         outln!(
-            "  {:>10} {:>5}K {:>10.2} {:>10.2} {:>6.2}× {:>10.2} {:>10.2} {:>6.2}× {:>10.2} {:>10.2} {:>6.2}×",
+            "  {:>10} {:>5}K {:>10.2} {:>10.2} {:>6.2}× {:>10.2} {:>10.2} {:>6.2}× {:>10.2} {:>10.2} {:>6.2}× {:>10.2} {:>10.2} {:>10.2}",
             r.bytes,
             r.page >> 10,
             r.map.0,
@@ -196,7 +199,10 @@ fn mpu(a: &BenchArgs) -> Result<()> {
             r.protect.0 / r.protect.1,
             r.unmap.0,
             r.unmap.1,
-            r.unmap.0 / r.unmap.1
+            r.unmap.0 / r.unmap.1,
+            r.shm.0,
+            r.shm.1,
+            r.shm.2
         );
     }
     outln!();
