@@ -556,6 +556,13 @@ impl Space {
         }
     }
 
+    /// The userfaultfd of a space that hides inaccessible pages.
+    fn hider(&self) -> Arc<Uffd> {
+        self.uffd
+            .clone()
+            .expect("a space that hides has a userfaultfd")
+    }
+
     /// Makes `[va, va + len)`, which shows `phys` with protection `was`,
     /// inaccessible by removing its entries. In this order, no step grants
     /// an access: minor faults are registered, the memory is made resident
@@ -564,10 +571,7 @@ impl Space {
     /// mapping's protection widen to read-write, the protection every
     /// inaccessible page keeps so that showing it again is one call.
     fn hide(&mut self, va: u64, len: u64, phys: u64, was: Rights) -> Result<(), VmError> {
-        let u = self
-            .uffd
-            .clone()
-            .expect("a space that hides has a userfaultfd");
+        let u = self.hider();
         if !self.minor.covers(&(va..va + len)) {
             u.register(
                 self.base() + va as usize,
@@ -590,10 +594,7 @@ impl Space {
         if prot(flags) != prot(Rights::RW) {
             self.window.protect(va, len, flags)?;
         }
-        let u = self
-            .uffd
-            .clone()
-            .expect("a space that hides has a userfaultfd");
+        let u = self.hider();
         u.continue_pages(self.base() + va as usize, len)
     }
 
@@ -616,10 +617,7 @@ impl Space {
             return false;
         }
         let page = self.base() + (va - va % PAGE) as usize;
-        let u = self
-            .uffd
-            .clone()
-            .expect("a space that hides has a userfaultfd");
+        let u = self.hider();
         u.continue_pages(page, PAGE).is_ok()
     }
 }

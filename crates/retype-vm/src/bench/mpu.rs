@@ -192,18 +192,11 @@ impl Linux {
             return Err(VmError::os("mmap"));
         }
         self.at = p;
-        if self.memory.backing() == Backing::Small {
-            no_huge_pages(p as usize, self.bytes)?;
-        }
-        Ok(())
+        base_pages_if_small(p, self.bytes, self.memory.backing())
     }
 
     fn protect(&mut self) -> Result<(), VmError> {
-        // SAFETY: the mapping made by `map`.
-        if unsafe { libc::mprotect(self.at, self.bytes, libc::PROT_READ) } != 0 {
-            return Err(VmError::os("mprotect"));
-        }
-        Ok(())
+        read_only(self.at, self.bytes)
     }
 
     pub(crate) fn unmap(&mut self) -> Result<(), VmError> {
@@ -213,6 +206,27 @@ impl Linux {
         }
         Ok(())
     }
+}
+
+/// `mprotect(PROT_READ)` of a whole Linux-side buffer.
+fn read_only(at: *mut libc::c_void, bytes: usize) -> Result<(), VmError> {
+    // SAFETY: a mapping or attachment of ours, `bytes` long.
+    if unsafe { libc::mprotect(at, bytes, libc::PROT_READ) } != 0 {
+        return Err(VmError::os("mprotect"));
+    }
+    Ok(())
+}
+
+/// Keeps a Linux-side buffer of 4 KiB memory on base pages, as ours is.
+fn base_pages_if_small(
+    at: *mut libc::c_void,
+    bytes: usize,
+    backing: Backing,
+) -> Result<(), VmError> {
+    if backing == Backing::Small {
+        no_huge_pages(at as usize, bytes)?;
+    }
+    Ok(())
 }
 
 /// Raw Linux through a System V shared memory segment of the same pages.
@@ -225,11 +239,10 @@ struct Shm {
 
 impl Shm {
     fn new(bytes: u64, backing: Backing) -> Result<Shm, VmError> {
-        let huge = |shift: libc::c_int| libc::SHM_HUGETLB | (shift << 26);
+        // SHM_HUGE_SHIFT: the page size's log2, as for memfd and mmap.
         let flags = match backing {
             Backing::Small => 0,
-            Backing::Huge2M => huge(21),
-            Backing::Huge1G => huge(30),
+            _ => libc::SHM_HUGETLB | ((backing.page().trailing_zeros() as libc::c_int) << 26),
         };
         // SAFETY: a fresh private segment; the result is checked.
         let id = unsafe {
@@ -257,18 +270,11 @@ impl Shm {
             return Err(VmError::os("shmat"));
         }
         self.at = p;
-        if self.backing == Backing::Small {
-            no_huge_pages(p as usize, self.bytes)?;
-        }
-        Ok(())
+        base_pages_if_small(p, self.bytes, self.backing)
     }
 
     fn protect(&mut self) -> Result<(), VmError> {
-        // SAFETY: the attachment made by `map`.
-        if unsafe { libc::mprotect(self.at, self.bytes, libc::PROT_READ) } != 0 {
-            return Err(VmError::os("mprotect"));
-        }
-        Ok(())
+        read_only(self.at, self.bytes)
     }
 
     fn unmap(&mut self) -> Result<(), VmError> {
