@@ -614,13 +614,16 @@ mod tests {
             // SAFETY: every block left is live.
             unsafe { crate::free(p as *mut u8) };
         }
-        crate::trim();
-        assert_eq!(
+        // Other tests' threads may cache what they free between a trim and the reading (a
+        // thread's exit gives its heap's kept pages back at once): a trim must empty the cache
+        // at least once they pause.
+        let kept = || {
+            crate::trim();
             stats::CACHE_KEPT_SEGMENTS.load(Ordering::Relaxed)
-                + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed),
-            0,
-            "after trim"
-        );
+                + stats::CACHE_KEPT_LARGE.load(Ordering::Relaxed)
+        };
+        let left = (0..1000).map(|_| kept()).find(|&k| k == 0);
+        assert_eq!(left, Some(0), "after trim: {} B cached", kept());
     }
 
     proptest! {

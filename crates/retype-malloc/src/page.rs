@@ -64,6 +64,8 @@ pub(crate) struct Page {
     pub class: u8,
     pub in_use: u8,
     pub span: u8,
+    /// Empty, kept by its heap for reuse (see `heap::retire`).
+    pub kept: bool,
     pub full_state: AtomicU8,
     pub area: *mut u8,
     pub heap: *mut HeapId,
@@ -96,6 +98,7 @@ impl Page {
             class: 0,
             in_use: 0,
             span: 0,
+            kept: false,
             full_state: AtomicU8::new(QUEUED),
             area: ptr::null_mut(),
             heap: ptr::null_mut(),

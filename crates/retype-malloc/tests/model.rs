@@ -27,7 +27,13 @@ fn size() -> impl Strategy<Value = usize> {
     ]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+/// Three medium classes only: their pages fill and empty in turn, so emptied pages are kept,
+/// reused, and given back when the heap keeps too many of them.
+fn few_classes() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(8 * 1024), Just(60 * 1024), Just(120 * 1024)]
+}
+
+fn op<S: Strategy<Value = usize> + 'static>(size: fn() -> S) -> impl Strategy<Value = Op> {
     prop_oneof![
         5 => (size(), prop_oneof![4 => Just(0u32), 1 => 5u32..23]).prop_map(|(size, align_log)| Op::Alloc { size, align_log }),
         2 => (any::<usize>(), size()).prop_map(|(pick, size)| Op::Realloc { pick, size: size.max(1) }),
@@ -146,7 +152,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     #[test]
-    fn blocks_are_aligned_disjoint_and_keep_their_contents(ops in prop::collection::vec(op(), 1..300)) {
+    fn blocks_are_aligned_disjoint_and_keep_their_contents(ops in prop::collection::vec(op(size), 1..300)) {
+        run(ops);
+    }
+
+    #[test]
+    fn pages_emptied_in_turn_keep_the_heap_consistent(ops in prop::collection::vec(op(few_classes), 1..600)) {
         run(ops);
     }
 }
