@@ -765,25 +765,6 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
 mod tests {
     use super::*;
 
-    /// A page carves at least four blocks at a time (all it has if fewer), also of classes
-    /// whose blocks are 4 KiB or more.
-    #[test]
-    fn pages_carve_several_large_blocks_at_once() {
-        for size in [4096, 20_000, 100_000] {
-            // SAFETY: a block of this thread's heap, freed once.
-            unsafe {
-                let p = crate::malloc(size);
-                let page = segment::page_of(segment::of(p), p);
-                let (capacity, reserved) = ((*page).capacity, (*page).reserved);
-                assert!(
-                    capacity >= reserved.min(4),
-                    "{size}: {capacity} of {reserved}"
-                );
-                crate::free(p);
-            }
-        }
-    }
-
     /// A class the heap holds few pages of gets pages of eight blocks; once it holds
     /// [`size_class::BUSY_PAGES`], of sixteen; and the count goes down as pages go back.
     #[test]
