@@ -19,6 +19,7 @@
 mod dumps;
 mod replay;
 pub mod search;
+mod sweep;
 
 use alloc::vec::Vec;
 
@@ -492,6 +493,32 @@ mod tests {
             log.len(),
             "recovered to the end all the same"
         );
+    }
+
+    /// 64 endpoints fill the 1 KiB slab, 64 more go to the first 16 KiB one;
+    /// then 60 frees from each, alternating: every free could come from
+    /// either slab, and no counter tells which until one of them empties.
+    /// Up to 64 distinct states per request, each reached by many paths.
+    fn spread_script() -> Vec<Op> {
+        let mut ops: Vec<Op> = (0..128).map(|id| alloc(id, 16)).collect();
+        for k in 1..=60 {
+            ops.push(Op::Free { ids: vec![k] });
+            ops.push(Op::Free { ids: vec![64 + k] });
+        }
+        ops
+    }
+
+    /// The same frees, then a request no replay can match: every distinct
+    /// state is tried, so its death is a proof, not the bound.
+    #[test]
+    fn an_impossible_request_behind_many_equal_frees_is_proved_so() {
+        let mut log = log_of(&spread_script(), PolicyKind::BestFit, false);
+        let last = log.len() - 1;
+        log[last].after.frag_watermark += 1 << 20;
+        let d = resolve_one(&log, false)
+            .death
+            .expect("no replay locks a MiB more");
+        assert_eq!((d.op, d.exhaustive), (last, true), "{d:?}");
     }
 
     /// A request sequence: allocations of a few sizes (runs of one to three

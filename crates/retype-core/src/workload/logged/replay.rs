@@ -27,6 +27,10 @@ pub(super) struct Replay {
     dumps: Rc<[Dumps]>,
     /// Live allocations: id → (handle in each manager, bytes, objects).
     live: BTreeMap<u32, (Vec<AllocId>, u64, u64)>,
+    /// The multiset of where live allocations lie, as a sum of one hash per
+    /// allocation ([`Replay::signature`]): kept as they come and go, so that
+    /// [`Replay::key`] costs no sort of the live allocations.
+    live_sum: u128,
     next_id: u32,
     pub history: Option<Rc<History>>,
     /// Frees on this branch for which several sets of allocations agreed.
@@ -54,6 +58,7 @@ impl Replay {
             mms,
             dumps: dumps.into(),
             live: BTreeMap::new(),
+            live_sum: 0,
             next_id: 0,
             history: None,
             ambiguous_frees: 0,
@@ -265,12 +270,16 @@ impl Replay {
                     .unwrap_or(0);
             self.live
                 .insert(id, (handles, bytes, u64::from(desc.count)));
+            self.live_sum = self.live_sum.wrapping_add(self.signature_hash(id));
         }
         self.record(Op::Alloc { id, request });
     }
 
     /// Frees the live allocations `ids` as one request.
     fn free(&mut self, ids: Vec<u32>) {
+        for &id in &ids {
+            self.live_sum = self.live_sum.wrapping_sub(self.signature_hash(id));
+        }
         let handles: Vec<Vec<AllocId>> = ids
             .iter()
             .map(|id| self.live.remove(id).expect("live id").0)
@@ -296,6 +305,19 @@ impl Replay {
         sig
     }
 
+    /// [`Replay::signature`] of `id` as a 128-bit hash.
+    fn signature_hash(&self, id: u32) -> u128 {
+        let mut h = Fingerprint::default();
+        self.signature(id).hash(&mut h);
+        // Mixed to the last bit: sums of raw lanes would cancel too easily.
+        let mix = |mut x: u64| {
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^ (x >> 31)
+        };
+        (u128::from(mix(h.a)) << 64) | u128::from(mix(h.b ^ 0x2545_f491_4f6c_dd1d))
+    }
+
     /// What makes two branches before the same request equivalent: the
     /// managers (counters, slabs, policies) and the multiset of where live
     /// allocations lie. Ids and the requests that led there do not matter:
@@ -307,10 +329,7 @@ impl Replay {
         for mm in &self.mms {
             mm.fingerprint(&mut h);
         }
-        let mut live: Vec<Vec<(usize, u32, u32, u32)>> =
-            self.live.keys().map(|&id| self.signature(id)).collect();
-        live.sort_unstable();
-        live.hash(&mut h);
+        self.live_sum.hash(&mut h);
         h.finish128()
     }
 

@@ -11,6 +11,10 @@
 //! equivalent ([`Replay::key`]): once one was searched, the others are not.
 //! A bound on the requests replayed ([`BUDGET`]) makes every search end.
 //!
+//! When the bound stops the search, the breadth-first [`sweep`] over
+//! distinct states tries again without look-aheads: a proof when the states
+//! stay few.
+//!
 //! When no branch gets past some request, that request and the proof (how
 //! many branches died, whether all were tried, the closest counters) are
 //! reported, and the rest of the log is recovered as well as it can be: by
@@ -21,6 +25,7 @@ use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use super::replay::{Next, Replay};
+use super::sweep;
 use super::{Checkpoint, LogCounters, LoggedOp, ResolveError, SlabCounters};
 
 /// How many logged requests the look-ahead replays to order the sets.
@@ -89,7 +94,7 @@ pub(super) struct Found {
     pub death: Option<Death>,
 }
 
-fn err(op: usize) -> impl Fn(&'static str) -> ResolveError {
+pub(super) fn err(op: usize) -> impl Fn(&'static str) -> ResolveError {
     move |message| ResolveError {
         op,
         message: message.into(),
@@ -98,7 +103,14 @@ fn err(op: usize) -> impl Fn(&'static str) -> ResolveError {
 
 /// Recovers every logged request from `root` (before request 0).
 pub(super) fn recover(logs: &[&[LoggedOp]], root: Replay) -> Result<Found, ResolveError> {
-    let (closest, death) = match search(logs, root.clone(), BUDGET)? {
+    let mut end = search(logs, root.clone(), BUDGET)?;
+    // A bounded search proves nothing; the sweep may, when few states differ.
+    if matches!(&end, End::Died(_, d) if !d.exhaustive) {
+        if let Some(swept) = sweep::sweep(logs, root.clone())? {
+            end = swept;
+        }
+    }
+    let (closest, death) = match end {
         End::Done(replay) => {
             return Ok(Found {
                 replay,
@@ -200,7 +212,7 @@ fn greedy(
 }
 
 /// How a search ended.
-enum End {
+pub(super) enum End {
     /// A branch agreed with the logs to their end.
     Done(Replay),
     /// No branch got past [`Death::op`]: the closest branch after it.
