@@ -403,7 +403,9 @@ unsafe fn move_to_boundary(seg: *mut Segment, p: *mut u8, size: usize) -> Option
         let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
         let after = p.add(moved);
         os::unmap(base, p as usize - base as usize);
-        os::unmap(after, base.add(len) as usize - after as usize);
+        if after < base.add(len) {
+            os::unmap(after, base.add(len) as usize - after as usize);
+        }
         stats::lower(&stats::LARGE_BYTES, len);
         stats::live(true, -(old as isize));
         Some(q)
