@@ -5,6 +5,14 @@
 //! fully specified here, so a seed gives the same workload on every machine
 //! and in every version of retype.
 
+/// SplitMix64's finaliser: every bit of `z` moves about half the bits of the result, so it
+/// also serves as a hash of a number.
+pub fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// SplitMix64.
 #[derive(Clone, Debug)]
 pub struct SplitMix64 {
@@ -18,10 +26,7 @@ impl SplitMix64 {
 
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        mix(self.state)
     }
 
     /// A number in `0..n` (`n > 0`): the high half of `next_u64() * n`.

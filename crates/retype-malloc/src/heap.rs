@@ -510,12 +510,10 @@ fn span_bytes(page: *mut Page) -> usize {
 unsafe fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
-        let class = (*page).class as usize;
-        let q = &(*heap).queues[class];
-        if (*page).full_state.load(Ordering::SeqCst) == NOTIFIED || q.first == page || (*page).kept
-        {
+        if (*page).kept || !is_idle(heap, page) {
             return;
         }
+        let class = (*page).class as usize;
         let bytes = span_bytes(page);
         let limit = |heap: *mut Heap| KEEP_BYTES.min((*heap).held / KEEP_SHARE);
         while let Some(old) = (*heap).kept.make_room(bytes, limit(heap)) {

@@ -46,10 +46,7 @@ impl<O> Default for Treap<O> {
 
 /// The node's priority: a mix of its address (splitmix64's finaliser).
 fn priority(b: Block) -> u64 {
-    let mut z = (b.addr() as usize / WORD) as u64;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    crate::rng::mix((b.addr() as usize / WORD) as u64)
 }
 
 unsafe fn left(b: Block) -> Option<Block> {

@@ -11,6 +11,7 @@ use super::dumps::Dumps;
 use super::{delta, descriptor, Checkpoint, LogCounters, LoggedOp, SlabCounters};
 use crate::mm::slab::{Slab, WatermarkRule};
 use crate::mm::{AllocId, MemoryManager, ObjDesc, Stats};
+use crate::rng::mix;
 use crate::workload::Op;
 
 /// The requests recovered so far, newest first, shared between branches.
@@ -310,11 +311,6 @@ impl Replay {
         let mut h = Fingerprint::default();
         self.signature(id).hash(&mut h);
         // Mixed to the last bit: sums of raw lanes would cancel too easily.
-        let mix = |mut x: u64| {
-            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            x ^ (x >> 31)
-        };
         (u128::from(mix(h.a)) << 64) | u128::from(mix(h.b ^ 0x2545_f491_4f6c_dd1d))
     }
 
