@@ -22,8 +22,9 @@ use crate::{canary, config, hardened, large, os, quarantine, stats, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
-    /// Per class, the page the fast path pops from ([`EMPTY`] when there is none or in
-    /// hardened mode, which sends every malloc to the slow path).
+    /// Per slot (see [`size_class`]), the page the fast path pops from: the first page of its
+    /// class's queue, or [`EMPTY`] when there is none, for slot 0 and in hardened mode, which
+    /// sends every malloc to the slow path.
     direct: [*mut Page; CLASSES],
     queues: [Queue<Page>; CLASSES],
     /// Per class, the pages the heap holds (in its queue or full): a class with several gets
@@ -111,11 +112,11 @@ pub(crate) unsafe fn make(at: *mut Heap) {
     unsafe { ptr::copy_nonoverlapping(EMPTY_HEAP_PTR, at, 1) };
 }
 
-/// The page the fast path of `class` pops from: a live page of `heap`, or the empty page.
+/// The page the fast path of `slot` pops from: a live page of `heap`, or the empty page.
 #[inline(always)]
-pub(crate) unsafe fn direct(heap: *mut Heap, class: usize) -> *mut Page {
-    // SAFETY: `class` < CLASSES (the caller's contract); `heap` is live.
-    unsafe { *(*heap).direct.get_unchecked(class) }
+pub(crate) unsafe fn direct(heap: *mut Heap, slot: usize) -> *mut Page {
+    // SAFETY: `slot` < CLASSES (the caller's contract); `heap` is live.
+    unsafe { *(*heap).direct.get_unchecked(slot) }
 }
 
 /// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
@@ -238,16 +239,25 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
     }
 }
 
-/// Points the fast path of `class` at the first page of its queue.
+/// The page the fast path of `class` should pop from: the first of its queue, if any.
+unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: the heap is the caller's own.
+    let first = unsafe { (*heap).queues[class].first };
+    if first.is_null() || config::no_fast_path() {
+        EMPTY
+    } else {
+        first
+    }
+}
+
+/// Points the fast path of `class`, at each of its slots, at the first page of its queue.
 unsafe fn set_direct(heap: *mut Heap, class: usize) {
     // SAFETY: the heap is the caller's own.
     unsafe {
-        let first = (*heap).queues[class].first;
-        (*heap).direct[class] = if first.is_null() || config::no_fast_path() {
-            EMPTY
-        } else {
-            first
-        };
+        let page = direct_of(heap, class);
+        for slot in size_class::slots(class) {
+            (*heap).direct[slot] = page;
+        }
     }
 }
 
@@ -661,15 +671,14 @@ unsafe fn check_class(
             each(p);
             Ok(())
         })?;
-        if class == 0 && n != 0 {
-            return Err("heap: a page in the queue of class 0");
+        if !size_class::is_class(class) {
+            if n != 0 {
+                return Err("heap: a page in the queue of a number no size maps to");
+            }
+            return Ok(0);
         }
-        let first = if q.first.is_null() || config::no_fast_path() {
-            EMPTY
-        } else {
-            q.first
-        };
-        if (*heap).direct[class] != first {
+        let first = direct_of(heap, class);
+        if size_class::slots(class).any(|slot| (*heap).direct[slot] != first) {
             return Err("heap: the direct page is not the first of its queue");
         }
         Ok(n)

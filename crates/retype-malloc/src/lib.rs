@@ -4,7 +4,7 @@
 //! only modules listed before it.
 //! - `consts` (segment geometry, alignment), `lock` (a spin lock), `tls` (the thread's heap
 //!   pointer, initial-exec on x86-64): they import nothing from the crate;
-//! - on `consts` only: [`size_class`] (16-byte classes to 1 KiB, then eight per doubling to
+//! - on `consts` only: [`size_class`] (16-byte classes to 256 bytes, then eight per doubling to
 //!   128 KiB), `stats` (counters and the report), `config` (settings);
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
 //! - `secret`: hardened mode's per-process secret, which keys its patterns and orders fresh
@@ -110,16 +110,16 @@ pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
-/// Allocates a block of `class` (for `size` bytes) from the calling thread's heap: the fast
-/// path pops from the class's direct page; anything else (including a thread's first malloc,
-/// and every malloc in hardened mode) takes the slow path, which is given the size alone so
-/// that the fast path need not keep both in registers.
+/// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from
+/// the calling thread's heap: the fast path pops from the slot's direct page; anything else
+/// (including a thread's first malloc, and every malloc in hardened mode) takes the slow
+/// path, which is given the size alone so that the fast path need not keep both in registers.
 #[inline(always)]
-unsafe fn alloc(class: usize, size: usize) -> *mut u8 {
+unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
     let heap = heap::current();
-    // SAFETY: `class` < CLASSES; the direct page is a live page of this heap or the empty page.
+    // SAFETY: `slot` < CLASSES; the direct page is a live page of this heap or the empty page.
     unsafe {
-        let page = heap::direct(heap, class);
+        let page = heap::direct(heap, slot);
         if !(*page).free.is_null() {
             return page::pop(page);
         }
