@@ -202,7 +202,7 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
 /// boundary, which keeps their huge pages whole. What they do not fill is fresh memory. Each
 /// move is a system call, where each page not moved would be a page fault: `large 1 20 1000
 /// 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
-/// blocks below 2 MiB grew only the longest one (tcmalloc: 129,000 and 0.19 s).
+/// a block not on a 2 MiB boundary grew only the longest one (tcmalloc: 129,000 and 0.19 s).
 unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
     // Where the next piece goes: a huge block's pieces are whole huge pages.
     let unit = if offset < SEGMENT_SIZE {
