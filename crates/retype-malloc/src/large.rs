@@ -198,8 +198,8 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
 
 /// Makes a mapping of `need` bytes for a block at `offset` from cached mappings whose pages
 /// are kept, all shorter than `need`: the longest ones, their pages moved (not copied) one
-/// after the other into a fresh range, a block on a 2 MiB boundary's each to the next 2 MiB
-/// boundary, which keeps their huge pages whole. What they do not fill is fresh memory. Each
+/// after the other into a fresh range (for a block on a 2 MiB boundary, each piece at the
+/// next boundary, which keeps their huge pages whole). What they do not fill is fresh. Each
 /// move is a system call, where each page not moved would be a page fault: `large 1 20 1000
 /// 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
 /// a block not on a 2 MiB boundary grew only the longest one (tcmalloc: 129,000 and 0.19 s).
