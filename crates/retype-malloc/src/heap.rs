@@ -18,6 +18,7 @@ use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
+use crate::spill::{self, Spill};
 use crate::{canary, config, hardened, large, os, quarantine, stats, tls};
 
 #[repr(C)]
@@ -46,6 +47,12 @@ pub(crate) struct Heap {
     pub home: usize,
     /// Empty pages kept for reuse, oldest first.
     kept: Kept,
+    /// Per class, blocks freed into its full pages (see [`spill`]).
+    spills: [Spill; CLASSES],
+    /// Bytes of the blocks in the spills.
+    spilled: usize,
+    /// Pages claimed from segments: the clock that tells a spill no malloc takes from.
+    claims: u32,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
     quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
@@ -73,6 +80,9 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     next_in_pool: ptr::null_mut(),
     home: 0,
     kept: Kept::EMPTY,
+    spills: [Spill::EMPTY; CLASSES],
+    spilled: 0,
+    claims: 0,
     quarantine: ptr::null_mut(),
     uncounted: 0,
 });
@@ -187,20 +197,82 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
 unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a freed block of `page`, still counted as used.
     unsafe {
-        if (*page).heap == id(heap) {
-            let b = block.cast::<Block>();
-            (*b).next = (*page).free;
-            (*page).free = b;
-            (*page).used -= 1;
-            if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
-                unfull(heap, page);
-            }
-            if (*page).used == 0 {
-                retire(heap, page);
-            }
+        if (*page).heap != id(heap) {
+            return remote_free(page, block.cast());
+        }
+        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0
+            && (*page).reserved <= spill::PAGE_BLOCKS
+            && !config::hardened()
+        {
+            return spill_block(heap, page, block.cast());
+        }
+        give_to_page(heap, page, block.cast());
+    }
+}
+
+/// Puts `b`, a freed block of `page` (owned by `heap`, the calling thread's), on the page's
+/// free list; the page leaves the full list if it was there, and retires if now empty.
+unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
+    // SAFETY: `b` is a freed block of `page`, still counted as used.
+    unsafe {
+        (*b).next = (*page).free;
+        (*page).free = b;
+        (*page).used -= 1;
+        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
+            unfull(heap, page);
+        }
+        if (*page).used == 0 {
+            retire(heap, page);
+        }
+    }
+}
+
+/// Adds `b`, a freed block of the full `page` of `heap`, to its class's spill.
+unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
+    // SAFETY: `b` is a freed block of the heap's own page, still counted as used.
+    unsafe {
+        let class = (*page).class as usize;
+        let sp = &mut (*heap).spills[class];
+        sp.push(b, (*heap).claims);
+        (*heap).spilled += (*page).block_size as usize;
+        if sp.len() == 1 {
+            set_direct(heap, class);
+        }
+    }
+}
+
+/// Page claims after which a spill no malloc took from is given back to its pages, at the
+/// next claim: memory is wanted, and the class holding it does not use it.
+const STALE_CLAIMS: u32 = 16;
+
+/// Gives back the spills that are stale (see [`STALE_CLAIMS`]).
+unsafe fn unspill_stale(heap: *mut Heap) {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        if (*heap).spilled == 0 {
             return;
         }
-        remote_free(page, block.cast());
+        for class in 1..CLASSES {
+            if (*heap).spills[class].stale((*heap).claims, STALE_CLAIMS) {
+                unspill(heap, class);
+            }
+        }
+    }
+}
+
+/// Gives the blocks of the spill of `class` back to their pages.
+unsafe fn unspill(heap: *mut Heap, class: usize) {
+    // SAFETY: the spill's blocks are freed blocks of the heap's own pages, counted as used.
+    unsafe {
+        let sp = &mut (*heap).spills[class];
+        (*heap).spilled -= sp.len() * size_class::block_size(class);
+        let mut b = sp.take();
+        set_direct(heap, class);
+        while !b.is_null() {
+            let next = (*b).next;
+            give_to_page(heap, segment::page_of(segment::of(b.cast()), b.cast()), b);
+            b = next;
+        }
     }
 }
 
@@ -239,11 +311,17 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
     }
 }
 
-/// The page the fast path of `class` should pop from: the first of its queue, if any.
+/// The page the fast path of `class` should pop from: the first of its queue, if any, and
+/// none while its spill holds blocks (the slow path takes those first).
 unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap is the caller's own.
-    let first = unsafe { (*heap).queues[class].first };
-    if first.is_null() || config::no_fast_path() {
+    let (first, spilled) = unsafe {
+        (
+            (*heap).queues[class].first,
+            !(*heap).spills[class].is_empty(),
+        )
+    };
+    if first.is_null() || spilled || config::no_fast_path() {
         EMPTY
     } else {
         first
@@ -371,13 +449,24 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 
 /// Allocates a block of `class` from `heap` (the calling thread's, not the empty heap) when
 /// its direct page has none, or in the modes without a fast path (hardened, counted): from
-/// the first page of the class if it has a free block, as the fast path would; else takes
-/// back pages with remote frees, then the first page of the class with a free block, else
-/// a fresh page from a segment.
+/// its spill if that holds blocks; else from the first page of the class if it has a free
+/// block, as the fast path would; else takes back pages with remote frees, then the first
+/// page of the class with a free block, else a fresh page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
+        if let Some(b) = (*heap).spills[class].pop((*heap).claims) {
+            let bs = size_class::block_size(class);
+            (*heap).spilled -= bs;
+            if (*heap).spills[class].is_empty() {
+                set_direct(heap, class);
+            }
+            if config::counted() {
+                count(heap, bs as isize);
+            }
+            return b.cast();
+        }
         let mut page = (*heap).queues[class].first;
         if page.is_null() || (*page).free.is_null() {
             page = refill(heap, class);
@@ -407,6 +496,8 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
             page = find_page(heap, class);
         }
         if page.is_null() {
+            unspill_stale(heap);
+            (*heap).claims = (*heap).claims.wrapping_add(1);
             let busy = (*heap).pages[class] >= size_class::BUSY_PAGES;
             let span = size_class::span_of(class, busy);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
@@ -551,10 +642,16 @@ unsafe fn let_go(heap: *mut Heap, page: *mut Page) {
     }
 }
 
-/// Gives back the empty pages `heap` (the calling thread's) keeps: `malloc_trim`.
+/// Gives back the blocks of `heap`'s spills and the empty pages it keeps (`heap` is the
+/// calling thread's): `malloc_trim`.
 pub(crate) unsafe fn trim(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
+        for class in 1..CLASSES {
+            if !(*heap).spills[class].is_empty() {
+                unspill(heap, class);
+            }
+        }
         while let Some(page) = (*heap).kept.pop() {
             let_go(heap, page);
         }
@@ -772,6 +869,48 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
         if marked != kept.len || bytes != kept.bytes || bytes > KEEP_BYTES {
             return Err("heap: the kept pages are not as counted, or too many");
         }
+        check_spills(heap)
+    }
+}
+
+/// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
+/// outside hardened mode), as many as counted, with the bytes counted; and the fast path off
+/// for a class while its spill holds blocks.
+unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
+    // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
+    unsafe {
+        let mut bytes = 0;
+        for class in 1..CLASSES {
+            let sp = &(*heap).spills[class];
+            let mut b = sp.first();
+            let mut n = 0;
+            while !b.is_null() {
+                let page = segment::page_of(segment::of(b.cast()), b.cast());
+                if (*page).heap != id(heap)
+                    || (*page).class as usize != class
+                    || (*page).flags.load(Ordering::Relaxed) & FLAG_FULL == 0
+                    || (*page).reserved > spill::PAGE_BLOCKS
+                    || config::hardened()
+                {
+                    return Err("heap: a spilled block not of a full small page of its class");
+                }
+                n += 1;
+                if n > sp.len() {
+                    return Err("heap: a spill longer than counted (a cycle?)");
+                }
+                b = (*b).next;
+            }
+            if n != sp.len() {
+                return Err("heap: a spill shorter than counted");
+            }
+            bytes += n * size_class::block_size(class);
+            if n > 0 && size_class::slots(class).any(|s| (*heap).direct[s] != EMPTY) {
+                return Err("heap: the fast path of a class with a spill is on");
+            }
+        }
+        if bytes != (*heap).spilled {
+            return Err("heap: the spilled bytes are not as counted");
+        }
     }
     Ok(())
 }
@@ -818,11 +957,13 @@ mod tests {
 
     /// Pages emptied stay with the heap and serve the next mallocs of their class without
     /// new claims, up to [`KEEP_BYTES`] and a [`KEEP_SHARE`]th of the heap's pages; `trim`
-    /// gives them back.
+    /// gives them back. (Blocks whose pages hold too many to spill: see the next test.)
     #[test]
     fn emptied_pages_are_kept_for_reuse_up_to_a_bound() {
-        let size = 8 * 1024;
+        let size = 1024;
         let class = size_class::class_of(size);
+        let per_page = size_class::span_of(class, false) * SLICE_SIZE / size;
+        assert!(per_page > spill::PAGE_BLOCKS as usize);
         let alloc = |n: usize| -> Vec<*mut u8> {
             // SAFETY: blocks of this thread's heap, each freed once below.
             (0..n).map(|_| unsafe { crate::malloc(size) }).collect()
@@ -840,15 +981,16 @@ mod tests {
             free(blocks);
             during
         };
-        let during = round(48);
+        let during = round(6 * per_page);
         assert!(during >= before + 3, "{before} {during}");
         assert_eq!(pages(), during, "emptied pages stay");
-        assert_eq!(round(48), during, "and serve the next round");
+        assert_eq!(round(6 * per_page), during, "and serve the next round");
 
         let smallest = size_class::span_of(class, false) * SLICE_SIZE;
         round(4 * KEEP_BYTES / size);
+        // The ring's pages, and the page the class allocates from, which stays.
         assert!(
-            pages() <= before + KEEP_BYTES / smallest,
+            pages() <= before + KEEP_BYTES / smallest + 1,
             "at most KEEP_BYTES stay: {before} {}",
             pages()
         );
@@ -867,6 +1009,78 @@ mod tests {
             "trim gives them back: {before} {}",
             pages()
         );
+    }
+
+    /// A block freed into a full page of few blocks is the next malloc's of its class, taken
+    /// from the class's spill (no page moves between lists, and the block is likely still in
+    /// the cache); blocks freed in bulk stay spilled until the heap has claimed
+    /// [`STALE_CLAIMS`] pages for other classes, then go back to their pages, which retire.
+    #[test]
+    fn frees_into_full_pages_of_few_blocks_serve_the_next_mallocs() {
+        let size = 8 * 1024;
+        let class = size_class::class_of(size);
+        let per_page = size_class::span_of(class, false) * SLICE_SIZE / size;
+        assert!(per_page <= spill::PAGE_BLOCKS as usize);
+        // SAFETY: blocks of this thread's heap, each freed once; the heap is its own.
+        unsafe {
+            let mut blocks: Vec<*mut u8> = (0..4 * per_page).map(|_| crate::malloc(size)).collect();
+            let heap = current();
+            let pages = || (*heap).pages[class] as usize;
+            let is_full = |p: *mut u8| {
+                (*segment::page_of(segment::of(p), p))
+                    .flags
+                    .load(Ordering::Relaxed)
+                    & FLAG_FULL
+                    != 0
+            };
+            // The thread's heap may be one adopted from an earlier test's thread: allocate
+            // until the fast path has a page with a free block and a block lies in a full one.
+            while (*direct(heap, class)).free.is_null() || !blocks.iter().any(|&p| is_full(p)) {
+                blocks.push(crate::malloc(size));
+            }
+            let i = blocks.iter().position(|&p| is_full(p)).unwrap();
+            let p = blocks.swap_remove(i);
+            crate::free(p);
+            assert_eq!((*heap).spills[class].len(), 1);
+            assert!(
+                direct(heap, class) == EMPTY,
+                "the fast path takes no block meanwhile"
+            );
+            let q = crate::malloc(size);
+            assert_eq!(
+                q, p,
+                "the block freed into a full page serves the next malloc"
+            );
+            assert!((*heap).spills[class].is_empty());
+            assert_eq!(check(heap), Ok(()));
+
+            // A bulk free: blocks of full pages stay in the spill, their pages with the heap.
+            blocks.push(q);
+            let during = pages();
+            blocks.iter().for_each(|&p| crate::free(p));
+            assert!(!(*heap).spills[class].is_empty());
+            assert_eq!(check(heap), Ok(()));
+            // Other classes claim pages: once the spill has seen STALE_CLAIMS of them, it
+            // goes back to its pages, which retire (all but what the ring keeps).
+            let other = 96 * 1024;
+            let claims = (*heap).claims;
+            let mut others = Vec::new();
+            while (*heap).claims.wrapping_sub(claims) < STALE_CLAIMS + 2 {
+                others.push(crate::malloc(other));
+            }
+            assert!(
+                (*heap).spills[class].is_empty(),
+                "a stale spill was given back"
+            );
+            let ring = KEEP_BYTES / (size_class::span_of(class, false) * SLICE_SIZE);
+            assert!(
+                pages() + 4 <= during || pages() <= ring,
+                "{during} -> {}",
+                pages()
+            );
+            assert_eq!(check(heap), Ok(()));
+            others.iter().for_each(|&p| crate::free(p));
+        }
     }
 
     /// The heap check can fail: each corruption of a live heap is reported, then undone (this
@@ -905,6 +1119,10 @@ mod tests {
             (*heap).held += 1;
             assert!(check(heap).unwrap_err().contains("bytes of its pages"));
             (*heap).held -= 1;
+
+            (*heap).spilled += 16;
+            assert!(check(heap).unwrap_err().contains("spilled bytes"));
+            (*heap).spilled -= 16;
 
             let direct = (*heap).direct[class];
             (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY

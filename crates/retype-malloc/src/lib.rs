@@ -18,6 +18,7 @@
 //!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
 //!   cap;
 //! - `page`: per-page free lists, a lock-free list for frees from other threads;
+//! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
@@ -90,6 +91,7 @@ mod registry;
 
 mod cache;
 mod page;
+mod spill;
 
 mod segment;
 
