@@ -51,8 +51,12 @@ pub(crate) struct Heap {
     spills: [Spill; CLASSES],
     /// Bytes of the blocks in the spills.
     spilled: usize,
-    /// Pages claimed from segments: the clock that tells a spill no malloc takes from.
-    claims: u32,
+    /// The clock (`os::now_ms`, truncated) as last read, which spills are stamped with.
+    clock: u32,
+    /// Spill pushes and pops since the clock was last read.
+    ticks: u32,
+    /// When the spills were last looked at for stale ones.
+    scanned_at: u32,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
     quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
@@ -82,7 +86,9 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     kept: Kept::EMPTY,
     spills: [Spill::EMPTY; CLASSES],
     spilled: 0,
-    claims: 0,
+    clock: 0,
+    ticks: 0,
+    scanned_at: 0,
     quarantine: ptr::null_mut(),
     uncounted: 0,
 });
@@ -202,7 +208,7 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         }
         if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0
             && (*page).reserved <= spill::PAGE_BLOCKS
-            && !config::hardened()
+            && spill::on()
         {
             return spill_block(heap, page, block.cast());
         }
@@ -233,27 +239,45 @@ unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     unsafe {
         let class = (*page).class as usize;
         let sp = &mut (*heap).spills[class];
-        sp.push(b, (*heap).claims);
+        sp.push(b, (*heap).clock);
         (*heap).spilled += (*page).block_size as usize;
         if sp.len() == 1 {
             set_direct(heap, class);
         }
+        tick(heap);
     }
 }
 
-/// Page claims after which a spill no malloc took from is given back to its pages, at the
-/// next claim: memory is wanted, and the class holding it does not use it.
-const STALE_CLAIMS: u32 = 16;
+/// Spill pushes and pops between two readings of the clock.
+const TICKS_PER_READING: u32 = 256;
 
-/// Gives back the spills that are stale (see [`STALE_CLAIMS`]).
-unsafe fn unspill_stale(heap: *mut Heap) {
+/// Counts a spill push or pop; reads the clock every [`TICKS_PER_READING`].
+unsafe fn tick(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
-        if (*heap).spilled == 0 {
+        (*heap).ticks += 1;
+        if (*heap).ticks >= TICKS_PER_READING {
+            read_clock(heap);
+        }
+    }
+}
+
+/// Reads the clock and, every half purge delay, gives back the spills no malloc took from
+/// for a whole delay: their class does not use them, and their pages, once empty, retire
+/// and go back to the OS as any others do.
+unsafe fn read_clock(heap: *mut Heap) {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        let now = os::now_ms() as u32;
+        (*heap).clock = now;
+        (*heap).ticks = 0;
+        let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed) as u32;
+        if now.wrapping_sub((*heap).scanned_at) < delay / 2 {
             return;
         }
+        (*heap).scanned_at = now;
         for class in 1..CLASSES {
-            if (*heap).spills[class].stale((*heap).claims, STALE_CLAIMS) {
+            if (*heap).spills[class].stale(now, delay) {
                 unspill(heap, class);
             }
         }
@@ -456,12 +480,13 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
-        if let Some(b) = (*heap).spills[class].pop((*heap).claims) {
+        if let Some(b) = (*heap).spills[class].pop((*heap).clock) {
             let bs = size_class::block_size(class);
             (*heap).spilled -= bs;
             if (*heap).spills[class].is_empty() {
                 set_direct(heap, class);
             }
+            tick(heap);
             if config::counted() {
                 count(heap, bs as isize);
             }
@@ -490,14 +515,15 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
 unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
+        if (*heap).spilled != 0 {
+            read_clock(heap);
+        }
         take_notified(heap);
         let mut page = find_page(heap, class);
         if page.is_null() && sweep(heap, SWEEP_STEP) {
             page = find_page(heap, class);
         }
         if page.is_null() {
-            unspill_stale(heap);
-            (*heap).claims = (*heap).claims.wrapping_add(1);
             let busy = (*heap).pages[class] >= size_class::BUSY_PAGES;
             let span = size_class::span_of(class, busy);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
@@ -874,7 +900,7 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
 }
 
 /// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
-/// outside hardened mode), as many as counted, with the bytes counted; and the fast path off
+/// when frees spill at all), as many as counted, with the bytes counted; and the fast path off
 /// for a class while its spill holds blocks.
 unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
     // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
@@ -890,7 +916,7 @@ unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
                     || (*page).class as usize != class
                     || (*page).flags.load(Ordering::Relaxed) & FLAG_FULL == 0
                     || (*page).reserved > spill::PAGE_BLOCKS
-                    || config::hardened()
+                    || !spill::on()
                 {
                     return Err("heap: a spilled block not of a full small page of its class");
                 }
@@ -1013,8 +1039,8 @@ mod tests {
 
     /// A block freed into a full page of few blocks is the next malloc's of its class, taken
     /// from the class's spill (no page moves between lists, and the block is likely still in
-    /// the cache); blocks freed in bulk stay spilled until the heap has claimed
-    /// [`STALE_CLAIMS`] pages for other classes, then go back to their pages, which retire.
+    /// the cache); blocks freed in bulk stay spilled until no malloc took from the spill for
+    /// the purge delay, then go back to their pages, which retire.
     #[test]
     fn frees_into_full_pages_of_few_blocks_serve_the_next_mallocs() {
         let size = 8 * 1024;
@@ -1060,13 +1086,13 @@ mod tests {
             blocks.iter().for_each(|&p| crate::free(p));
             assert!(!(*heap).spills[class].is_empty());
             assert_eq!(check(heap), Ok(()));
-            // Other classes claim pages: once the spill has seen STALE_CLAIMS of them, it
-            // goes back to its pages, which retire (all but what the ring keeps).
-            let other = 96 * 1024;
-            let claims = (*heap).claims;
+            // A purge delay later, the heap looks at its clock when other classes look for
+            // pages: the spill goes back to its pages, which retire (but what the ring keeps).
+            let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(delay + 10));
             let mut others = Vec::new();
-            while (*heap).claims.wrapping_sub(claims) < STALE_CLAIMS + 2 {
-                others.push(crate::malloc(other));
+            while !(*heap).spills[class].is_empty() && others.len() < 1000 {
+                others.push(crate::malloc(96 * 1024));
             }
             assert!(
                 (*heap).spills[class].is_empty(),

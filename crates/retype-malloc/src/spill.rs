@@ -13,27 +13,37 @@
 //! sends every free into a full page, and every malloc while the spill holds blocks, to the
 //! slow path (`churn 1 1024 50` took three times as long with spills for every class).
 //!
-//! What a spill holds is the class's: no other class can use those pages meanwhile. A spill
-//! no malloc has taken from while the heap claimed `heap::STALE_CLAIMS` pages goes back to
-//! its pages (which retire if empty) at the next claim, as do all spills at `malloc_trim`
-//! and thread exit. Tighter bounds cost the gain: capped at 4 MiB, a quarter of the heap's
-//! pages, half the class's blocks, or a run of frees without a malloc, rptest took as long
-//! as without spills or longer, its spills given back and taken again every round.
+//! What a spill holds is the class's: no other class can use those pages meanwhile. So a
+//! spill no malloc took from for the purge delay (`RETYPE_MALLOC_PURGE_DELAY`, as for empty
+//! segments) goes back to its pages, which retire if empty, as all spills do at
+//! `malloc_trim` and thread exit; the heap looks at its clock when it looks for a page and
+//! every 256 spill pushes and pops, so a thread that frees in bulk gives its memory back
+//! after the delay as it goes on. Tighter bounds cost the gain: capped at 4 MiB, a quarter
+//! of the heap's pages, half the class's blocks, or a run of frees without a malloc, rptest
+//! took as long as without spills or longer, its spills given back and taken again every
+//! round.
 
 use core::ptr;
+use core::sync::atomic::Ordering;
 
+use crate::config;
 use crate::page::Block;
 
 /// Pages of at most this many blocks spill their frees while full.
 pub(crate) const PAGE_BLOCKS: u32 = 32;
+
+/// Whether frees spill: not in hardened mode (a freed block must not be the next malloc's),
+/// nor with a purge delay of 0 (memory freed goes back at once).
+pub(crate) fn on() -> bool {
+    !config::hardened() && config::PURGE_DELAY_MS.load(Ordering::Relaxed) != 0
+}
 
 /// A class's spill: a list through the blocks' first words.
 #[derive(Clone, Copy)]
 pub(crate) struct Spill {
     first: *mut Block,
     len: u32,
-    /// When a malloc last took a block, or the first block came: a count of the heap's page
-    /// claims, its clock.
+    /// When a malloc last took a block, or the first block came (the heap's clock, ms).
     used_at: u32,
 }
 
@@ -52,9 +62,9 @@ impl Spill {
         self.len as usize
     }
 
-    /// Whether no malloc took a block since `stale` claims before `now`.
-    pub(crate) fn stale(&self, now: u32, stale: u32) -> bool {
-        !self.is_empty() && now.wrapping_sub(self.used_at) > stale
+    /// Whether it holds blocks and no malloc took one for more than `delay` ms before `now`.
+    pub(crate) fn stale(&self, now: u32, delay: u32) -> bool {
+        !self.is_empty() && now.wrapping_sub(self.used_at) > delay
     }
 
     /// Adds `b`, a freed block, as the newest, at `now` (see `used_at`).
