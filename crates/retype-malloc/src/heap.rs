@@ -271,7 +271,9 @@ unsafe fn read_clock(heap: *mut Heap) {
         let now = os::now_ms() as u32;
         (*heap).clock = now;
         (*heap).ticks = 0;
-        let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed) as u32;
+        let delay = config::PURGE_DELAY_MS
+            .load(Ordering::Relaxed)
+            .min(u32::MAX as u64) as u32;
         if now.wrapping_sub((*heap).scanned_at) < delay / 2 {
             return;
         }
