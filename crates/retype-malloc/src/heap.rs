@@ -526,8 +526,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
             page = find_page(heap, class);
         }
         if page.is_null() {
-            let busy = (*heap).pages[class] >= size_class::BUSY_PAGES;
-            let span = size_class::span_of(class, busy);
+            let span = size_class::span_of(class, (*heap).pages[class]);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
                 return page;
@@ -969,11 +968,15 @@ mod tests {
         let blocks: Vec<*mut u8> = core::iter::once(first).chain(more).collect();
         let spans: Vec<usize> = blocks.iter().map(|&p| span(p)).collect();
         if before == 1 {
-            assert_eq!(spans[0], size_class::span_of(class, false), "{spans:?}");
+            assert_eq!(spans[0], size_class::span_of(class, 0), "{spans:?}");
         }
         let last = *spans.last().unwrap();
-        assert_eq!(last, size_class::span_of(class, true), "{spans:?}");
-        assert!(last > size_class::span_of(class, false));
+        assert_eq!(
+            last,
+            size_class::span_of(class, size_class::BUSY_PAGES),
+            "{spans:?}"
+        );
+        assert!(last > size_class::span_of(class, 0));
         assert!(held() >= size_class::BUSY_PAGES, "{}", held());
         // SAFETY: each block is live and freed once; the heap is this thread's own.
         unsafe {
@@ -990,7 +993,7 @@ mod tests {
     fn emptied_pages_are_kept_for_reuse_up_to_a_bound() {
         let size = 1024;
         let class = size_class::class_of(size);
-        let per_page = size_class::span_of(class, false) * SLICE_SIZE / size;
+        let per_page = size_class::span_of(class, 0) * SLICE_SIZE / size;
         assert!(per_page > spill::PAGE_BLOCKS as usize);
         let alloc = |n: usize| -> Vec<*mut u8> {
             // SAFETY: blocks of this thread's heap, each freed once below.
@@ -1014,7 +1017,7 @@ mod tests {
         assert_eq!(pages(), during, "emptied pages stay");
         assert_eq!(round(6 * per_page), during, "and serve the next round");
 
-        let smallest = size_class::span_of(class, false) * SLICE_SIZE;
+        let smallest = size_class::span_of(class, 0) * SLICE_SIZE;
         round(4 * KEEP_BYTES / size);
         // The ring's pages, and the page the class allocates from, which stays.
         assert!(
@@ -1047,7 +1050,7 @@ mod tests {
     fn frees_into_full_pages_of_few_blocks_serve_the_next_mallocs() {
         let size = 8 * 1024;
         let class = size_class::class_of(size);
-        let per_page = size_class::span_of(class, false) * SLICE_SIZE / size;
+        let per_page = size_class::span_of(class, 0) * SLICE_SIZE / size;
         assert!(per_page <= spill::PAGE_BLOCKS as usize);
         // SAFETY: blocks of this thread's heap, each freed once; the heap is its own.
         unsafe {
@@ -1100,7 +1103,7 @@ mod tests {
                 (*heap).spills[class].is_empty(),
                 "a stale spill was given back"
             );
-            let ring = KEEP_BYTES / (size_class::span_of(class, false) * SLICE_SIZE);
+            let ring = KEEP_BYTES / (size_class::span_of(class, 0) * SLICE_SIZE);
             assert!(
                 pages() + 4 <= during || pages() <= ring,
                 "{during} -> {}",
