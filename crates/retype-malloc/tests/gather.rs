@@ -1,6 +1,8 @@
 //! A large block that no freed mapping is long enough for is made of several freed ones,
-//! their pages moved, not faulted in again. Settings are read once per process, so the check
-//! runs in a child process with a purge delay long enough that no freed page is returned.
+//! their pages moved, not faulted in again, once the program has freed a dense block; until
+//! then (its blocks touched here and there) it is mapped afresh, without moving pages.
+//! Settings are read once per process, and whether blocks are dense is too, so the check runs
+//! in a child process with a purge delay long enough that no freed page is returned.
 
 mod common;
 
@@ -31,16 +33,36 @@ fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
         return; // run by `in_a_child` below
     }
     let size = 600 * KIB;
+    // Below 2 MiB (not on huge pages), longer than either block, shorter than both.
+    let longer = 2 * size - 64 * KIB;
     // SAFETY: plain allocations, written within their sizes, each freed once.
     unsafe {
+        // Sparse blocks: the longer one is a fresh mapping (map, trim its ends), no moves.
+        let (a, b) = (rm::malloc(size), rm::malloc(size));
+        a.write(1);
+        b.write(2);
+        rm::free(a);
+        rm::free(b);
+        let calls = rm::system_calls();
+        let c = rm::malloc(longer);
+        assert!(
+            rm::system_calls() - calls <= 3,
+            "pages moved for a sparse program"
+        );
+        rm::free(c);
+        // A dense block of 2 MiB or more, freed, shows the program's blocks dense.
+        let dense = rm::malloc(4 << 20);
+        dense.write_bytes(3, 4 << 20);
+        rm::free(dense);
+        rm::trim(); // its mapping, cached, would serve the block below
+
         let (a, b) = (rm::malloc(size), rm::malloc(size));
         a.write_bytes(1, size);
         b.write_bytes(2, size);
         rm::free(a);
         rm::free(b);
-        // Below 2 MiB (not on huge pages), longer than either, shorter than both.
-        let c = rm::malloc(2 * size - 64 * KIB);
-        let (touched, pages) = resident(c, 2 * size - 64 * KIB);
+        let c = rm::malloc(longer);
+        let (touched, pages) = resident(c, longer);
         // All resident but the pages of the two headers that were never written.
         let headers = 2 * rm::HEADER_SIZE / (4 * KIB);
         assert!(
