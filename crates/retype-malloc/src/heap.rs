@@ -206,10 +206,7 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
         if (*page).heap != id(heap) {
             return remote_free(page, block.cast());
         }
-        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0
-            && (*page).reserved <= spill::PAGE_BLOCKS
-            && spill::on()
-        {
+        if spill::takes(page) {
             return spill_block(heap, page, block.cast());
         }
         give_to_page(heap, page, block.cast());
@@ -915,9 +912,7 @@ unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
                 let page = segment::page_of(segment::of(b.cast()), b.cast());
                 if (*page).heap != id(heap)
                     || (*page).class as usize != class
-                    || (*page).flags.load(Ordering::Relaxed) & FLAG_FULL == 0
-                    || (*page).reserved > spill::PAGE_BLOCKS
-                    || !spill::on()
+                    || !spill::takes(page)
                 {
                     return Err("heap: a spilled block not of a full small page of its class");
                 }

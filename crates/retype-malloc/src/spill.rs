@@ -27,15 +27,21 @@ use core::ptr;
 use core::sync::atomic::Ordering;
 
 use crate::config;
-use crate::page::Block;
+use crate::page::{Block, Page, FLAG_FULL};
 
 /// Pages of at most this many blocks spill their frees while full.
 pub(crate) const PAGE_BLOCKS: u32 = 32;
 
-/// Whether frees spill: not in hardened mode (a freed block must not be the next malloc's),
-/// nor with a purge delay of 0 (memory freed goes back at once).
-pub(crate) fn on() -> bool {
-    !config::hardened() && config::PURGE_DELAY_MS.load(Ordering::Relaxed) != 0
+/// Whether a block freed into `page` by its owner goes to its class's spill: the page is
+/// full and of few blocks, and frees spill at all - not in hardened mode (a freed block must
+/// not be the next malloc's), nor with a purge delay of 0 (memory freed goes back at once).
+pub(crate) unsafe fn takes(page: *const Page) -> bool {
+    // SAFETY: the caller owns `page`, a page in use.
+    let (flags, reserved) = unsafe { ((*page).flags.load(Ordering::Relaxed), (*page).reserved) };
+    flags & FLAG_FULL != 0
+        && reserved <= PAGE_BLOCKS
+        && !config::hardened()
+        && config::PURGE_DELAY_MS.load(Ordering::Relaxed) != 0
 }
 
 /// A class's spill: a list through the blocks' first words.
