@@ -23,9 +23,10 @@ use crate::{canary, config, hardened, large, os, quarantine, stats, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
-    /// Per slot (see [`size_class`]), the page the fast path pops from: the first page of its
-    /// class's queue, or [`EMPTY`] when there is none, for slot 0 and in hardened mode, which
-    /// sends every malloc to the slow path.
+    /// Per slot (see [`size_class`]), the page the fast path pops from: its class's spill's
+    /// while that holds blocks (see [`spill`]), else the first page of its class's queue, or
+    /// [`EMPTY`] when there is none, for slot 0 and in hardened mode, which sends every
+    /// malloc to the slow path.
     direct: [*mut Page; CLASSES],
     queues: [Queue<Page>; CLASSES],
     /// Per class, the pages the heap holds (in its queue or full): a class with several gets
@@ -47,10 +48,10 @@ pub(crate) struct Heap {
     pub home: usize,
     /// Empty pages kept for reuse, oldest first.
     kept: Kept,
-    /// Per class, blocks freed into its full pages (see [`spill`]).
-    spills: [Spill; CLASSES],
-    /// Bytes of the blocks in the spills.
-    spilled: usize,
+    /// Per class from [`spill::FIRST_CLASS`], blocks freed into its full pages (see [`spill`]).
+    spills: [Spill; spill::CLASSES_SPILLING],
+    /// Whether a spill may hold blocks: set by a push, cleared by a look that finds none.
+    spilling: bool,
     /// The clock (`os::now_ms`, truncated) as last read, which spills are stamped with.
     clock: u32,
     /// Spill pushes and pops since the clock was last read.
@@ -84,8 +85,8 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     next_in_pool: ptr::null_mut(),
     home: 0,
     kept: Kept::EMPTY,
-    spills: [Spill::EMPTY; CLASSES],
-    spilled: 0,
+    spills: [const { Spill::empty() }; spill::CLASSES_SPILLING],
+    spilling: false,
     clock: 0,
     ticks: 0,
     scanned_at: 0,
@@ -157,11 +158,31 @@ pub(crate) unsafe fn free(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     }
 }
 
-#[cold]
+/// `free` when the page has a flag set or another owner: first the common case, the owner's
+/// free into a full page of few blocks, kept lean; the others out of line.
 unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+    // SAFETY: as for `free`.
+    unsafe {
+        let heap = current();
+        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL
+            && (*page).heap == id(heap)
+            && spill::takes(page)
+        {
+            return spill_block(heap, page, p.cast());
+        }
+        free_special(seg, page, p)
+    }
+}
+
+/// `free` in the cases the flags of `page` say: a large block, an aligned pointer, counted
+/// or hardened mode, a full page; or a free by a thread that does not own the page.
+#[cold]
+#[inline(never)]
+unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free`; the flags say which special case applies.
     unsafe {
         let flags = (*page).flags.load(Ordering::Relaxed);
+        let heap = current();
         if flags & page::FLAG_LARGE != 0 {
             if config::hardened() {
                 hardened::forget_large(seg);
@@ -173,7 +194,6 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
         } else {
             p
         };
-        let heap = current();
         if flags & page::FLAG_COUNTED != 0 {
             count(heap, -((*page).block_size as isize));
         }
@@ -230,15 +250,25 @@ unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     }
 }
 
+/// The spill of `class`, if its pages can be of few enough blocks to spill.
+unsafe fn spill_of<'a>(heap: *mut Heap, class: usize) -> Option<&'a mut Spill> {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        (*heap)
+            .spills
+            .get_mut(class.checked_sub(spill::FIRST_CLASS)?)
+    }
+}
+
 /// Adds `b`, a freed block of the full `page` of `heap`, to its class's spill.
 unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
-    // SAFETY: `b` is a freed block of the heap's own page, still counted as used.
+    // SAFETY: `b` is a freed block of the heap's own page, still counted as used; a page
+    // that spills is of a class that does.
     unsafe {
         let class = (*page).class as usize;
-        let sp = &mut (*heap).spills[class];
-        sp.push(b, (*heap).clock);
-        (*heap).spilled += (*page).block_size as usize;
-        if sp.len() == 1 {
+        let sp = &mut (*heap).spills[class - spill::FIRST_CLASS];
+        (*heap).spilling = true;
+        if sp.push(b, (*heap).clock) {
             set_direct(heap, class);
         }
         tick(heap);
@@ -248,7 +278,7 @@ unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
 /// Spill pushes and pops between two readings of the clock.
 const TICKS_PER_READING: u32 = 256;
 
-/// Counts a spill push or pop; reads the clock every [`TICKS_PER_READING`].
+/// Counts a spill push (or a pop by the slow path); reads the clock every [`TICKS_PER_READING`].
 unsafe fn tick(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
@@ -274,12 +304,15 @@ unsafe fn read_clock(heap: *mut Heap) {
         if now.wrapping_sub((*heap).scanned_at) < delay / 2 {
             return;
         }
-        (*heap).scanned_at = now;
-        for class in 1..CLASSES {
-            if (*heap).spills[class].stale(now, delay) {
-                unspill(heap, class);
+        let last = core::mem::replace(&mut (*heap).scanned_at, now);
+        let mut spilling = false;
+        for i in 0..spill::CLASSES_SPILLING {
+            if (*heap).spills[i].stale(last, now, delay) {
+                unspill(heap, spill::FIRST_CLASS + i);
             }
+            spilling |= !(*heap).spills[i].is_empty();
         }
+        (*heap).spilling = spilling;
     }
 }
 
@@ -287,8 +320,9 @@ unsafe fn read_clock(heap: *mut Heap) {
 unsafe fn unspill(heap: *mut Heap, class: usize) {
     // SAFETY: the spill's blocks are freed blocks of the heap's own pages, counted as used.
     unsafe {
-        let sp = &mut (*heap).spills[class];
-        (*heap).spilled -= sp.len() * size_class::block_size(class);
+        let Some(sp) = spill_of(heap, class) else {
+            return;
+        };
         let mut b = sp.take();
         set_direct(heap, class);
         while !b.is_null() {
@@ -334,20 +368,23 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
     }
 }
 
-/// The page the fast path of `class` should pop from: the first of its queue, if any, and
-/// none while its spill holds blocks (the slow path takes those first).
+/// The page the fast path of `class` should pop from: its spill's while that holds blocks,
+/// else the first of its queue, if any (none in the modes without a fast path).
 unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
+    if config::no_fast_path() {
+        return EMPTY;
+    }
     // SAFETY: the heap is the caller's own.
-    let (first, spilled) = unsafe {
-        (
-            (*heap).queues[class].first,
-            !(*heap).spills[class].is_empty(),
-        )
-    };
-    if first.is_null() || spilled || config::no_fast_path() {
-        EMPTY
-    } else {
-        first
+    unsafe {
+        if let Some(sp) = spill_of(heap, class).filter(|sp| !sp.is_empty()) {
+            return sp.page();
+        }
+        let first = (*heap).queues[class].first;
+        if first.is_null() {
+            EMPTY
+        } else {
+            first
+        }
     }
 }
 
@@ -472,24 +509,28 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 
 /// Allocates a block of `class` from `heap` (the calling thread's, not the empty heap) when
 /// its direct page has none, or in the modes without a fast path (hardened, counted): from
-/// its spill if that holds blocks; else from the first page of the class if it has a free
+/// its spill if that holds blocks (the fast path's, in the default mode); else from the first page of the class if it has a free
 /// block, as the fast path would; else takes back pages with remote frees, then the first
 /// page of the class with a free block, else a fresh page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
-        if let Some(b) = (*heap).spills[class].pop((*heap).clock) {
-            let bs = size_class::block_size(class);
-            (*heap).spilled -= bs;
-            if (*heap).spills[class].is_empty() {
+        if let Some(sp) = spill_of(heap, class) {
+            if let Some(b) = sp.pop() {
+                if sp.is_empty() {
+                    set_direct(heap, class);
+                }
+                tick(heap);
+                if config::counted() {
+                    count(heap, size_class::block_size(class) as isize);
+                }
+                return b.cast();
+            }
+            if (*heap).direct[class] == sp.page() {
+                // The fast path took the spill's last block: it goes on from the queue.
                 set_direct(heap, class);
             }
-            tick(heap);
-            if config::counted() {
-                count(heap, bs as isize);
-            }
-            return b.cast();
         }
         let mut page = (*heap).queues[class].first;
         if page.is_null() || (*page).free.is_null() {
@@ -514,7 +555,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
 unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
-        if (*heap).spilled != 0 {
+        if (*heap).spilling {
             read_clock(heap);
         }
         take_notified(heap);
@@ -671,11 +712,12 @@ unsafe fn let_go(heap: *mut Heap, page: *mut Page) {
 pub(crate) unsafe fn trim(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
-        for class in 1..CLASSES {
-            if !(*heap).spills[class].is_empty() {
-                unspill(heap, class);
+        for i in 0..spill::CLASSES_SPILLING {
+            if !(*heap).spills[i].is_empty() {
+                unspill(heap, spill::FIRST_CLASS + i);
             }
         }
+        (*heap).spilling = false;
         while let Some(page) = (*heap).kept.pop() {
             let_go(heap, page);
         }
@@ -798,8 +840,11 @@ unsafe fn check_class(
             }
             return Ok(0);
         }
+        // Or the page of an empty spill: the fast path took its last block, and the next
+        // malloc of the class moves on (see `alloc_slow`).
         let first = direct_of(heap, class);
-        if size_class::slots(class).any(|slot| (*heap).direct[slot] != first) {
+        let spent = spill_of(heap, class).map_or(EMPTY, |sp| sp.page());
+        if size_class::slots(class).any(|slot| ![first, spent].contains(&(*heap).direct[slot])) {
             return Err("heap: the direct page is not the first of its queue");
         }
         Ok(n)
@@ -898,14 +943,13 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
 }
 
 /// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
-/// when frees spill at all), as many as counted, with the bytes counted; and the fast path off
-/// for a class while its spill holds blocks.
+/// when frees spill at all), as many as counted, and none unless the heap knows it spills.
+/// (That the fast path pops from a spill holding blocks is [`check_class`]'s.)
 unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
     // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
     unsafe {
-        let mut bytes = 0;
-        for class in 1..CLASSES {
-            let sp = &(*heap).spills[class];
+        for (i, sp) in (*heap).spills.iter().enumerate() {
+            let class = spill::FIRST_CLASS + i;
             let mut b = sp.first();
             let mut n = 0;
             while !b.is_null() {
@@ -925,13 +969,9 @@ unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
             if n != sp.len() {
                 return Err("heap: a spill shorter than counted");
             }
-            bytes += n * size_class::block_size(class);
-            if n > 0 && size_class::slots(class).any(|s| (*heap).direct[s] != EMPTY) {
-                return Err("heap: the fast path of a class with a spill is on");
+            if n > 0 && !(*heap).spilling {
+                return Err("heap: a spill holds blocks, and the heap does not look at it");
             }
-        }
-        if bytes != (*heap).spilled {
-            return Err("heap: the spilled bytes are not as counted");
         }
     }
     Ok(())
@@ -1051,7 +1091,7 @@ mod tests {
         unsafe {
             let mut blocks: Vec<*mut u8> = (0..4 * per_page).map(|_| crate::malloc(size)).collect();
             let heap = current();
-            let pages = || (*heap).pages[class] as usize;
+            let pages = move || (*heap).pages[class] as usize;
             let is_full = |p: *mut u8| {
                 (*segment::page_of(segment::of(p), p))
                     .flags
@@ -1067,37 +1107,39 @@ mod tests {
             let i = blocks.iter().position(|&p| is_full(p)).unwrap();
             let p = blocks.swap_remove(i);
             crate::free(p);
-            assert_eq!((*heap).spills[class].len(), 1);
+            // A fresh reference each time: mallocs and frees change the spill meanwhile.
+            let sp = move || spill_of(heap, class).unwrap();
+            assert_eq!(sp().len(), 1);
             assert!(
-                direct(heap, class) == EMPTY,
-                "the fast path takes no block meanwhile"
+                direct(heap, class) == sp().page(),
+                "the fast path takes from the spill"
             );
+            (*heap).spilling = false;
+            assert!(check(heap).unwrap_err().contains("does not look"));
+            (*heap).spilling = true;
             let q = crate::malloc(size);
             assert_eq!(
                 q, p,
                 "the block freed into a full page serves the next malloc"
             );
-            assert!((*heap).spills[class].is_empty());
+            assert!(sp().is_empty());
             assert_eq!(check(heap), Ok(()));
 
             // A bulk free: blocks of full pages stay in the spill, their pages with the heap.
             blocks.push(q);
             let during = pages();
             blocks.iter().for_each(|&p| crate::free(p));
-            assert!(!(*heap).spills[class].is_empty());
+            assert!(!sp().is_empty());
             assert_eq!(check(heap), Ok(()));
             // A purge delay later, the heap looks at its clock when other classes look for
             // pages: the spill goes back to its pages, which retire (but what the ring keeps).
             let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
             std::thread::sleep(std::time::Duration::from_millis(delay + 10));
             let mut others = Vec::new();
-            while !(*heap).spills[class].is_empty() && others.len() < 1000 {
+            while !sp().is_empty() && others.len() < 1000 {
                 others.push(crate::malloc(96 * 1024));
             }
-            assert!(
-                (*heap).spills[class].is_empty(),
-                "a stale spill was given back"
-            );
+            assert!(sp().is_empty(), "a stale spill was given back");
             let ring = KEEP_BYTES / (size_class::span_of(class, 0) * SLICE_SIZE);
             assert!(
                 pages() + 4 <= during || pages() <= ring,
@@ -1145,10 +1187,6 @@ mod tests {
             (*heap).held += 1;
             assert!(check(heap).unwrap_err().contains("bytes of its pages"));
             (*heap).held -= 1;
-
-            (*heap).spilled += 16;
-            assert!(check(heap).unwrap_err().contains("spilled bytes"));
-            (*heap).spilled -= 16;
 
             let direct = (*heap).direct[class];
             (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY

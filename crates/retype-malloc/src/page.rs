@@ -123,12 +123,15 @@ pub(crate) unsafe fn set_flag(page: *mut Page, flag: u8, on: bool) {
     flags.store(if on { old | flag } else { old & !flag }, Ordering::Relaxed);
 }
 
+/// [`gap`] with canaries.
+pub(crate) const CANARY_GAP: usize = 16;
+
 /// Bytes kept at the start of a page's slices before its first block: with canaries, 16,
 /// which end with a free tag, as if a free block lay before the first one, so an underflow
 /// of the first block is caught too.
 pub(crate) fn gap() -> usize {
     if config::canary() {
-        16
+        CANARY_GAP
     } else {
         0
     }

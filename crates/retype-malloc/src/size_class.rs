@@ -66,7 +66,7 @@ pub fn slots(class: usize) -> RangeInclusive<usize> {
 
 /// The class serving `size` bytes (`size ≤ MEDIUM_MAX`).
 #[inline]
-pub fn class_of(size: usize) -> usize {
+pub const fn class_of(size: usize) -> usize {
     if size <= SMALL_FAST_MAX {
         return SMALL[(size + 15) >> 4] as usize;
     }
