@@ -4,16 +4,20 @@
  * usage: larson THREADS ROUNDS SLOTS OPS_PER_ROUND */
 #include "common.h"
 static int rounds, nslots; static long ops_per_round;
-struct arg { void **slots; uint64_t seed; int round; };
+/* One cache line each: the threads of the two chains would otherwise write the same line on
+ * every operation (the seed), and the run would time that false sharing, not the allocator. */
+struct arg { void **slots; uint64_t seed; int round; } __attribute__((aligned(64)));
 static void *run(void *p) {
   struct arg *a = p;
+  uint64_t seed = a->seed;
   for (long i = 0; i < ops_per_round; i++) {
-    uint64_t r = rnd(&a->seed);
+    uint64_t r = rnd(&seed);
     int k = r % nslots;
     free(a->slots[k]);
     a->slots[k] = xmalloc(8 + (r >> 32) % 993);
     memset(a->slots[k], 1, 8);
   }
+  a->seed = seed;
   if (++a->round < rounds) {
     pthread_t t;
     pthread_create(&t, 0, run, a);
