@@ -32,7 +32,8 @@ w("The machine is a shared 2-core VM: other work was using the CPUs during the r
 w("Programs: our own clean-room C workloads in `bench/src/` modelled on mimalloc-bench's and seed 004's "
   "(see each file's header comment). Allocators: glibc 2.36, Debian's jemalloc 5.3, mimalloc 2.0.9, "
   "tcmalloc (gperftools) 2.10, retype-malloc (this repository), all through `LD_PRELOAD`. "
-  "Wall time and peak RSS from GNU time (`%e %M`); ops/s from the program itself.\n")
+  "Wall time of the whole process from bash's microsecond clock (`$EPOCHREALTIME`) around it, "
+  "peak RSS from GNU time (`%M`); ops/s from the program itself.\n")
 w("## Wall time relative to mimalloc (lower is better)\n")
 w("| benchmark | " + " | ".join(ORDER) + " | mimalloc wall (s) |")
 w("|---" * (len(ORDER) + 2) + "|")
@@ -43,7 +44,7 @@ for b in benches:
     for a in ORDER:
         x = med(b, a, "wall_s") / base if base > 0 else float("nan")
         tratio[a].append(x); cells.append("%.2f" % x)
-    w("| %s | %s | %.2f |" % (b, " | ".join(cells), base))
+    w("| %s | %s | %.3f |" % (b, " | ".join(cells), base))
 w("| **geomean** | " + " | ".join("**%.3f**" % geomean(tratio[a]) for a in ORDER) + " | |\n")
 w("## Peak RSS relative to mimalloc (lower is better)\n")
 w("| benchmark | " + " | ".join(ORDER) + " | mimalloc RSS (MiB) |")
@@ -105,7 +106,7 @@ for b in benches:
         for base in ("retype", "glibc"):
             x = v / med(b, base, key) if med(b, base, key) > 0 else float("nan")
             hard[(key, base)].append(x); cells.append("%.2f" % x)
-    w("| %s | %.2f | %s | %s | %.1f | %s | %s |" % (b, hw, cells[0], cells[1], hr / 1024, cells[2], cells[3]))
+    w("| %s | %.3f | %s | %s | %.1f | %s | %s |" % (b, hw, cells[0], cells[1], hr / 1024, cells[2], cells[3]))
 hg = {k: geomean(v) for k, v in hard.items()}
 w("| **geomean** | | **%.3f** | **%.3f** | | **%.3f** | **%.3f** |\n"
   % (hg[("wall_s", "retype")], hg[("wall_s", "glibc")], hg[("rss_kib", "retype")], hg[("rss_kib", "glibc")]))
