@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicPtr, Ordering};
 
 use crate::consts::SLICE_SIZE;
 use crate::list::{self, Queue};
-use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FULL, NOTIFIED, QUEUED};
+use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
@@ -164,9 +164,8 @@ unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free`.
     unsafe {
         let heap = current();
-        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL
+        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL | FLAG_SPILLS
             && (*page).heap == id(heap)
-            && spill::takes(page)
         {
             return spill_block(heap, page, p.cast());
         }
@@ -408,7 +407,8 @@ unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
         (*heap).queues[class].remove(page);
         (*heap).full.push_front(page);
         (*heap).full_count += 1;
-        page::set_flag(page, FLAG_FULL, true);
+        let spills = if spill::fits(page) { FLAG_SPILLS } else { 0 };
+        page::set_flag(page, FLAG_FULL | spills, true);
         let _ =
             (*page)
                 .full_state
@@ -431,7 +431,7 @@ unsafe fn unfull(heap: *mut Heap, page: *mut Page) {
         let class = (*page).class as usize;
         (*heap).full.remove(page);
         (*heap).full_count -= 1;
-        page::set_flag(page, FLAG_FULL, false);
+        page::set_flag(page, FLAG_FULL | FLAG_SPILLS, false);
         // A NOTIFIED page stays NOTIFIED until the owner drains the notified stack.
         let _ =
             (*page)
@@ -826,7 +826,7 @@ unsafe fn check_class(
             if (*p).class as usize != class {
                 return Err("heap: a page in the queue of another class");
             }
-            if (*p).flags.load(Ordering::Relaxed) & FLAG_FULL != 0
+            if (*p).flags.load(Ordering::Relaxed) & (FLAG_FULL | FLAG_SPILLS) != 0
                 || (*p).full_state.load(Ordering::SeqCst) == FULL
             {
                 return Err("heap: a page marked full in a class queue");

@@ -36,6 +36,8 @@ pub(crate) const FLAG_FULL: u8 = 4;
 pub(crate) const FLAG_LARGE: u8 = 8;
 /// Counted mode (`RETYPE_MALLOC_STATS`): frees are counted.
 pub(crate) const FLAG_COUNTED: u8 = 16;
+/// With [`FLAG_FULL`]: the owner's frees go to the class's spill (see `spill::takes`).
+pub(crate) const FLAG_SPILLS: u8 = 32;
 
 /// `full_state`: the page is in its class queue.
 pub(crate) const QUEUED: u8 = 0;

@@ -64,12 +64,30 @@ pub fn slots(class: usize) -> RangeInclusive<usize> {
     (class + 1 - small_step(class * 16) / 16).max(1)..=class
 }
 
-/// The class serving `size` bytes (`size ≤ MEDIUM_MAX`).
+/// The class serving `size` bytes (`size ≤ MEDIUM_MAX`), by table: above 1 KiB classes are
+/// at least 128 bytes apart, so `(size + 127) / 128` names one class (`churn 1 32768 1`:
+/// eight instructions fewer a malloc than the arithmetic of [`medium_class_of`]).
 #[inline]
 pub const fn class_of(size: usize) -> usize {
     if size <= SMALL_FAST_MAX {
         return SMALL[(size + 15) >> 4] as usize;
     }
+    MEDIUM[(size + 127) >> 7] as usize
+}
+
+/// Per 128 bytes up to [`MEDIUM_MAX`], the class serving sizes above 1 KiB up to there.
+static MEDIUM: [u8; MEDIUM_MAX / 128 + 1] = {
+    let mut t = [0u8; MEDIUM_MAX / 128 + 1];
+    let mut i = SMALL_FAST_MAX / 128 + 1;
+    while i < t.len() {
+        t[i] = medium_class_of(i * 128) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The class serving `size` bytes, above 1 KiB: eight per doubling.
+const fn medium_class_of(size: usize) -> usize {
     let x = size - 1;
     let lg = (usize::BITS - 1 - x.leading_zeros()) as usize;
     let sub = (x >> (lg - 3)) & 7;

@@ -2,10 +2,12 @@
 //! first, which the class's next mallocs take before any page's. They stay counted as used
 //! by their pages, so those pages stay full and where they are. The blocks are the free list
 //! of a page of the spill's own, at which the heap points the class's fast path while the
-//! spill holds blocks, and the free of one is the first case of the heap's slow path: a
-//! malloc from a spill is a fast-path pop, and a free into it about 40 instructions
-//! (`churn 1 32768 10`: 0.230 -> 0.169 s, tcmalloc 0.145; with the malloc and free of a
-//! spill both on the slow path, the run took 234 instructions a pair, 131 now).
+//! spill holds blocks, and the free of one is the first case of the heap's slow path (the
+//! page got a flag saying so when it turned full): a malloc from a spill is a fast-path pop,
+//! and a free into it a dozen instructions past free's own (`churn 1 32768 10`: 0.230 ->
+//! 0.169 s, tcmalloc 0.145; under callgrind 234 instructions a pair with the malloc and the
+//! free of a spill on the slow path, 131 with this, 114 with the flag and the medium classes
+//! by table).
 //!
 //! Why: a page of few blocks (up to [`PAGE_BLOCKS`]: blocks of 2 KiB and more, of 1408 bytes
 //! in a segment's first slice) turns full after a few mallocs and back on the next free. Without a spill, every such free moved
@@ -32,7 +34,7 @@ use core::sync::atomic::Ordering;
 
 use crate::config;
 use crate::consts::{HEADER_SIZE, SLICE_SIZE};
-use crate::page::{Block, Page, CANARY_GAP, FLAG_FULL};
+use crate::page::{Block, Page, CANARY_GAP, FLAG_SPILLS};
 use crate::size_class::{self, CLASSES};
 
 /// Pages of at most this many blocks spill their frees while full.
@@ -51,13 +53,19 @@ pub(crate) const FIRST_CLASS: usize =
 pub(crate) const CLASSES_SPILLING: usize = CLASSES - FIRST_CLASS;
 
 /// Whether a block freed into `page` by its owner goes to its class's spill: the page is
-/// full and of few blocks, and frees spill at all - not in hardened mode (a freed block must
-/// not be the next malloc's), nor with a purge delay of 0 (memory freed goes back at once).
+/// full and of few blocks, and frees spill at all (as [`fits`] said when it turned full).
 pub(crate) unsafe fn takes(page: *const Page) -> bool {
     // SAFETY: the caller owns `page`, a page in use.
-    let (flags, reserved) = unsafe { ((*page).flags.load(Ordering::Relaxed), (*page).reserved) };
-    flags & FLAG_FULL != 0
-        && reserved <= PAGE_BLOCKS
+    unsafe { (*page).flags.load(Ordering::Relaxed) & FLAG_SPILLS != 0 }
+}
+
+/// Whether frees into `page` should spill while it is full: it is of few blocks, and frees
+/// spill at all - not in hardened mode (a freed block must not be the next malloc's), nor
+/// with a purge delay of 0 (memory freed goes back at once).
+pub(crate) unsafe fn fits(page: *const Page) -> bool {
+    // SAFETY: the caller owns `page`, a page in use.
+    let reserved = unsafe { (*page).reserved };
+    reserved <= PAGE_BLOCKS
         && !config::hardened()
         && config::PURGE_DELAY_MS.load(Ordering::Relaxed) != 0
 }
