@@ -1176,9 +1176,9 @@ mod tests {
             (*page).free = head;
 
             let index = segment::locate(page).1;
-            (*seg).slice_head[index + (*page).span as usize - 1] ^= 1;
+            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
             assert!(check(heap).unwrap_err().contains("segment"));
-            (*seg).slice_head[index + (*page).span as usize - 1] ^= 1;
+            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
 
             (*heap).full_count += 1;
             assert!(check(heap).unwrap_err().contains("full_count"));

@@ -26,7 +26,7 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::cache::Mapping;
 use crate::consts::{HEADER_SIZE, MIN_ALIGN, OS_PAGE, SEGMENT_SIZE, SLICES};
 use crate::page::FLAG_LARGE;
-use crate::segment::{Segment, KIND_LARGE};
+use crate::segment::{self, Segment, KIND_LARGE};
 use crate::{cache, canary, config, os, quarantine, registry, stats};
 
 /// Blocks of this size or more are advised for huge pages from the first one: so big a block
@@ -305,7 +305,7 @@ unsafe fn write_header(
     unsafe {
         (*seg).kind = KIND_LARGE;
         (*seg).large_live.store(1, Ordering::Release);
-        (*seg).slice_head = [0; SLICES];
+        (*seg).slice_page = [segment::page_offset(0); SLICES];
         (*seg).pages[0].flags.store(FLAG_LARGE, Ordering::Relaxed);
         (*seg).map_len = len;
         (*seg).large_ptr = p;

@@ -28,8 +28,9 @@ pub(crate) struct Segment {
     pub kind: u8,
     /// For large blocks in hardened mode: 1 while the block is live.
     pub large_live: AtomicU8,
-    /// Slice → first slice of the page covering it.
-    pub slice_head: [u8; SLICES],
+    /// Slice → where the descriptor of the page covering it lies, in bytes from the
+    /// segment's start ([`page_offset`]): free finds a page with one load and one add.
+    pub slice_page: [u16; SLICES],
     /// Bitmap of claimed slices.
     pub used: u32,
     /// The segment is linked in its heap's list of segments with free slices.
@@ -211,10 +212,22 @@ pub(crate) unsafe fn page_of(seg: *mut Segment, p: *const u8) -> *mut Page {
     let slice = (p as usize & SEGMENT_MASK) >> SLICE_SHIFT;
     // SAFETY: the offset is below SEGMENT_SIZE, so `slice` < SLICES.
     unsafe {
-        let head = *(*seg).slice_head.get_unchecked(slice) as usize;
-        ptr::addr_of_mut!((*seg).pages).cast::<Page>().add(head)
+        let offset = *(*seg).slice_page.get_unchecked(slice) as usize;
+        seg.cast::<u8>().add(offset).cast()
     }
 }
+
+/// The offset of page descriptor `index` from its segment's start, as [`Segment::slice_page`]
+/// holds it.
+pub(crate) const fn page_offset(index: usize) -> u16 {
+    (core::mem::offset_of!(Segment, pages) + index * core::mem::size_of::<Page>()) as u16
+}
+
+const _: () = assert!(
+    core::mem::offset_of!(Segment, pages) + SLICES * core::mem::size_of::<Page>()
+        <= u16::MAX as usize,
+    "page descriptors must lie within a u16 offset of their segment's start"
+);
 
 /// The segment and index of a page descriptor.
 pub(crate) fn locate(page: *mut Page) -> (*mut Segment, usize) {
@@ -266,6 +279,8 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
         let huge = advised || huge_pages_for(base, reused);
         let seg = base.cast::<Segment>();
         (*seg).kind = KIND_SMALL;
+        // Every slice names a descriptor, claimed or not (a fresh mapping's zeros would not).
+        (*seg).slice_page = [page_offset(0); SLICES];
         (*seg).used = 0;
         (*seg).listed = false;
         (*seg).heap = heap;
@@ -368,9 +383,7 @@ unsafe fn take_slices(
     unsafe {
         (*seg).used |= (((1u64 << span) - 1) as u32) << index;
         (*seg).touched |= (*seg).used;
-        for s in index..index + span {
-            (*seg).slice_head[s] = index as u8;
-        }
+        (&mut (*seg).slice_page)[index..index + span].fill(page_offset(index));
         if (*seg).used == ALL_SLICES {
             unlink(segments, seg);
         }
@@ -413,7 +426,7 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
 
 /// Checks a segment of `heap` that has pages in use (as mimalloc's `mi_segment_is_valid`):
 /// the claimed-slice bitmap is exactly the union of the spans of its pages in use, each page
-/// starts on a multiple of its span and covers its slices in `slice_head`, each page's area
+/// starts on a multiple of its span and covers its slices in `slice_page`, each page's area
 /// and capacity fit its slices, no other page descriptor is in use, and the segment is listed
 /// exactly when it has free slices. Returns how many pages are in use.
 pub(crate) unsafe fn check(seg: *mut Segment, heap: *mut HeapId) -> Result<usize, &'static str> {
@@ -441,7 +454,11 @@ pub(crate) unsafe fn check(seg: *mut Segment, heap: *mut HeapId) -> Result<usize
             return Err("segment: a claimed slice starts no page, or a page is misaligned");
         }
         let mask = (((1u64 << span) - 1) as u32) << i;
-        if s.used & mask != mask || s.slice_head[i..i + span].iter().any(|&h| h as usize != i) {
+        if s.used & mask != mask
+            || s.slice_page[i..i + span]
+                .iter()
+                .any(|&o| o != page_offset(i))
+        {
             return Err("segment: a page's slices are not all claimed and headed by it");
         }
         if s.pages[i + 1..i + span].iter().any(|p| p.in_use != 0) {
