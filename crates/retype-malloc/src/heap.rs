@@ -509,9 +509,10 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 
 /// Allocates a block of `class` from `heap` (the calling thread's, not the empty heap) when
 /// its direct page has none, or in the modes without a fast path (hardened, counted): from
-/// its spill if that holds blocks (the fast path's, in the default mode); else from the first page of the class if it has a free
-/// block, as the fast path would; else takes back pages with remote frees, then the first
-/// page of the class with a free block, else a fresh page from a segment.
+/// its spill if that holds blocks (the fast path's own, in the default mode); else from the
+/// first page of the class if it has a free block, as the fast path would; else takes back
+/// pages with remote frees, then the first page of the class with a free block, else a fresh
+/// page from a segment.
 #[inline]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread.

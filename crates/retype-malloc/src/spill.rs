@@ -9,16 +9,16 @@
 //! free of a spill on the slow path, 131 with this, 114 with the flag and the medium classes
 //! by table).
 //!
-//! Why: a page of few blocks (up to [`PAGE_BLOCKS`]: blocks of 2 KiB and more, of 1408 bytes
-//! in a segment's first slice) turns full after a few mallocs and back on the next free. Without a spill, every such free moved
-//! its page from the full list to the back of its queue, the next malloc that emptied a page
-//! moved it back, and a page whose blocks were all freed was given back to its segment and
-//! claimed again soon after (`rptest 2 2000 1000`: 96,000 page claims in a run, a few
-//! hundred with spills; 0.080 -> 0.060-0.070 s, peak RSS 23.7 -> 16.5 MiB); and malloc handed
-//! out a block freed long ago, out of the cache, while one freed just now waited (`churn 1
-//! 32768 10`: 13-17 % less time). Pages of many blocks rarely turn full; there a spill only
-//! sends every free into a full page to the slow path (`churn 1 1024 50` took three times as
-//! long with spills for every class).
+//! Why: a page of few blocks (up to [`PAGE_BLOCKS`]: blocks of 2 KiB and more, of 1408 bytes in a
+//! segment's first slice) turns full after a few mallocs and back on the next free. Without a
+//! spill, every such free moved its page from the full list to the back of its queue, the next
+//! malloc that emptied a page moved it back, and a page whose blocks were all freed was given back
+//! to its segment and claimed again soon after (`rptest 2 2000 1000`: 96,000 page claims in a run,
+//! a few hundred with spills; 0.080 -> 0.060-0.070 s, peak RSS 23.7 -> 16.5 MiB); and malloc handed
+//! out a block freed long ago, out of the cache, while one freed just now waited (`churn 1 32768
+//! 10`: 13-17 % less time). Pages of many blocks rarely turn full; there a spill only sends every
+//! free into a full page to the slow path (`churn 1 1024 50` took three times as long with spills
+//! for every class).
 //!
 //! What a spill holds is the class's: no other class can use those pages meanwhile. So a
 //! spill no malloc took from for the purge delay (`RETYPE_MALLOC_PURGE_DELAY`, as for empty
