@@ -178,7 +178,8 @@ pub(crate) unsafe fn pop(page: *mut Page) -> *mut u8 {
     unsafe {
         let b = (*page).free;
         (*page).free = (*b).next;
-        (*page).used += 1;
+        // Wrapping: a spill's page (see `spill`) counts every block taken out, without bound.
+        (*page).used = (*page).used.wrapping_add(1);
         b.cast()
     }
 }

@@ -173,4 +173,30 @@ mod tests {
         }
         assert!(blocks(FIRST_CLASS) <= PAGE_BLOCKS);
     }
+
+    /// A spill counts blocks in and out without bound: its length stays right when both
+    /// counts wrap (a debug build would stop on an overflow otherwise).
+    #[test]
+    fn counts_wrap() {
+        let mut blocks = [const {
+            Block {
+                next: core::ptr::null_mut(),
+            }
+        }; 3];
+        let mut sp = Spill::empty();
+        sp.page.used = u32::MAX - 1;
+        sp.pushed = u32::MAX - 1;
+        assert_eq!(sp.len(), 0);
+        for (i, b) in blocks.iter_mut().enumerate() {
+            // SAFETY: the blocks are ours and outlive the spill's use of them.
+            unsafe { sp.push(b, 0) };
+            assert_eq!(sp.len(), i + 1);
+        }
+        for left in (0..3).rev() {
+            assert!(sp.pop().is_some());
+            assert_eq!(sp.len(), left);
+        }
+        assert!(sp.is_empty() && sp.pop().is_none());
+        assert_eq!(sp.page.used, 1, "wrapped past u32::MAX");
+    }
 }
