@@ -18,7 +18,8 @@
 //! out a block freed long ago, out of the cache, while one freed just now waited (`churn 1 32768
 //! 10`: 13-17 % less time). Pages of many blocks rarely turn full; there a spill only sends every
 //! free into a full page to the slow path (`churn 1 1024 50` took three times as long with spills
-//! for every class).
+//! for every class; with spills for pages of up to 64 blocks, from 1 KiB, and the spill on the
+//! fast path, 0.265 -> 0.345 s, `churn 2 1024 25` 0.130 -> 0.184 s).
 //!
 //! What a spill holds is the class's: no other class can use those pages meanwhile. So a
 //! spill no malloc took from for the purge delay (`RETYPE_MALLOC_PURGE_DELAY`, as for empty
