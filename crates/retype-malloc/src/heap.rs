@@ -54,7 +54,8 @@ pub(crate) struct Heap {
     spilling: bool,
     /// The clock (`os::now_ms`, truncated) as last read, which spills are stamped with.
     clock: u32,
-    /// Spill pushes and pops since the clock was last read.
+    /// Spill pushes, and pops by the slow path (the fast path's are not seen), since the
+    /// clock was last read.
     ticks: u32,
     /// When the spills were last looked at for stale ones.
     scanned_at: u32,
@@ -528,6 +529,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
                 }
                 return b.cast();
             }
+            // A spilling class has one slot, its own number (`size_class::slots`).
             if (*heap).direct[class] == sp.page() {
                 // The fast path took the spill's last block: it goes on from the queue.
                 set_direct(heap, class);
