@@ -146,12 +146,22 @@ fn works_when_loaded_with_dlopen() {
     assert_ok(&run(cmd, false), "dlopen");
 }
 
-fn misuse(case: &str, size: usize) -> Output {
+fn misuse(case: &str, size: usize, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(compile("misuse"));
     cmd.args([case, &size.to_string()])
-        .env("RETYPE_MALLOC_HARDENED", "1");
+        .envs(env.iter().copied());
     run(cmd, true)
 }
+
+/// Hardened mode, and hardened mode without canaries: a small block's liveness is its canary
+/// tag in the first, a bit of its segment's bitmap in the second.
+const LIVENESS: [&[(&str, &str)]; 2] = [
+    &HARDENED,
+    &[
+        ("RETYPE_MALLOC_HARDENED", "1"),
+        ("RETYPE_MALLOC_CANARY", "0"),
+    ],
+];
 
 #[test]
 fn hardened_mode_aborts_on_double_and_invalid_frees() {
@@ -168,25 +178,27 @@ fn hardened_mode_aborts_on_double_and_invalid_frees() {
             ("stack", "invalid free (not allocated by retype-malloc)"),
             ("realloc-freed", "use after free"),
         ];
-        for (case, message) in cases {
-            let out = misuse(case, size);
-            let err = text(&out.stderr);
-            assert_eq!(
-                out.status.signal(),
-                Some(libc::SIGABRT),
-                "{case} {size}: expected abort, got {:?}; stderr {err}",
-                out.status
-            );
+        for env in LIVENESS {
+            for (case, message) in cases {
+                let out = misuse(case, size, env);
+                let err = text(&out.stderr);
+                assert_eq!(
+                    out.status.signal(),
+                    Some(libc::SIGABRT),
+                    "{case} {size} {env:?}: expected abort, got {:?}; stderr {err}",
+                    out.status
+                );
+                assert!(
+                    err.contains("retype-malloc: ") && err.contains(message),
+                    "{case} {size} {env:?}: stderr was {err:?}"
+                );
+            }
+            let clean = misuse("clean", size, env);
             assert!(
-                err.contains("retype-malloc: ") && err.contains(message),
-                "{case} {size}: stderr was {err:?}"
+                clean.status.success() && text(&clean.stdout) == "clean\n",
+                "clean run {size} {env:?}: {clean:?}"
             );
         }
-        let clean = misuse("clean", size);
-        assert!(
-            clean.status.success() && text(&clean.stdout) == "clean\n",
-            "clean run {size}: {clean:?}"
-        );
     }
 }
 

@@ -148,39 +148,41 @@ pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
 }
 
 /// Checks the sealed block at `block` of `block_size` bytes, being freed, and tags it free:
-/// aborts if anything after its size was overwritten.
+/// aborts if it was free already (the tag is the block's liveness: swapped, so two threads
+/// freeing it at once are caught too) or if anything after its size was overwritten.
 pub(crate) unsafe fn unseal(block: *mut u8, block_size: usize) {
-    // SAFETY: the caller's contract: the block was sealed and is `block_size` bytes long.
+    let pat = pattern(block);
+    // SAFETY: the caller's contract: the block is one of ours and `block_size` bytes long.
     unsafe {
-        let Some((pat, _)) = intact(block, block_size) else {
-            os::die("heap overflow (canary)", block, Some(block_size))
-        };
-        tail_word(block, block_size).store(tag(pat, FREE), Ordering::Relaxed);
+        let old = tail_word(block, block_size).swap(tag(pat, FREE), Ordering::AcqRel);
+        match decode(old, pat, block_size) {
+            Tag::Live(_, size) if guard_intact(pat, block, block_size, size) => {}
+            Tag::Free => os::die("double free", block, None),
+            _ => os::die("heap overflow (canary)", block, Some(block_size)),
+        }
     }
 }
 
-/// The size held by the sealed block at `block` of `block_size` bytes; aborts if anything
-/// after that size was overwritten.
+/// The size held by the sealed block at `block` of `block_size` bytes; aborts if the block
+/// is free or anything after that size was overwritten.
 pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
     // SAFETY: the caller's contract.
-    match unsafe { intact(block, block_size) } {
-        Some((_, size)) => size,
-        None => os::die("heap overflow (canary)", block, Some(block_size)),
+    unsafe {
+        match read_tag(block, block_size) {
+            Tag::Live(pat, size) if guard_intact(pat, block, block_size, size) => size,
+            Tag::Free => os::die("use after free", block, None),
+            _ => os::die("heap overflow (canary)", block, Some(block_size)),
+        }
     }
 }
 
-/// The pattern and size of the sealed block at `block` of `block_size` bytes, or None if
-/// anything after that size was overwritten.
-unsafe fn intact(block: *const u8, block_size: usize) -> Option<(u64, usize)> {
-    // SAFETY: the block was sealed and is `block_size` bytes long.
+/// Whether the pattern after `size` bytes of the block at `block` of `block_size` bytes
+/// (pattern `pat`) is intact.
+unsafe fn guard_intact(pat: u64, block: *const u8, block_size: usize, size: usize) -> bool {
+    // SAFETY: the caller's contract: the block is `block_size` bytes long and holds `size`.
     unsafe {
-        let Tag::Live(pat, size) = read_tag(block, block_size) else {
-            return None;
-        };
         let end = block.add(block_size - TAIL);
-        first_broken(pat, block.add(size), guard_end(block, size, end))
-            .is_none()
-            .then_some((pat, size))
+        first_broken(pat, block.add(size), guard_end(block, size, end)).is_none()
     }
 }
 
@@ -202,8 +204,12 @@ const FREE: usize = 0xffff_ffff;
 unsafe fn read_tag(block: *const u8, block_size: usize) -> Tag {
     // SAFETY: the caller's contract.
     let word = unsafe { tail_word(block, block_size) }.load(Ordering::Relaxed);
+    decode(word, pattern(block), block_size)
+}
+
+/// What `word`, the tail of a block of `block_size` bytes with pattern `pat`, holds.
+fn decode(word: u64, pat: u64, block_size: usize) -> Tag {
     let size = (word & 0xffff_ffff) as usize;
-    let pat = pattern(block);
     if word != tag(pat, size) {
         Tag::Broken
     } else if size == FREE {

@@ -1,15 +1,16 @@
 //! Hardened mode (`RETYPE_MALLOC_HARDENED=1`): every free and realloc is validated. A pointer
 //! that retype-malloc did not hand out, a pointer into the middle of a block, or a block that
 //! is already free stops the program with a message naming the address, then `abort()`.
-//! Liveness is one bit per block, set by malloc and cleared atomically by free, so two
-//! threads freeing the same block are caught too.
+//! A small block's liveness is its canary tag when blocks carry canaries (`canary::unseal`
+//! swaps it), else one bit per block, set by malloc and cleared atomically by free: either
+//! way two threads freeing the same block are caught too.
 
 use core::sync::atomic::Ordering;
 
 use crate::consts::SEGMENT_MASK;
 use crate::page::{self, Page, FLAG_ALIGNED, FLAG_LARGE};
 use crate::segment::{self, Segment, KIND_LARGE, KIND_SMALL};
-use crate::{large, os, registry};
+use crate::{config, large, os, registry};
 
 /// Aborts with the message for `what` at `p` (the size class is not known here).
 fn die_at(what: &str, p: *const u8) -> ! {
@@ -79,14 +80,17 @@ fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
 /// it held (now the list's head): aborts if the block was live already or the link is not a
 /// carved block of the page. Links live in freed blocks, where an overflow from the block
 /// before or a write after free can rewrite them; checked so, a rewritten link can neither
-/// hand out memory outside the page nor a block in use.
+/// hand out memory outside the page nor a block in use. With canaries, the block's tag says
+/// whether it is live (`canary::seal` checks it), and the bitmap is not kept.
 pub(crate) unsafe fn remember_block(page: *mut Page, block: *mut u8) {
-    let (first, word, bit) = bit_of(page, block);
     // SAFETY: the bitmap belongs to the page's segment; the page is the caller's.
     unsafe {
-        let bits = &(*segment::bitmap(segment::of(block), first))[word];
-        if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
-            die_at("heap corruption (free list holds a live block)", block);
+        if !config::canary() {
+            let (first, word, bit) = bit_of(page, block);
+            let bits = &(*segment::bitmap(segment::of(block), first))[word];
+            if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
+                die_at("heap corruption (free list holds a live block)", block);
+            }
         }
         check_link(page, block, (*page).free.cast());
     }
@@ -119,7 +123,8 @@ pub(crate) unsafe fn is_live(seg: *mut Segment, page: *mut Page, block: *mut u8)
     unsafe { (*segment::bitmap(seg, first))[word].load(Ordering::Acquire) & bit != 0 }
 }
 
-/// Marks `block` free; aborts if it already was.
+/// Marks `block` free; aborts if it already was (blocks without canaries: see
+/// [`remember_block`]).
 pub(crate) unsafe fn forget_block(seg: *mut Segment, page: *mut Page, block: *mut u8) {
     let (first, word, bit) = bit_of(page, block);
     // SAFETY: as for `remember_block`.
@@ -156,7 +161,8 @@ pub(crate) unsafe fn check_live(p: *mut u8) {
         } else {
             p
         };
-        if !is_live(seg, page, block) {
+        // With canaries, the tag says whether the block is live (`canary::size`).
+        if !config::canary() && !is_live(seg, page, block) {
             die_at("use after free", p);
         }
     }

@@ -198,9 +198,10 @@ unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             count(heap, -((*page).block_size as isize));
         }
         if flags & page::FLAG_CHECKED != 0 {
-            hardened::forget_block(seg, page, block);
             if config::canary() {
                 check_canaries(page, block);
+            } else {
+                hardened::forget_block(seg, page, block);
             }
             if config::quarantine() && !is_empty(heap) {
                 let now = os::now_ms() as u32;
@@ -333,9 +334,9 @@ unsafe fn unspill(heap: *mut Heap, class: usize) {
     }
 }
 
-/// Checks the canary of `block`, freed, and tags it free; then the tag of the block before
-/// it, live or free (the first block has one before it too), which an underflow of `block`
-/// overwrites first.
+/// Checks the canary of `block`, freed, and tags it free (aborting if it was free already);
+/// then the tag of the block before it, live or free (the first block has one before it
+/// too), which an underflow of `block` overwrites first.
 unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
     unsafe {
