@@ -190,6 +190,40 @@ fn rows_are_consistent_and_count_what_the_workload_did() {
     }
 }
 
+/// With `--reserve`, retype-malloc runs again with a reserve sized for each
+/// configuration: its rows count the same calls, and its workers make no
+/// system call that maps or returns memory (the reserve's promise).
+#[test]
+fn a_reserve_keeps_the_workers_out_of_the_kernel_for_memory() {
+    let rows = json_lines(&tiny(&["--json", "--reserve"]));
+    assert_eq!(rows.len(), 3 * THREADS.len() * SIZES.len());
+    let strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    for t in THREADS {
+        for s in SIZES {
+            let of = |a: &str| {
+                rows.iter()
+                    .find(|r| r["allocator"] == a && num(r, "threads") == t && num(r, "size") == s)
+                    .unwrap_or_else(|| panic!("no row for {a}, {t}, {s}"))
+            };
+            let (plain, reserved) = (of("retype"), of("retype-reserve"));
+            for k in ["mallocs", "recorded_calls", "steady_calls"] {
+                assert_eq!(num(plain, k), num(reserved, k), "{t} threads, {s} B: {k}");
+            }
+            if strace {
+                assert_eq!(
+                    num(&reserved["syscalls"]["rounds"], "total"),
+                    0,
+                    "{t} threads, {s} B: {}",
+                    reserved["syscalls"]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_report_draws_every_chart() {
     let dir = scratch("tlm-report");

@@ -90,7 +90,7 @@ pub fn part(rows: &[Row]) -> Part {
     ))];
     let verdicts = goals::verdicts(rows);
     if !verdicts.is_empty() {
-        let mut head = vec![Cell::new("threads, size")];
+        let mut head = vec![Cell::new("allocator, threads, size")];
         head.extend(
             METRICS
                 .iter()
@@ -101,17 +101,18 @@ pub fn part(rows: &[Row]) -> Part {
             rows: Vec::new(),
         };
         for chunk in verdicts.chunks(METRICS.len()) {
+            let mine = &chunk[0].allocator;
             let mut row = vec![Cell::new(format!(
-                "{}, {}",
+                "{mine}, {}, {}",
                 chunk[0].threads,
                 size_label(chunk[0].size)
             ))];
             for v in chunk {
                 let ours = v.ours.map_or("-".into(), fmt);
                 let text = match (&v.best_other, v.met()) {
-                    (_, true) => format!("retype {ours}"),
-                    (Some((a, b)), false) => format!("{a} {} (retype {ours})", fmt(*b)),
-                    (None, false) => format!("retype {ours}"),
+                    (_, true) => format!("{mine} {ours}"),
+                    (Some((a, b)), false) => format!("{a} {} ({mine} {ours})", fmt(*b)),
+                    (None, false) => format!("{mine} {ours}"),
                 };
                 let mut c = Cell::new(text);
                 if !v.met() {

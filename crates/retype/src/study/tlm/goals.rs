@@ -1,11 +1,21 @@
 //! The goals of issue 17 for retype-malloc in this experiment: the lowest
 //! p99.99 and maximum latency and the lowest kernel/user ratio of all the
-//! allocators compared, at every thread count (and block size).
+//! allocators compared, at every thread count (and block size). retype-malloc
+//! with a reserve, when it ran, is judged the same way, against the others but
+//! retype-malloc.
 
 use super::row::Row;
 
 /// How retype-malloc is named in the rows (as `retype record` names it).
 pub const OURS: &str = "retype";
+
+/// How retype-malloc with a reserve (`study tlm --reserve`) is named in the rows.
+pub const RESERVED: &str = "retype-reserve";
+
+/// Whether `allocator` is one of ours.
+fn ours(allocator: &str) -> bool {
+    allocator == OURS || allocator == RESERVED
+}
 
 /// A figure compared across allocators; lower is better.
 pub struct Metric {
@@ -30,6 +40,8 @@ pub const METRICS: [Metric; 3] = [
 
 /// One goal at one thread count and block size.
 pub struct Verdict {
+    /// Which of ours: [`OURS`] or [`RESERVED`].
+    pub allocator: String,
     pub threads: u32,
     pub size: u64,
     pub metric: &'static str,
@@ -50,13 +62,14 @@ impl Verdict {
     }
 }
 
-/// Every goal at every thread count and size where retype-malloc ran.
+/// Every goal at every thread count and size where retype-malloc ran, with
+/// and without a reserve.
 pub fn verdicts(rows: &[Row]) -> Vec<Verdict> {
     let mut out = Vec::new();
-    for ours in rows.iter().filter(|r| r.allocator == OURS) {
+    for mine in rows.iter().filter(|r| ours(&r.allocator)) {
         let others: Vec<&Row> = rows
             .iter()
-            .filter(|r| r.allocator != OURS && r.threads == ours.threads && r.size == ours.size)
+            .filter(|r| !ours(&r.allocator) && r.threads == mine.threads && r.size == mine.size)
             .collect();
         for m in &METRICS {
             let best_other = others
@@ -64,10 +77,11 @@ pub fn verdicts(rows: &[Row]) -> Vec<Verdict> {
                 .filter_map(|r| Some((r.allocator.clone(), (m.of)(r)?)))
                 .min_by(|a, b| a.1.total_cmp(&b.1));
             out.push(Verdict {
-                threads: ours.threads,
-                size: ours.size,
+                allocator: mine.allocator.clone(),
+                threads: mine.threads,
+                size: mine.size,
                 metric: m.name,
-                ours: (m.of)(ours),
+                ours: (m.of)(mine),
                 best_other,
             });
         }

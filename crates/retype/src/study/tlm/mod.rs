@@ -17,6 +17,11 @@
 //!   ([`syscalls`]).
 //!
 //! [`row::Row`] gathers them per allocator, thread count and size.
+//!
+//! With [`Config::reserve`], retype-malloc runs a second time as a real-time
+//! program would set it up (issue 17 point 4): with `RETYPE_MALLOC_RESERVE`
+//! sized for the configuration ([`reserve_for`]), so its memory is mapped and
+//! faulted in before the workers start; its rows are [`goals::RESERVED`]'s.
 
 pub mod calls;
 pub mod goals;
@@ -25,12 +30,12 @@ pub mod syscalls;
 pub mod times;
 pub mod workload;
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::record::{allocator_lib, beside_exe, ld_preload, Allocator};
+use crate::cmd::record::{allocator_lib, beside_exe, ld_preload, Allocator, Named};
 use crate::progress::Progress;
 use row::{Row, Runs};
 use workload::Plan;
@@ -47,6 +52,23 @@ pub struct Config {
     pub runs: u32,
     /// Count system calls under strace.
     pub syscalls: bool,
+    /// Also run retype-malloc with a reserve (see the module's doc).
+    pub reserve: bool,
+}
+
+/// What one run is given: an allocator's name, its library (none: glibc), and
+/// whether it runs with a reserve.
+struct Entry {
+    name: String,
+    lib: Option<PathBuf>,
+    reserve: bool,
+}
+
+/// The reserve retype-malloc is given for `plan`: twice the bytes its workers
+/// hold at most (blocks, their pages' slack, and the heaps' pages of other
+/// classes fit), and 32 MiB for the program's own and the threads' start-up.
+pub fn reserve_for(plan: &Plan) -> u64 {
+    2 * plan.peak_bytes() + (32 << 20)
 }
 
 impl Config {
@@ -93,64 +115,83 @@ pub fn run(c: &Config) -> Result<Vec<Row>> {
     }
     let exe = workload::build()?;
     let recorder = beside_exe("libretype_recorder.so", "retype-recorder")?;
-    let libs = c
-        .allocators
-        .iter()
-        .map(allocator_lib)
-        .collect::<Result<Vec<_>>>()?;
+    let mut entries = Vec::new();
+    for a in &c.allocators {
+        entries.push(Entry {
+            name: a.to_string(),
+            lib: allocator_lib(a)?,
+            reserve: false,
+        });
+    }
+    if c.reserve {
+        entries.push(Entry {
+            name: goals::RESERVED.into(),
+            lib: allocator_lib(&Allocator::Named(Named::Retype))?,
+            reserve: true,
+        });
+    }
     let scratch = Scratch::new()?;
     let plans = c.plans();
     let mut runs: Vec<Vec<Runs>> = plans
         .iter()
-        .map(|_| c.allocators.iter().map(|_| Runs::default()).collect())
+        .map(|_| entries.iter().map(|_| Runs::default()).collect())
         .collect();
-    let steps = c.runs as usize * plans.len() * c.allocators.len();
+    let steps = c.runs as usize * plans.len() * entries.len();
     let mut progress = Progress::new(steps as u64, "study tlm");
     for run in 0..c.runs {
         for (p, plan) in plans.iter().enumerate() {
-            for (a, allocator) in c.allocators.iter().enumerate() {
+            let reserve = OsString::from(reserve_for(plan).to_string());
+            for (e, entry) in entries.iter().enumerate() {
+                let name = &entry.name;
                 progress.step(&format!(
-                    "{allocator}, {} threads, {} B, run {}",
+                    "{name}, {} threads, {} B, run {}",
                     plan.threads,
                     plan.size,
                     run + 1
                 ));
-                let lib = libs[a].as_deref();
-                let r = &mut runs[p][a];
-                let what = || format!("{allocator}, {} threads, {} B", plan.threads, plan.size);
+                let lib = entry.lib.as_deref();
+                let r = &mut runs[p][e];
+                let what = || format!("{name}, {} threads, {} B", plan.threads, plan.size);
                 let plain = ld_preload([lib]);
-                let out =
-                    workload::run(&exe, plan, &[("LD_PRELOAD", &plain)]).with_context(what)?;
+                let extra: &[(&str, &OsStr)] = if entry.reserve {
+                    &[("RETYPE_MALLOC_RESERVE", &reserve)]
+                } else {
+                    &[]
+                };
+                let env = [&[("LD_PRELOAD", plain.as_os_str())], extra].concat();
+                let out = workload::run(&exe, plan, &env).with_context(what)?;
                 r.plain
                     .push(workload::parse(&out, plan).with_context(what)?);
-                let recorded =
-                    record(&exe, plan, &recorder, lib, allocator, &scratch.0).with_context(what)?;
+                let recorded = record(&exe, plan, &recorder, lib, extra, name, &scratch.0)
+                    .with_context(what)?;
                 r.recorded_calls.push(recorded.calls);
                 r.latencies.extend(recorded.steady_latencies);
                 if run == 0 && c.syscalls {
                     let log = scratch.0.join("strace.txt");
                     r.syscalls =
-                        Some(syscalls::count(&exe, plan, &plain, &log).with_context(what)?);
+                        Some(syscalls::count(&exe, plan, &plain, extra, &log).with_context(what)?);
                 }
             }
         }
     }
     let mut rows = Vec::new();
-    for (plan, per_allocator) in plans.iter().zip(runs) {
-        for (allocator, r) in c.allocators.iter().zip(per_allocator) {
-            rows.push(Row::of(&allocator.to_string(), plan, r));
+    for (plan, per_entry) in plans.iter().zip(runs) {
+        for (entry, r) in entries.iter().zip(per_entry) {
+            rows.push(Row::of(&entry.name, plan, r));
         }
     }
     Ok(rows)
 }
 
-/// One recorded run of `plan` on `lib`, checked against the plan.
+/// One recorded run of `plan` on `lib` (none: glibc), with the variables
+/// `extra` set too, checked against the plan.
 fn record(
     exe: &Path,
     plan: &Plan,
     recorder: &Path,
     lib: Option<&Path>,
-    allocator: &Allocator,
+    extra: &[(&str, &OsStr)],
+    name: &str,
     dir: &Path,
 ) -> Result<calls::Recorded> {
     let trace = dir.join("tlm.rtr");
@@ -160,16 +201,17 @@ fn record(
         }
         _ => {}
     }
-    let name = allocator.to_string();
-    let out = workload::run(
-        exe,
-        plan,
+    let preload = ld_preload([Some(recorder), lib]);
+    let env = [
         &[
-            ("LD_PRELOAD", &ld_preload([Some(recorder), lib])),
+            ("LD_PRELOAD", preload.as_os_str()),
             ("RETYPE_TRACE_FILE", trace.as_os_str()),
-            ("RETYPE_ALLOCATOR", OsStr::new(&name)),
+            ("RETYPE_ALLOCATOR", OsStr::new(name)),
         ],
-    )?;
+        extra,
+    ]
+    .concat();
+    let out = workload::run(exe, plan, &env)?;
     let workers = workload::parse(&out, plan)?;
     let tids: Vec<u32> = workers.iter().map(|w| w.tid).collect();
     let recorded = calls::check(&trace, plan, &tids)?;

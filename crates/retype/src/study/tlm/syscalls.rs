@@ -63,21 +63,25 @@ pub fn available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs `exe` for `plan` with `LD_PRELOAD=preload` under strace, the
-/// trace written to `log`, and counts the workers' calls.
-pub fn count(exe: &Path, plan: &Plan, preload: &OsStr, log: &Path) -> Result<Syscalls> {
-    let mut env = std::ffi::OsString::from("LD_PRELOAD=");
-    env.push(preload);
-    workload::run_command(
-        Command::new("strace")
-            .args(["-f", "-qq", "-e", TRACED, "-o"])
-            .arg(log)
-            .arg("-E")
-            .arg(env)
-            .arg(exe)
-            .args(plan.args()),
-    )
-    .context("counting system calls under strace (install it: scripts/install-deps strace)")?;
+/// Runs `exe` for `plan` with `LD_PRELOAD=preload` and the variables `extra`
+/// under strace, the trace written to `log`, and counts the workers' calls.
+pub fn count(
+    exe: &Path,
+    plan: &Plan,
+    preload: &OsStr,
+    extra: &[(&str, &OsStr)],
+    log: &Path,
+) -> Result<Syscalls> {
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", TRACED, "-o"]).arg(log);
+    for (k, v) in [("LD_PRELOAD", preload)].iter().chain(extra) {
+        let mut var = std::ffi::OsString::from(k);
+        var.push("=");
+        var.push(v);
+        cmd.arg("-E").arg(var);
+    }
+    workload::run_command(cmd.arg(exe).args(plan.args()))
+        .context("counting system calls under strace (install it: scripts/install-deps strace)")?;
     let text =
         std::fs::read_to_string(log).with_context(|| format!("cannot read {}", log.display()))?;
     let (s, finished) = parse(&text)?;

@@ -38,6 +38,11 @@ impl Plan {
         k > self.rounds
     }
 
+    /// The bytes all workers hold at most: each its largest round's blocks.
+    pub fn peak_bytes(&self) -> u64 {
+        u64::from(self.threads) * self.blocks_in(self.rounds) * self.size
+    }
+
     /// The mallocs one worker makes (as many frees follow).
     pub fn mallocs_per_thread(&self) -> u64 {
         self.all_rounds().map(|k| self.blocks_in(k)).sum()
