@@ -11,7 +11,7 @@
 //! equivalent ([`Replay::key`]): once one was searched, the others are not.
 //! A bound on the requests replayed ([`BUDGET`]) makes every search end.
 //!
-//! The search that defers frees ([`deferred`]) runs first: where the logs
+//! The search that defers frees (`deferred`) runs first: where the logs
 //! allow it (the kept rule, one allocation per free) it ends fast with a
 //! match or a proof. Only when it cannot does this search run; when its
 //! bound stops it, the breadth-first [`sweep`] over distinct states tries
