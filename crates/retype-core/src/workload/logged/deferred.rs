@@ -31,11 +31,11 @@ use crate::workload::Op;
 
 /// Requests the deferred search may replay, and steps it may take putting
 /// frees down at dumps, before it stops: a few seconds.
-pub const BUDGET: u64 = 1_000_000;
+pub const BUDGET: u64 = 8_000_000;
 
 /// Ways of putting pending frees down at one dump tried before giving up
 /// on the rest (the search's answer is then no proof).
-const WAYS: u64 = 50_000;
+const WAYS: u64 = 1_000_000;
 
 /// A free not yet put down to an allocation: its request, bytes, objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
