@@ -462,7 +462,7 @@ fn cantrip(
             format!("{title}\n  the logs got different requests (OOMs changed the run): best-fit and the other policies replay {bf_name}, blind-next-fit replays {nf_name}")
         };
         let mut title = format!(
-            "{title}\n  recovery: exact search over the frees, the look-ahead's choice first; at {ambiguous} of the frees on the path it took, several sets of live allocations agreed with the logs; {unsized_sizes} refused requests had no logged size\n  {}",
+            "{title}\n  recovery: exact search over the frees (each free's slab left open until a reset, a dump or the end tells it, where it can; else depth first, the look-ahead's choice first); at {ambiguous} of the frees on the path it took, several sets of live allocations agreed with the logs; {unsized_sizes} refused requests had no logged size\n  {}",
             accounting_line()
         );
         // Each log with the recovery that replays it, and its place there.

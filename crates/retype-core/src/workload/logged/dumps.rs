@@ -34,23 +34,23 @@ pub(super) struct Dumps {
 
 /// A set of byte counts in 16-byte units (the smallest object), below a bound.
 #[derive(Clone)]
-struct Sums(Vec<u64>);
+pub(super) struct Sums(Vec<u64>);
 
 impl Sums {
     /// `{0}`, for sums below `bound` units.
-    fn zero(bound: usize) -> Sums {
+    pub fn zero(bound: usize) -> Sums {
         let mut words = alloc::vec![0u64; bound.div_ceil(64).max(1)];
         words[0] = 1;
         Sums(words)
     }
 
-    fn contains(&self, units: u64) -> bool {
+    pub fn contains(&self, units: u64) -> bool {
         let (w, b) = ((units / 64) as usize, units % 64);
         self.0.get(w).is_some_and(|word| word >> b & 1 == 1)
     }
 
     /// The sums with `0..=count` more objects of `size` units each added.
-    fn add(&self, size: u64, count: u64) -> Sums {
+    pub fn add(&self, size: u64, count: u64) -> Sums {
         let mut out = self.clone();
         let mut shifted = self.clone();
         for _ in 0..count {

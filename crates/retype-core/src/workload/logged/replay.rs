@@ -242,7 +242,49 @@ impl Replay {
             .sum()
     }
 
-    fn record(&mut self, op: Op) {
+    /// Whether every check of every log passes after op `i`, replayed.
+    pub fn agrees(&self, logs: &[&[LoggedOp]], i: usize) -> bool {
+        self.agreement(logs, i) == self.full(i)
+    }
+
+    /// The live allocations: id, bytes, objects.
+    pub fn live(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.live.iter().map(|(&id, (_, b, o))| (id, *b, *o))
+    }
+
+    /// The one slab of manager `m` that allocation `id` lies in; `None` if
+    /// it spans several.
+    pub fn slab_of(&self, m: usize, id: u32) -> Option<u32> {
+        let mut slabs = self.mms[m].placement(self.live[&id].0[m])?.map(|p| p.0);
+        let first = slabs.next()?;
+        slabs.all(|s| s == first).then_some(first)
+    }
+
+    /// Frees `ids` as requests already logged (their ops are recorded
+    /// apart): no history, no settling.
+    pub fn release(&mut self, ids: &[u32]) {
+        for &id in ids {
+            self.live_sum = self.live_sum.wrapping_sub(self.signature_hash(id));
+            let handles = self.live.remove(&id).expect("live id").0;
+            for (mm, h) in self.mms.iter_mut().zip(handles) {
+                mm.free_request(&[h]).expect("live allocation");
+            }
+        }
+    }
+
+    /// The requests replayed so far, oldest first.
+    pub fn script(&self) -> Vec<Op> {
+        let mut ops = Vec::new();
+        let mut node = self.history.clone();
+        while let Some(h) = node {
+            ops.push(h.op.clone());
+            node = h.prev.clone();
+        }
+        ops.reverse();
+        ops
+    }
+
+    pub fn record(&mut self, op: Op) {
         self.history = Some(Rc::new(History {
             op,
             prev: self.history.take(),
@@ -374,13 +416,13 @@ impl Replay {
 /// A deterministic 128-bit hash (two multiply-rotate lanes), for the memo of
 /// dead states: no_std has no hasher of its own to rely on.
 #[derive(Default)]
-struct Fingerprint {
+pub(super) struct Fingerprint {
     a: u64,
     b: u64,
 }
 
 impl Fingerprint {
-    fn finish128(&self) -> u128 {
+    pub fn finish128(&self) -> u128 {
         (u128::from(self.a) << 64) | u128::from(self.b)
     }
 }

@@ -11,9 +11,11 @@
 //! equivalent ([`Replay::key`]): once one was searched, the others are not.
 //! A bound on the requests replayed ([`BUDGET`]) makes every search end.
 //!
-//! When the bound stops the search, the breadth-first [`sweep`] over
-//! distinct states tries again without look-aheads: a proof when the states
-//! stay few.
+//! The search that defers frees (`deferred`) runs first: where the logs
+//! allow it (the kept rule, one allocation per free) it ends fast with a
+//! match or a proof. Only when it cannot does this search run; when its
+//! bound stops it, the breadth-first [`sweep`] over distinct states tries
+//! again without look-aheads: a proof when the states stay few.
 //!
 //! When no branch gets past some request, that request and the proof (how
 //! many branches died, whether all were tried, the closest counters) are
@@ -25,7 +27,7 @@ use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use super::replay::{Next, Replay};
-use super::sweep;
+use super::{deferred, sweep};
 use super::{Checkpoint, LogCounters, LoggedOp, ResolveError, SlabCounters};
 
 /// How many logged requests the look-ahead replays to order the sets.
@@ -103,23 +105,36 @@ pub(super) fn err(op: usize) -> impl Fn(&'static str) -> ResolveError {
 
 /// Recovers every logged request from `root` (before request 0).
 pub(super) fn recover(logs: &[&[LoggedOp]], root: Replay) -> Result<Found, ResolveError> {
-    let mut end = search(logs, root.clone(), BUDGET)?;
-    // A bounded search proves nothing; the sweep may, when few states differ.
-    if matches!(&end, End::Died(_, d) if !d.exhaustive) {
-        if let Some(swept) = sweep::sweep(logs, root.clone())? {
-            end = swept;
+    // The search that defers frees first: it ends fast, with a match or a
+    // proof, when the logs allow it.
+    let deferred = deferred::defer(logs, root.clone())?;
+    let settled = |e: &End| match e {
+        End::Done(_) => true,
+        End::Died(_, _, d) => d.exhaustive,
+    };
+    let end = match deferred {
+        Some(e) if settled(&e) => e,
+        _ => {
+            let mut end = search(logs, root.clone(), BUDGET)?;
+            // A bounded search proves nothing; the sweep may, when few states differ.
+            if matches!(&end, End::Died(_, _, d) if !d.exhaustive) {
+                if let Some(swept) = sweep::sweep(logs, root.clone())? {
+                    end = swept;
+                }
+            }
+            end
         }
-    }
-    let (closest, death) = match end {
+    };
+    let (closest, from, death) = match end {
         End::Done(replay) => {
             return Ok(Found {
                 replay,
                 death: None,
             })
         }
-        End::Died(closest, death) => (closest, death),
+        End::Died(closest, from, death) => (closest, from, death),
     };
-    let continued = walk(logs, closest, death.op + 1)?;
+    let continued = walk(logs, closest, from)?;
     let plain = walk(logs, root, 0)?;
     let replay = if plain.matched > continued.matched {
         plain
@@ -215,8 +230,9 @@ fn greedy(
 pub(super) enum End {
     /// A branch agreed with the logs to their end.
     Done(Replay),
-    /// No branch got past [`Death::op`]: the closest branch after it.
-    Died(Replay, Death),
+    /// No branch got past [`Death::op`]: the closest branch, and the request
+    /// it is to replay next.
+    Died(Replay, usize, Death),
 }
 
 /// A free with several agreeing sets: the branch before it, and the sets not
@@ -228,11 +244,22 @@ struct Choice {
 }
 
 /// The deepest death so far: request, score of the closest branch there, and
-/// that branch (none if no set of allocations added up to the free).
-struct Deepest {
-    op: usize,
-    score: u32,
-    closest: Option<Replay>,
+/// that branch (in this search, none if no set of allocations added up to
+/// the free).
+pub(super) struct Deepest<T> {
+    pub op: usize,
+    pub score: u32,
+    pub closest: T,
+}
+
+impl<T> Deepest<T> {
+    /// Keeps the branch that died at `op` with `score` if it got further
+    /// than the deepest in `slot`, or as far and closer.
+    pub fn offer(slot: &mut Option<Deepest<T>>, op: usize, score: u32, closest: T) {
+        if slot.as_ref().is_none_or(|d| (op, score) > (d.op, d.score)) {
+            *slot = Some(Deepest { op, score, closest });
+        }
+    }
 }
 
 /// Searches depth-first from `root` (before request 0) until a branch
@@ -242,7 +269,7 @@ fn search(logs: &[&[LoggedOp]], root: Replay, budget: u64) -> Result<End, Resolv
     let n = logs[0].len();
     let mut seen: BTreeSet<u128> = BTreeSet::new();
     let mut stack: Vec<Choice> = Vec::new();
-    let mut deepest: Option<Deepest> = None;
+    let mut deepest: Option<Deepest<Option<Replay>>> = None;
     let (mut branches, mut work) = (0u64, 0u64);
     // Work done when the first branch died: the budget counts from there.
     let mut first_death = None;
@@ -288,16 +315,7 @@ fn search(logs: &[&[LoggedOp]], root: Replay, budget: u64) -> Result<End, Resolv
                 branches += 1;
                 first_death.get_or_insert(work);
                 let score = closest.as_ref().map_or(0, |c| c.agreement(logs, i) + 1);
-                if deepest
-                    .as_ref()
-                    .is_none_or(|d| (i, score) > (d.op, d.score))
-                {
-                    deepest = Some(Deepest {
-                        op: i,
-                        score,
-                        closest,
-                    });
-                }
+                Deepest::offer(&mut deepest, i, score, closest);
             }
         }
         let exhaustive = stack.is_empty();
@@ -314,7 +332,7 @@ fn search(logs: &[&[LoggedOp]], root: Replay, budget: u64) -> Result<End, Resolv
                 closest: closest.counters(),
                 closest_slabs: closest.slabs(),
             };
-            return Ok(End::Died(closest, death));
+            return Ok(End::Died(closest, d.op + 1, death));
         }
         let choice = stack.last_mut().expect("not exhausted");
         let ids = choice.untried.pop().expect("a choice keeps a set");

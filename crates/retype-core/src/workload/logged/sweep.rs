@@ -81,7 +81,7 @@ pub(super) fn sweep(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, R
                 closest: c.counters(),
                 closest_slabs: c.slabs(),
             };
-            return Ok(Some(End::Died(c, death)));
+            return Ok(Some(End::Died(c, i + 1, death)));
         }
         if next.len() > STATES || work > WORK {
             return Ok(None);

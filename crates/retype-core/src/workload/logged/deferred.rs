@@ -1,0 +1,697 @@
+//! The recovery's deferred search: a free is put down to a slab only when
+//! the logs tell which.
+//!
+//! Under the kept rule a free that empties no slab moves no watermark, so
+//! where later requests go, and every logged counter (bytes and objects in
+//! use fall by its size, watermarking rises by it), are the same whichever
+//! slab it left. Such frees stay pending here: put down to allocations only
+//! when a slab resets (all its other allocations must have gone, each by a
+//! pending free of its size made after it was), at a per-slab dump (each
+//! slab's watermarking is its freed bytes) and at the end. The depth-first
+//! search over frees branches at every free; this one only where the logs
+//! tell something, so its states stay few.
+//!
+//! It solves a relaxation: it does not check that a slab kept an object at
+//! every moment between the pending frees put down to it. So when every
+//! branch dies, no choice of frees matches (a proof); a branch that gets to
+//! the end is replayed request by request, and counts only if every counter
+//! agrees.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
+use core::hash::Hash;
+
+use super::dumps::Sums;
+use super::replay::{Fingerprint, Next, Replay};
+use super::search::{err, Death, Deepest, End};
+use super::{delta, LogCounters, LoggedOp, ResolveError, SlabCounters};
+use crate::mm::slab::WatermarkRule;
+use crate::mm::PolicyKind;
+use crate::workload::Op;
+
+/// Requests the deferred search may replay, and steps it may take putting
+/// frees down at dumps, before it stops: a few seconds.
+pub const BUDGET: u64 = 8_000_000;
+
+/// Ways of putting pending frees down at one dump tried before giving up
+/// on the rest (the search's answer is then no proof).
+const WAYS: u64 = 1_000_000;
+
+/// A free not yet put down to an allocation: its request, bytes, objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Pending {
+    op: usize,
+    bytes: u64,
+    objs: u64,
+}
+
+/// One branch: a replay with the frees put down so far, and those pending.
+#[derive(Clone)]
+struct State {
+    r: Replay,
+    pending: Vec<Pending>,
+    /// Pending frees put down since: request → allocation.
+    put: BTreeMap<usize, u32>,
+}
+
+/// The facts every branch shares.
+struct Ctx<'a> {
+    logs: &'a [&'a [LoggedOp]],
+    /// Request that made each allocation id (ids count allocation requests).
+    born: Vec<usize>,
+    /// Whether some branch was cut short (a cap, or a path that failed
+    /// the replay): its death is then no proof.
+    incomplete: bool,
+    /// Steps taken putting frees down (see [`BUDGET`]).
+    steps: u64,
+    /// The branch that agreed best among those the last request killed, and
+    /// its score (counters agreeing, summed over the logs).
+    dead: Option<(u32, State)>,
+}
+
+impl State {
+    /// The counters a log prints after request `i` if the pending frees
+    /// left slabs that keep objects: one per log.
+    fn counters(&self) -> Option<Vec<LogCounters>> {
+        let bytes: u64 = self.pending.iter().map(|p| p.bytes).sum();
+        let objs: u64 = self.pending.iter().map(|p| p.objs).sum();
+        self.r
+            .counters()
+            .into_iter()
+            .map(|mut c| {
+                c.bytes_in_use = c.bytes_in_use.checked_sub(bytes)?;
+                c.objects_in_use = c.objects_in_use.checked_sub(objs)?;
+                c.frag_watermark += bytes;
+                Some(c)
+            })
+            .collect()
+    }
+
+    /// How many counters of every log agree after request `i`, summed.
+    fn score(&self, logs: &[&[LoggedOp]], i: usize) -> u32 {
+        self.counters().map_or(0, |cs| {
+            cs.iter()
+                .zip(logs)
+                .map(|(c, log)| c.agreement(&log[i].after))
+                .sum()
+        })
+    }
+
+    /// Whether every log's counters after request `i` agree.
+    fn agrees(&self, logs: &[&[LoggedOp]], i: usize) -> bool {
+        self.score(logs, i) == LogCounters::COMPARED * logs.len() as u32
+    }
+
+    /// Equal keys before the same request: equal managers, live allocations
+    /// (by id, so by age) and pending frees; then the same requests to come
+    /// do the same to both (`the_deferred_search_never_proves_a_possible_log_impossible`
+    /// fails if not).
+    fn key(&self, i: usize) -> u128 {
+        let mut h = Fingerprint::default();
+        self.r.key(i).hash(&mut h);
+        for (id, _, _) in self.r.live() {
+            id.hash(&mut h);
+        }
+        self.pending.hash(&mut h);
+        h.finish128()
+    }
+
+    /// Puts the pending frees in `put` (request, allocation) down: those
+    /// allocations go, as requests already logged.
+    fn put_down(&mut self, put: &[(usize, u32)]) {
+        let ids: Vec<u32> = put.iter().map(|p| p.1).collect();
+        self.r.release(&ids);
+        self.pending.retain(|p| put.iter().all(|q| q.0 != p.op));
+        self.put.extend(put.iter().copied());
+    }
+
+    /// The slab of allocation `id` in each manager.
+    fn kind(&self, id: u32) -> Option<Vec<u32>> {
+        (0..self.r.mms.len())
+            .map(|m| self.r.slab_of(m, id))
+            .collect()
+    }
+
+    /// The requests replayed so far, pending frees put down where they were.
+    fn script(&self) -> Vec<Op> {
+        let mut ops = self.r.script();
+        for (&op, &id) in &self.put {
+            ops[op] = Op::Free {
+                ids: alloc::vec![id],
+            };
+        }
+        ops
+    }
+}
+
+impl Ctx<'_> {
+    /// Keeps `c` in `out` if it agrees with the logs after request `i`, else
+    /// as the closest dead branch if it is.
+    fn keep(&mut self, out: &mut Vec<State>, c: State, i: usize) {
+        let score = c.score(self.logs, i);
+        if score == LogCounters::COMPARED * self.logs.len() as u32 {
+            out.push(c);
+        } else if self.dead.as_ref().is_none_or(|d| score > d.0) {
+            self.dead = Some((score, c));
+        }
+    }
+
+    /// What request `i` makes of `s`: the branches that agree with every
+    /// log after it. `None` when the logs need what this search does not
+    /// model (a free of several allocations).
+    fn children(&mut self, mut s: State, i: usize) -> Result<Option<Vec<State>>, ResolveError> {
+        let logs = self.logs;
+        let (bytes, objs, refused) = delta(logs[0], i).expect("op in range");
+        let mut out = Vec::new();
+        if refused || bytes > 0 {
+            s.r = match s.r.next(logs, i).map_err(err(i))? {
+                Next::Alloc(r, _) => r,
+                Next::Free(..) => unreachable!("an allocation"),
+            };
+            self.keep(&mut out, s, i);
+        } else {
+            let (bytes, objs) = ((-bytes) as u64, (-objs) as u64);
+            let pending = s
+                .pending
+                .iter()
+                .filter(|p| (p.bytes, p.objs) == (bytes, objs))
+                .count();
+            let live = s.r.live().filter(|l| (l.1, l.2) == (bytes, objs)).count();
+            // A free of several allocations, or of one spanning slabs (whose
+            // bytes may stay counted), is beyond this search.
+            if live <= pending || s.r.live().any(|l| s.kind(l.0).is_none()) {
+                return Ok(None);
+            }
+            let resets: Vec<bool> = (0..logs.len())
+                .map(|m| i > 0 && logs[m][i].after.slab_resets > logs[m][i - 1].after.slab_resets)
+                .collect();
+            match resets.contains(&true) {
+                false => {
+                    s.pending.push(Pending { op: i, bytes, objs });
+                    s.r.record(Op::Free { ids: Vec::new() });
+                    self.keep(&mut out, s, i);
+                }
+                true => out = self.resets(&s, i, &resets, bytes, objs),
+            }
+        }
+        if (0..logs.len()).any(|m| out.first().is_some_and(|s| s.r.checkpoint(m, i).is_some())) {
+            let before = core::mem::take(&mut out);
+            for s in before {
+                let met = self.at_dump(&s, i);
+                if met.is_empty() && self.dead.as_ref().is_none_or(|d| d.0 <= s.score(logs, i)) {
+                    self.dead = Some((s.score(logs, i), s));
+                }
+                out.extend(met);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The branches of a free of `bytes` and `objs` at request `i` that
+    /// empties a slab of each manager whose log counts a reset there
+    /// (`resets`): one per kind of allocation of
+    /// that size (where it lies in every manager), the youngest of its kind
+    /// freed (the others of its slabs must have gone before it, by frees made
+    /// after them: the youngest is the hardest to cover). Those others,
+    /// oldest first, are put down to the earliest pending frees
+    /// of their sizes made after them: those left are the latest, which can
+    /// cover the most.
+    fn resets(
+        &mut self,
+        s: &State,
+        i: usize,
+        resets: &[bool],
+        bytes: u64,
+        objs: u64,
+    ) -> Vec<State> {
+        let mut kinds: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+        for (id, b, o) in s.r.live() {
+            if let (true, Some(kind)) = ((b, o) == (bytes, objs), s.kind(id)) {
+                kinds.insert(kind, id);
+            }
+        }
+        let mut out = Vec::new();
+        for (kind, freed) in kinds {
+            let mut put: Vec<(usize, u32)> = Vec::new();
+            let others = s.r.live().filter(|&(id, _, _)| {
+                id != freed
+                    && (0..resets.len()).any(|m| resets[m] && s.r.slab_of(m, id) == Some(kind[m]))
+            });
+            let mut others = others;
+            let covered = others.all(|(id, b, o)| {
+                let cover = s.pending.iter().find(|p| {
+                    (p.bytes, p.objs) == (b, o)
+                        && p.op > self.born[id as usize]
+                        && put.iter().all(|q| q.0 != p.op)
+                });
+                cover.inspect(|p| put.push((p.op, id))).is_some()
+            });
+            if !covered {
+                continue;
+            }
+            let mut c = s.clone();
+            c.put_down(&put);
+            c.r.apply_free(self.logs, i, alloc::vec![freed]);
+            self.keep(&mut out, c, i);
+        }
+        out
+    }
+
+    /// The ways to put every pending frees of `s` down so that each slab of
+    /// each log with a dump after request `i` frees what the dump says, and
+    /// every slab keeps an object: each pending free, oldest first, goes to
+    /// the oldest allocation of its size, made before it, of one kind.
+    fn at_dump(&mut self, s: &State, i: usize) -> Vec<State> {
+        let deficits: Vec<Option<Vec<i64>>> = (0..s.r.mms.len())
+            .map(|m| {
+                s.r.checkpoint(m, i).map(|d| {
+                    SlabCounters::all(&s.r.mms[m])
+                        .iter()
+                        .zip(&d.slabs)
+                        .map(|(ours, log)| log.frag_watermark as i64 - ours.frag_watermark as i64)
+                        .collect()
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        let logs = self.logs;
+        self.put_all(s, &deficits, &mut |c: State| {
+            let fits = (0..c.r.mms.len()).all(|m| {
+                c.r.checkpoint(m, i)
+                    .is_none_or(|d| SlabCounters::all(&c.r.mms[m]) == d.slabs)
+            });
+            if fits && c.agrees(logs, i) && seen.insert(c.key(i + 1)) {
+                out.push(c);
+            }
+            true
+        });
+        out
+    }
+
+    /// Calls `each` with `s` for every way of putting all its pending frees
+    /// down (see [`Ctx::at_dump`]) that leaves every slab of every manager
+    /// an object and, where `deficits` has a slab's, exactly that many bytes
+    /// freed from it, until `each` returns false. Gives up after [`WAYS`]
+    /// steps, marking the search incomplete.
+    fn put_all(
+        &mut self,
+        s: &State,
+        deficits: &[Option<Vec<i64>>],
+        each: &mut dyn FnMut(State) -> bool,
+    ) {
+        let mms = s.r.mms.len();
+        // The live allocations by kind and size, oldest first.
+        let mut groups: BTreeMap<Group, Vec<usize>> = BTreeMap::new();
+        let mut ids: BTreeMap<Group, Vec<u32>> = BTreeMap::new();
+        for (id, b, o) in s.r.live() {
+            let Some(kind) = (0..mms)
+                .map(|m| s.r.slab_of(m, id))
+                .collect::<Option<Vec<u32>>>()
+            else {
+                continue;
+            };
+            groups
+                .entry((kind.clone(), b, o))
+                .or_default()
+                .push(self.born[id as usize]);
+            ids.entry((kind, b, o)).or_default().push(id);
+        }
+        let mut frees = s.pending.clone();
+        // Largest first: the fewest slabs can take them.
+        frees.sort_by_key(|p| (core::cmp::Reverse(p.bytes), p.op));
+        // Per free, manager and slab: the bytes that free and those after it
+        // could take from the slab.
+        let mut room = alloc::vec![s.r.mms.iter().map(|mm| alloc::vec![0i64; mm.slabs().len()]).collect::<Vec<_>>(); frees.len() + 1];
+        for k in (0..frees.len()).rev() {
+            room[k] = room[k + 1].clone();
+            let p = frees[k];
+            let mut slabs = BTreeSet::new();
+            for (kind, _, _) in groups.keys().filter(|g| (g.1, g.2) == (p.bytes, p.objs)) {
+                slabs.extend(kind.iter().enumerate().map(|(m, &sl)| (m, sl as usize)));
+            }
+            for (m, sl) in slabs {
+                room[k][m][sl] += p.bytes as i64;
+            }
+        }
+        let mut ways = Ways {
+            groups: groups
+                .into_iter()
+                .map(|(k, born)| (k, born, Vec::new()))
+                .collect(),
+            frees,
+            room,
+            need: deficits
+                .iter()
+                .zip(&s.r.mms)
+                .map(|(d, mm)| {
+                    d.clone()
+                        .unwrap_or_else(|| alloc::vec![i64::MAX / 2; mm.slabs().len()])
+                })
+                .collect(),
+            bounded: deficits.iter().map(Option::is_some).collect(),
+            left: s
+                .r
+                .mms
+                .iter()
+                .map(|mm| mm.slabs().iter().map(|sl| sl.live_objects()).collect())
+                .collect(),
+            chosen: Vec::new(),
+            steps: 0,
+        };
+        let ids: Vec<Vec<u32>> = ids.into_values().collect();
+        ways.from(0, &mut |ways: &Ways| {
+            let Some(put) = ways.matched(&ids) else {
+                return true;
+            };
+            let mut c = s.clone();
+            c.put_down(&put);
+            each(c)
+        });
+        self.incomplete |= ways.steps >= WAYS;
+        self.steps += ways.steps;
+    }
+}
+
+/// Allocations of one kind and size: their slab in each manager, bytes,
+/// objects.
+type Group = (Vec<u32>, u64, u64);
+
+/// The search of [`Ctx::put_all`].
+struct Ways {
+    /// Live allocations of one kind (slab in every manager) and size: the
+    /// kind and size, when each was made (oldest first), and the requests
+    /// of the pending frees put down to them.
+    groups: Vec<(Group, Vec<usize>, Vec<usize>)>,
+    /// The pending frees, in the order they are put down.
+    frees: Vec<Pending>,
+    /// Per free `k`, manager and slab: the bytes frees `k..` could take from it.
+    room: Vec<Vec<Vec<i64>>>,
+    /// Per manager and slab: bytes still to free.
+    need: Vec<Vec<i64>>,
+    /// Per manager: whether its slabs must free exactly [`Ways::need`].
+    bounded: Vec<bool>,
+    /// Per manager and slab: objects left.
+    left: Vec<Vec<u64>>,
+    /// The group each free put down so far went to.
+    chosen: Vec<usize>,
+    steps: u64,
+}
+
+impl Ways {
+    /// Puts free `k` and those after it down; false once `each` asked to
+    /// stop or the steps ran out.
+    fn from(&mut self, k: usize, each: &mut dyn FnMut(&Ways) -> bool) -> bool {
+        self.steps += 1;
+        if self.steps >= WAYS {
+            return false;
+        }
+        let short = self
+            .need
+            .iter()
+            .zip(&self.bounded)
+            .zip(&self.room[k])
+            .any(|((need, &b), room)| b && need.iter().zip(room).any(|(n, r)| n > r));
+        if short || (!same_size(&self.frees, k) && !self.composable(k)) {
+            return true;
+        }
+        let Some(&p) = self.frees.get(k) else {
+            let met = self
+                .need
+                .iter()
+                .zip(&self.bounded)
+                .all(|(n, &b)| !b || n.iter().all(|&n| n == 0));
+            return !met || each(self);
+        };
+        // Frees of one size go to groups in order: which free takes which
+        // allocation is settled at the end ([`Ways::matched`]).
+        let first = if same_size(&self.frees, k) {
+            self.chosen[k - 1]
+        } else {
+            0
+        };
+        for g in first..self.groups.len() {
+            let ((ref kind, b, o), ref born, ref frees) = self.groups[g];
+            if (b, o) != (p.bytes, p.objs) || frees.len() >= born.len() {
+                continue;
+            }
+            let kind = kind.clone();
+            let fits = kind.iter().enumerate().all(|(m, &sl)| {
+                self.left[m][sl as usize] > o && self.need[m][sl as usize] >= b as i64
+            });
+            if !fits {
+                continue;
+            }
+            self.shift(&kind, b, o, true);
+            self.groups[g].2.push(p.op);
+            self.chosen.push(g);
+            let go_on = self.from(k + 1, each);
+            self.chosen.pop();
+            self.groups[g].2.pop();
+            self.shift(&kind, b, o, false);
+            if !go_on {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether what each slab must still free is a sum of some of frees
+    /// `k..`, of the sizes it holds, each size at most as often as it holds
+    /// it: checked where the frees change size.
+    fn composable(&self, k: usize) -> bool {
+        let mut count: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+        for p in &self.frees[k..] {
+            *count.entry((p.bytes, p.objs)).or_default() += 1;
+        }
+        (0..self.need.len()).filter(|&m| self.bounded[m]).all(|m| {
+            self.need[m].iter().enumerate().all(|(sl, &need)| {
+                if need <= 0 {
+                    return need == 0;
+                }
+                let mut held: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+                for ((kind, b, o), born, got) in &self.groups {
+                    if kind[m] as usize == sl {
+                        *held.entry((*b, *o)).or_default() += (born.len() - got.len()) as u64;
+                    }
+                }
+                let mut sums = Sums::zero(need as usize / 16 + 1);
+                for (size, n) in held {
+                    let n = n.min(count.get(&size).copied().unwrap_or(0));
+                    sums = sums.add(size.0 / 16, n);
+                }
+                sums.contains(need as u64 / 16)
+            })
+        })
+    }
+
+    /// Which allocation each free put down takes (request, id), `ids` the
+    /// allocations of each group (oldest first): for each size, a matching
+    /// of its frees to the oldest allocations of each group, as many as the
+    /// group got, each made before its free. `None` if there is none.
+    fn matched(&self, ids: &[Vec<u32>]) -> Option<Vec<(usize, u32)>> {
+        let mut put = Vec::new();
+        let sizes: BTreeSet<(u64, u64)> = self.frees.iter().map(|p| (p.bytes, p.objs)).collect();
+        for size in sizes {
+            let mut frees = Vec::new();
+            let mut slots = Vec::new();
+            for (g, ((_, b, o), born, got)) in self.groups.iter().enumerate() {
+                if (*b, *o) == size {
+                    frees.extend(got.iter().copied());
+                    slots.extend((0..got.len()).map(|j| (born[j], ids[g][j])));
+                }
+            }
+            let mut owner: Vec<Option<usize>> = alloc::vec![None; slots.len()];
+            for f in 0..frees.len() {
+                let mut seen = alloc::vec![false; slots.len()];
+                if !augment(f, &frees, &slots, &mut owner, &mut seen) {
+                    return None;
+                }
+            }
+            for (slot, f) in owner.iter().enumerate() {
+                put.push((frees[f.expect("a perfect matching")], slots[slot].1));
+            }
+        }
+        Some(put)
+    }
+
+    /// Takes (or gives back) `o` objects of `b` bytes from slabs `kind`.
+    fn shift(&mut self, kind: &[u32], b: u64, o: u64, take: bool) {
+        for (m, &sl) in kind.iter().enumerate() {
+            let (left, need) = (
+                &mut self.left[m][sl as usize],
+                &mut self.need[m][sl as usize],
+            );
+            if take {
+                (*left, *need) = (*left - o, *need - b as i64);
+            } else {
+                (*left, *need) = (*left + o, *need + b as i64);
+            }
+        }
+    }
+}
+
+/// Whether free `k` has the size of the one before it.
+fn same_size(frees: &[Pending], k: usize) -> bool {
+    k > 0
+        && k < frees.len()
+        && (frees[k - 1].bytes, frees[k - 1].objs) == (frees[k].bytes, frees[k].objs)
+}
+
+/// Kuhn's augmenting path: whether free `f` (made at `frees[f]`) gets a
+/// slot (an allocation: when made, id) made before it, moving others.
+fn augment(
+    f: usize,
+    frees: &[usize],
+    slots: &[(usize, u32)],
+    owner: &mut [Option<usize>],
+    seen: &mut [bool],
+) -> bool {
+    for s in 0..slots.len() {
+        if seen[s] || slots[s].0 >= frees[f] {
+            continue;
+        }
+        seen[s] = true;
+        if owner[s].is_none_or(|g| augment(g, frees, slots, owner, seen)) {
+            owner[s] = Some(f);
+            return true;
+        }
+    }
+    false
+}
+
+/// Searches depth-first from `root` (before request 0), frees deferred.
+/// `None` when the logs need what it does not model (the watermark lifted,
+/// a policy that looks at what slabs hold, a free of several allocations).
+pub(super) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, ResolveError> {
+    let kept = root
+        .mms
+        .iter()
+        .all(|mm| mm.rule() == WatermarkRule::Kept && mm.policy() != PolicyKind::ClassFit);
+    if !kept {
+        return Ok(None);
+    }
+    let n = logs[0].len();
+    let born = (0..n)
+        .filter(|&i| delta(logs[0], i).is_some_and(|(b, _, refused)| refused || b > 0))
+        .collect();
+    let mut ctx = Ctx {
+        logs,
+        born,
+        incomplete: false,
+        steps: 0,
+        dead: None,
+    };
+    let mut seen: BTreeSet<u128> = BTreeSet::new();
+    let mut stack: Vec<(State, usize)> = alloc::vec![(
+        State {
+            r: root.clone(),
+            pending: Vec::new(),
+            put: BTreeMap::new(),
+        },
+        0
+    )];
+    let mut deepest: Option<Deepest<State>> = None;
+    let (mut branches, mut work) = (0u64, 0u64);
+    while let Some((s, i)) = stack.pop() {
+        if work + ctx.steps >= BUDGET {
+            ctx.incomplete = true;
+            break;
+        }
+        if i == n {
+            if let Some(r) = ctx.finish(&root, &s)? {
+                return Ok(Some(End::Done(r)));
+            }
+            ctx.incomplete = true;
+            continue;
+        }
+        work += 1;
+        let Some(children) = ctx.children(s.clone(), i)? else {
+            return Ok(None);
+        };
+        let dead = ctx.dead.take();
+        if children.is_empty() {
+            branches += 1;
+            let (score, closest) = dead.unwrap_or((0, s));
+            Deepest::offer(&mut deepest, i, score, closest);
+            continue;
+        }
+        let many = children.len() > 1;
+        for c in children.into_iter().rev() {
+            if many && !seen.insert(c.key(i + 1)) {
+                branches += 1;
+                continue;
+            }
+            stack.push((c, i + 1));
+        }
+    }
+    // No death: every branch that got to the end failed its replay.
+    let Some(d) = deepest else {
+        return Ok(None);
+    };
+    let closest = d
+        .closest
+        .counters()
+        .unwrap_or_else(|| d.closest.r.counters());
+    let death = Death {
+        op: d.op,
+        branches,
+        replayed: work,
+        exhaustive: !ctx.incomplete,
+        closest,
+        closest_slabs: d.closest.r.slabs(),
+    };
+    let (replay, from) = ctx.replayed(&root, &d.closest)?;
+    Ok(Some(End::Died(replay, from, death)))
+}
+
+impl Ctx<'_> {
+    /// The replay of a branch that got to the end, its pending frees put
+    /// down, if every request agrees with the logs.
+    fn finish(&mut self, root: &Replay, s: &State) -> Result<Option<Replay>, ResolveError> {
+        let mut done = None;
+        self.put_all(s, &alloc::vec![None; s.r.mms.len()], &mut |c| {
+            done = Some(c);
+            false
+        });
+        let Some(c) = done else {
+            return Ok(None);
+        };
+        let (r, agreed) = self.replayed(root, &c)?;
+        Ok((agreed == self.logs[0].len()).then_some(r))
+    }
+
+    /// Replays a branch's requests on `root`, its pending frees put down
+    /// where they can be, as long as every log agrees: the replay and how
+    /// many requests it got through.
+    fn replayed(&mut self, root: &Replay, s: &State) -> Result<(Replay, usize), ResolveError> {
+        let mut s = s.clone();
+        if !s.pending.is_empty() {
+            let mut done = None;
+            self.put_all(&s, &alloc::vec![None; s.r.mms.len()], &mut |c| {
+                done = Some(c);
+                false
+            });
+            s = done.unwrap_or(s);
+        }
+        let mut r = root.clone();
+        for (i, op) in s.script().into_iter().enumerate() {
+            let next = r.clone().next(self.logs, i).map_err(err(i))?;
+            let (b, ok) = match (next, op) {
+                (Next::Alloc(b, ok), _) => (b, ok),
+                (Next::Free(mut b, sets, _), Op::Free { ids }) if !ids.is_empty() => {
+                    b.ambiguous_frees += (sets.len() > 1) as usize;
+                    b.apply_free(self.logs, i, ids);
+                    let ok = b.agrees(self.logs, i);
+                    (b, ok)
+                }
+                _ => return Ok((r, i)),
+            };
+            if !ok {
+                return Ok((r, i));
+            }
+            r = b;
+        }
+        Ok((r, s.script().len()))
+    }
+}
