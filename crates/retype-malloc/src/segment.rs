@@ -17,7 +17,8 @@ use crate::list::{Linked, Links, Queue};
 use crate::page::{self, HeapId, Page};
 use crate::{cache, config, os, registry, stats};
 
-/// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block.
+/// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block (kept
+/// for blocks without canaries; a canary's tag says whether its block is live).
 const BITMAP_WORDS: usize = SLICE_SIZE / 16 / 64;
 
 pub(crate) const KIND_SMALL: u8 = 1;
