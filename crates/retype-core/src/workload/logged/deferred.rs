@@ -198,8 +198,9 @@ impl Ctx<'_> {
             let before = core::mem::take(&mut out);
             for s in before {
                 let met = self.at_dump(&s, i);
-                if met.is_empty() && self.dead.as_ref().is_none_or(|d| d.0 <= s.score(logs, i)) {
-                    self.dead = Some((s.score(logs, i), s));
+                let score = s.score(logs, i);
+                if met.is_empty() && self.dead.as_ref().is_none_or(|d| d.0 <= score) {
+                    self.dead = Some((score, s));
                 }
                 out.extend(met);
             }
@@ -233,11 +234,10 @@ impl Ctx<'_> {
         let mut out = Vec::new();
         for (kind, freed) in kinds {
             let mut put: Vec<(usize, u32)> = Vec::new();
-            let others = s.r.live().filter(|&(id, _, _)| {
+            let mut others = s.r.live().filter(|&(id, _, _)| {
                 id != freed
                     && (0..resets.len()).any(|m| resets[m] && s.r.slab_of(m, id) == Some(kind[m]))
             });
-            let mut others = others;
             let covered = others.all(|(id, b, o)| {
                 let cover = s.pending.iter().find(|p| {
                     (p.bytes, p.objs) == (b, o)
@@ -675,7 +675,9 @@ impl Ctx<'_> {
             s = done.unwrap_or(s);
         }
         let mut r = root.clone();
-        for (i, op) in s.script().into_iter().enumerate() {
+        let script = s.script();
+        let n = script.len();
+        for (i, op) in script.into_iter().enumerate() {
             let next = r.clone().next(self.logs, i).map_err(err(i))?;
             let (b, ok) = match (next, op) {
                 (Next::Alloc(b, ok), _) => (b, ok),
@@ -692,6 +694,6 @@ impl Ctx<'_> {
             }
             r = b;
         }
-        Ok((r, s.script().len()))
+        Ok((r, n))
     }
 }
