@@ -11,17 +11,20 @@
 //! search over frees branches at every free; this one only where the logs
 //! tell something, so its states stay few.
 //!
-//! It solves a relaxation: it does not check that a slab kept an object at
-//! every moment between the pending frees put down to it. So when every
-//! branch dies, no choice of frees matches (a proof); a branch that gets to
-//! the end is replayed request by request, and counts only if every counter
-//! agrees.
+//! A free put down must not leave its slab empty at a request its log
+//! counts no reset at ([`Occupancy`]); frees still pending only take more
+//! away, so a branch that breaks that rule dies. The choices it makes among
+//! ways of putting frees down are those no other way beats. So when every
+//! branch dies, no choice of frees matches (a proof, unless a cap on steps
+//! cut a branch short); a branch that gets to the end is replayed request by
+//! request all the same, and counts only if every counter agrees.
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::hash::Hash;
 
 use super::dumps::Sums;
+use super::occupancy::Occupancy;
 use super::replay::{Fingerprint, Next, Replay};
 use super::search::{err, Death, Deepest, End};
 use super::{delta, LogCounters, LoggedOp, ResolveError, SlabCounters};
@@ -36,6 +39,14 @@ pub const BUDGET: u64 = 8_000_000;
 /// Ways of putting pending frees down at one dump tried before giving up
 /// on the rest (the search's answer is then no proof).
 const WAYS: u64 = 1_000_000;
+
+/// Steps one reset may take choosing pending frees for the allocations
+/// its slabs held (the search's answer is then no proof).
+const COVERS: u64 = 2_000;
+
+/// Steps one way of [`Ctx::put_all`] may take giving its frees allocations
+/// (the search's answer is then no proof).
+const SETTLE: u64 = 100_000;
 
 /// A free not yet put down to an allocation: its request, bytes, objects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,6 +63,10 @@ struct State {
     pending: Vec<Pending>,
     /// Pending frees put down since: request → allocation.
     put: BTreeMap<usize, u32>,
+    /// What each slab held since its reset, as far as the frees put down tell.
+    held: Occupancy,
+    /// Whether an allocation made on this branch spans slabs.
+    spans: bool,
 }
 
 /// The facts every branch shares.
@@ -113,16 +128,59 @@ impl State {
             id.hash(&mut h);
         }
         self.pending.hash(&mut h);
+        self.held.hash(&mut h);
         h.finish128()
     }
 
     /// Puts the pending frees in `put` (request, allocation) down: those
-    /// allocations go, as requests already logged.
-    fn put_down(&mut self, put: &[(usize, u32)]) {
+    /// allocations go, as requests already logged. False if that empties a
+    /// slab at a request its log counts no reset at (the state is spoilt).
+    fn put_down(&mut self, put: &[(usize, u32)]) -> bool {
+        for &(op, id) in put {
+            for m in 0..self.r.mms.len() {
+                let slab = self.r.slab_of(m, id).expect("one slab");
+                if !self.held.leave(m, slab, op) {
+                    return false;
+                }
+            }
+        }
         let ids: Vec<u32> = put.iter().map(|p| p.1).collect();
         self.r.release(&ids);
         self.pending.retain(|p| put.iter().all(|q| q.0 != p.op));
         self.put.extend(put.iter().copied());
+        true
+    }
+
+    /// Counts allocation `id`, made at request `i`, in the slabs it lies
+    /// in (none if a manager refused it); false if it spans slabs.
+    fn arrive(&mut self, id: u32, i: usize) -> bool {
+        if !self.r.holds(id) {
+            return true;
+        }
+        let Some(kind) = self.kind(id) else {
+            return false;
+        };
+        for (m, slab) in kind.into_iter().enumerate() {
+            self.held.arrive(m, slab, i);
+        }
+        true
+    }
+
+    /// Frees allocation `id` as request `i`, which the logs count resets
+    /// at: the slabs it leaves empty reset.
+    fn free_now(&mut self, logs: &[&[LoggedOp]], i: usize, id: u32) {
+        let slabs: Vec<u32> = (0..self.r.mms.len())
+            .map(|m| self.r.slab_of(m, id).expect("one slab"))
+            .collect();
+        self.r.apply_free(logs, i, alloc::vec![id]);
+        for (m, slab) in slabs.into_iter().enumerate() {
+            if self.r.mms[m].slabs()[slab as usize].live_objects() == 0 {
+                self.held.reset(m, slab);
+            } else {
+                let kept = self.held.leave(m, slab, i);
+                debug_assert!(kept, "the slab holds objects");
+            }
+        }
     }
 
     /// The slab of allocation `id` in each manager.
@@ -147,7 +205,9 @@ impl State {
 impl Ctx<'_> {
     /// Keeps `c` in `out` if it agrees with the logs after request `i`, else
     /// as the closest dead branch if it is.
-    fn keep(&mut self, out: &mut Vec<State>, c: State, i: usize) {
+    fn keep(&mut self, out: &mut Vec<State>, mut c: State, i: usize) {
+        let open = c.pending.first().map_or(i + 1, |p| p.op);
+        c.held.forget_before(open);
         let score = c.score(self.logs, i);
         if score == LogCounters::COMPARED * self.logs.len() as u32 {
             out.push(c);
@@ -159,27 +219,35 @@ impl Ctx<'_> {
     /// What request `i` makes of `s`: the branches that agree with every
     /// log after it. `None` when the logs need what this search does not
     /// model (a free of several allocations).
-    fn children(&mut self, mut s: State, i: usize) -> Result<Option<Vec<State>>, ResolveError> {
+    fn children(&mut self, parent: &State, i: usize) -> Result<Option<Vec<State>>, ResolveError> {
         let logs = self.logs;
         let (bytes, objs, refused) = delta(logs[0], i).expect("op in range");
         let mut out = Vec::new();
         if refused || bytes > 0 {
+            let mut s = parent.clone();
             s.r = match s.r.next(logs, i).map_err(err(i))? {
                 Next::Alloc(r, _) => r,
                 Next::Free(..) => unreachable!("an allocation"),
             };
+            let id = self.born.binary_search(&i).expect("an allocation");
+            // A free while an allocation spans slabs (whose bytes may stay
+            // counted) is beyond this search.
+            s.spans |= !s.arrive(id as u32, i);
             self.keep(&mut out, s, i);
         } else {
             let (bytes, objs) = ((-bytes) as u64, (-objs) as u64);
-            let pending = s
+            let pending = parent
                 .pending
                 .iter()
                 .filter(|p| (p.bytes, p.objs) == (bytes, objs))
                 .count();
-            let live = s.r.live().filter(|l| (l.1, l.2) == (bytes, objs)).count();
-            // A free of several allocations, or of one spanning slabs (whose
-            // bytes may stay counted), is beyond this search.
-            if live <= pending || s.r.live().any(|l| s.kind(l.0).is_none()) {
+            let live = parent
+                .r
+                .live()
+                .filter(|l| (l.1, l.2) == (bytes, objs))
+                .count();
+            // A free of several allocations is beyond this search.
+            if live <= pending || parent.spans {
                 return Ok(None);
             }
             let resets: Vec<bool> = (0..logs.len())
@@ -187,11 +255,12 @@ impl Ctx<'_> {
                 .collect();
             match resets.contains(&true) {
                 false => {
+                    let mut s = parent.clone();
                     s.pending.push(Pending { op: i, bytes, objs });
                     s.r.record(Op::Free { ids: Vec::new() });
                     self.keep(&mut out, s, i);
                 }
-                true => out = self.resets(&s, i, &resets, bytes, objs),
+                true => out = self.resets(parent, i, &resets, bytes, objs),
             }
         }
         if (0..logs.len()).any(|m| out.first().is_some_and(|s| s.r.checkpoint(m, i).is_some())) {
@@ -210,13 +279,13 @@ impl Ctx<'_> {
 
     /// The branches of a free of `bytes` and `objs` at request `i` that
     /// empties a slab of each manager whose log counts a reset there
-    /// (`resets`): one per kind of allocation of
-    /// that size (where it lies in every manager), the youngest of its kind
-    /// freed (the others of its slabs must have gone before it, by frees made
-    /// after them: the youngest is the hardest to cover). Those others,
-    /// oldest first, are put down to the earliest pending frees
-    /// of their sizes made after them: those left are the latest, which can
-    /// cover the most.
+    /// (`resets`): per kind of allocation of that size (where it lies in
+    /// every manager), the youngest of its kind freed (the others of its
+    /// slabs must have gone before it, by frees made after them: the
+    /// youngest is the hardest to cover), and per way of putting pending
+    /// frees down to those others that keeps their slabs an object until
+    /// now, one branch. Ways that use the earliest frees come first: they
+    /// leave the latest, which can cover the most.
     fn resets(
         &mut self,
         s: &State,
@@ -225,34 +294,78 @@ impl Ctx<'_> {
         bytes: u64,
         objs: u64,
     ) -> Vec<State> {
-        let mut kinds: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
-        for (id, b, o) in s.r.live() {
-            if let (true, Some(kind)) = ((b, o) == (bytes, objs), s.kind(id)) {
-                kinds.insert(kind, id);
-            }
+        let lives: Vec<Other> =
+            s.r.live()
+                .map(|(id, b, o)| Other {
+                    id,
+                    born: self.born[id as usize],
+                    size: (b, o),
+                    kind: s.kind(id).expect("no allocation spans slabs"),
+                })
+                .collect();
+        let mut kinds: BTreeMap<&[u32], u32> = BTreeMap::new();
+        for l in lives.iter().filter(|l| l.size == (bytes, objs)) {
+            kinds.insert(&l.kind, l.id);
         }
         let mut out = Vec::new();
         for (kind, freed) in kinds {
-            let mut put: Vec<(usize, u32)> = Vec::new();
-            let mut others = s.r.live().filter(|&(id, _, _)| {
-                id != freed
-                    && (0..resets.len()).any(|m| resets[m] && s.r.slab_of(m, id) == Some(kind[m]))
-            });
-            let covered = others.all(|(id, b, o)| {
-                let cover = s.pending.iter().find(|p| {
-                    (p.bytes, p.objs) == (b, o)
-                        && p.op > self.born[id as usize]
-                        && put.iter().all(|q| q.0 != p.op)
-                });
-                cover.inspect(|p| put.push((p.op, id))).is_some()
-            });
-            if !covered {
+            // Oldest first, each the earliest free it can take: the first
+            // way found leaves the latest frees.
+            let others: Vec<&Other> = lives
+                .iter()
+                .filter(|l| {
+                    l.id != freed && (0..resets.len()).any(|m| resets[m] && l.kind[m] == kind[m])
+                })
+                .collect();
+            if !coverable(&s.pending, &others) {
                 continue;
             }
-            let mut c = s.clone();
-            c.put_down(&put);
-            c.r.apply_free(self.logs, i, alloc::vec![freed]);
-            self.keep(&mut out, c, i);
+            // The ways that keep every slab an object, none beaten by
+            // another (see [`Left::beats`]).
+            let mut best: Vec<(Vec<(usize, u32)>, Left)> = Vec::new();
+            // When every slab the others leave resets, what they leave
+            // behind is only the pending frees; then the first way, if no
+            // free was turned away before it, leaves the latest of them and
+            // beats every other.
+            let reset_all = others
+                .iter()
+                .all(|o| (0..resets.len()).all(|m| resets[m] && o.kind[m] == kind[m]));
+            let mut cover = Cover {
+                pending: &s.pending,
+                others: &others,
+                put: Vec::new(),
+                held: s.held.clone(),
+                turned: false,
+                steps: 0,
+            };
+            cover.from(&mut |way| {
+                let (put, turned) = (&way.put, way.turned);
+                let mut held = way.held.clone();
+                for (m, &slab) in kind.iter().enumerate() {
+                    if resets[m] {
+                        held.reset(m, slab);
+                    }
+                }
+                let mut pending: BTreeMap<(u64, u64), Vec<usize>> = BTreeMap::new();
+                for p in s.pending.iter().filter(|p| put.iter().all(|q| q.0 != p.op)) {
+                    pending.entry((p.bytes, p.objs)).or_default().push(p.op);
+                }
+                let left = Left { pending, held };
+                if best.iter().all(|b| !b.1.beats(&left)) {
+                    best.retain(|b| !left.beats(&b.1));
+                    best.push((put.to_vec(), left));
+                }
+                !reset_all || turned
+            });
+            self.incomplete |= cover.steps >= COVERS;
+            self.steps += cover.steps;
+            for (put, _) in best {
+                let mut c = s.clone();
+                let kept = c.put_down(&put);
+                debug_assert!(kept, "checked above");
+                c.free_now(self.logs, i, freed);
+                self.keep(&mut out, c, i);
+            }
         }
         out
     }
@@ -281,8 +394,12 @@ impl Ctx<'_> {
                 c.r.checkpoint(m, i)
                     .is_none_or(|d| SlabCounters::all(&c.r.mms[m]) == d.slabs)
             });
-            if fits && c.agrees(logs, i) && seen.insert(c.key(i + 1)) {
-                out.push(c);
+            if fits && c.agrees(logs, i) {
+                let mut c = c;
+                c.held.forget_before(i + 1);
+                if seen.insert(c.key(i + 1)) {
+                    out.push(c);
+                }
             }
             true
         });
@@ -360,16 +477,148 @@ impl Ctx<'_> {
             steps: 0,
         };
         let ids: Vec<Vec<u32>> = ids.into_values().collect();
+        let mut oldest = s.pending.clone();
+        oldest.sort_by_key(|p| p.op);
+        let mut settled = 0;
+        let mut capped = false;
         ways.from(0, &mut |ways: &Ways| {
-            let Some(put) = ways.matched(&ids) else {
-                return true;
+            let mut settle = Settle {
+                frees: &oldest,
+                groups: &ways.groups,
+                took: alloc::vec![Vec::new(); ways.groups.len()],
+                dead: BTreeSet::new(),
+                steps: 0,
+            };
+            // Every settling of one way frees the same allocations and
+            // leaves no free pending: what follows is the same, one will do.
+            let mut held = s.held.clone();
+            let mut put = None;
+            settle.from(0, &mut held, &mut |took| {
+                put = Some(
+                    took.iter()
+                        .zip(&ids)
+                        .flat_map(|(frees, ids)| frees.iter().copied().zip(ids.iter().copied()))
+                        .collect::<Vec<(usize, u32)>>(),
+                );
+                false
+            });
+            settled += settle.steps;
+            capped |= settle.steps >= SETTLE || settled >= WAYS;
+            let Some(put) = put else {
+                return settled < WAYS;
             };
             let mut c = s.clone();
-            c.put_down(&put);
-            each(c)
+            let kept = c.put_down(&put);
+            debug_assert!(kept, "settled frees keep every slab an object");
+            each(c) && settled < WAYS
         });
-        self.incomplete |= ways.steps >= WAYS;
-        self.steps += ways.steps;
+        self.incomplete |= capped || ways.steps >= WAYS;
+        self.steps += ways.steps + settled;
+    }
+}
+
+/// An allocation a reset needs gone: id, request that made it, bytes and
+/// objects, slab in every manager.
+struct Other {
+    id: u32,
+    born: usize,
+    size: (u64, u64),
+    kind: Vec<u32>,
+}
+
+/// What a way of putting frees down at a reset leaves: the frees still
+/// pending and what each slab held.
+struct Left {
+    /// The pending frees' requests by size, in order.
+    pending: BTreeMap<(u64, u64), Vec<usize>>,
+    held: Occupancy,
+}
+
+impl Left {
+    /// Whether this leaves every size's pending frees, in order, no older
+    /// than `other`'s and every slab holding no less: then whatever requests
+    /// come next, any way of putting frees down that `other` can go on
+    /// with, this can (a later free covers what an earlier one can, and
+    /// empties a slab no sooner).
+    fn beats(&self, other: &Left) -> bool {
+        let (mine, theirs) = (&self.pending, &other.pending);
+        mine.len() == theirs.len()
+            && mine.iter().zip(theirs).all(|((a, ops), (b, other_ops))| {
+                a == b
+                    && ops.len() == other_ops.len()
+                    && ops.iter().zip(other_ops).all(|(x, y)| x >= y)
+            })
+            && self.held.holds_no_less(&other.held)
+    }
+}
+
+/// Whether `pending` has, for every allocation of `others` (oldest first), a free of its
+/// size made after it, none twice (slabs aside): the oldest allocations
+/// first, each the earliest free left that it can take, as such matchings
+/// go.
+fn coverable(pending: &[Pending], others: &[&Other]) -> bool {
+    let mut used = alloc::vec![false; pending.len()];
+    others.iter().all(|o| {
+        let free = (0..pending.len()).find(|&k| {
+            !used[k] && (pending[k].bytes, pending[k].objs) == o.size && pending[k].op > o.born
+        });
+        free.inspect(|&k| used[k] = true).is_some()
+    })
+}
+
+/// The search of [`Ctx::resets`]: every way to put pending frees down to
+/// the allocations a reset needs gone, each a free of its size made after
+/// it, none twice, none leaving a slab empty.
+struct Cover<'a> {
+    pending: &'a [Pending],
+    /// The allocations, oldest first.
+    others: &'a [&'a Other],
+    /// The frees put down so far (request, allocation), one per other.
+    put: Vec<(usize, u32)>,
+    /// What the slabs held, as the frees in `put` left them.
+    held: Occupancy,
+    /// Whether a free was turned away for emptying a slab.
+    turned: bool,
+    steps: u64,
+}
+
+impl Cover<'_> {
+    /// Puts frees down to the others from `put.len()` on, calling `each`
+    /// with every way found; false once `each` asked to stop or [`COVERS`]
+    /// steps ran out.
+    fn from(&mut self, each: &mut dyn FnMut(&Cover) -> bool) -> bool {
+        self.steps += 1;
+        let k = self.put.len();
+        let Some(&o) = self.others.get(k) else {
+            return each(self);
+        };
+        // Of one size and kind, the older takes the older free: any other
+        // order is the same way.
+        let twin = (0..k)
+            .rev()
+            .find(|&j| (self.others[j].size, &self.others[j].kind) == (o.size, &o.kind));
+        let after = twin.map_or(o.born, |j| o.born.max(self.put[j].0));
+        for p in self.pending {
+            if self.steps >= COVERS {
+                return false;
+            }
+            if (p.bytes, p.objs) != o.size || p.op <= after || self.put.iter().any(|q| q.0 == p.op)
+            {
+                continue;
+            }
+            if !self.held.leave_all(&o.kind, p.op) {
+                self.turned = true;
+                continue;
+            }
+            self.put.push((p.op, o.id));
+            let go_on = self.from(each);
+            self.put.pop();
+            self.held.take_back_all(&o.kind, p.op);
+            if !go_on {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -485,36 +734,6 @@ impl Ways {
         })
     }
 
-    /// Which allocation each free put down takes (request, id), `ids` the
-    /// allocations of each group (oldest first): for each size, a matching
-    /// of its frees to the oldest allocations of each group, as many as the
-    /// group got, each made before its free. `None` if there is none.
-    fn matched(&self, ids: &[Vec<u32>]) -> Option<Vec<(usize, u32)>> {
-        let mut put = Vec::new();
-        let sizes: BTreeSet<(u64, u64)> = self.frees.iter().map(|p| (p.bytes, p.objs)).collect();
-        for size in sizes {
-            let mut frees = Vec::new();
-            let mut slots = Vec::new();
-            for (g, ((_, b, o), born, got)) in self.groups.iter().enumerate() {
-                if (*b, *o) == size {
-                    frees.extend(got.iter().copied());
-                    slots.extend((0..got.len()).map(|j| (born[j], ids[g][j])));
-                }
-            }
-            let mut owner: Vec<Option<usize>> = alloc::vec![None; slots.len()];
-            for f in 0..frees.len() {
-                let mut seen = alloc::vec![false; slots.len()];
-                if !augment(f, &frees, &slots, &mut owner, &mut seen) {
-                    return None;
-                }
-            }
-            for (slot, f) in owner.iter().enumerate() {
-                put.push((frees[f.expect("a perfect matching")], slots[slot].1));
-            }
-        }
-        Some(put)
-    }
-
     /// Takes (or gives back) `o` objects of `b` bytes from slabs `kind`.
     fn shift(&mut self, kind: &[u32], b: u64, o: u64, take: bool) {
         for (m, &sl) in kind.iter().enumerate() {
@@ -531,33 +750,72 @@ impl Ways {
     }
 }
 
+/// The search that gives each pending free of one way (the frees each group
+/// of [`Ways`] takes, counted) its allocation: a free goes to the oldest
+/// allocation of its group not yet taken, which must be older than it, and
+/// must leave the group's slabs an object at every request
+/// ([`Occupancy`]).
+struct Settle<'a> {
+    /// The pending frees, oldest first.
+    frees: &'a [Pending],
+    groups: &'a [(Group, Vec<usize>, Vec<usize>)],
+    /// Per group: the requests of the frees it took so far, oldest first.
+    took: Vec<Vec<usize>>,
+    /// Points known to lead nowhere: the next free, and how many each group
+    /// took. They say all that matters for what is left: with the frees
+    /// taken older than those left, every slab's count after every request
+    /// still open follows from how many it lost.
+    dead: BTreeSet<(usize, Vec<usize>)>,
+    steps: u64,
+}
+
+impl Settle<'_> {
+    /// Settles free `k` and those after it, calling `each` with what every
+    /// group took; false once `each` asked to stop or [`SETTLE`] steps ran out.
+    fn from(
+        &mut self,
+        k: usize,
+        held: &mut Occupancy,
+        each: &mut dyn FnMut(&[Vec<usize>]) -> bool,
+    ) -> bool {
+        self.steps += 1;
+        if self.steps >= SETTLE {
+            return false;
+        }
+        let Some(&p) = self.frees.get(k) else {
+            return each(&self.took);
+        };
+        let point = (k, self.took.iter().map(Vec::len).collect::<Vec<_>>());
+        if self.dead.contains(&point) {
+            return true;
+        }
+        for g in 0..self.groups.len() {
+            let ((ref kind, b, o), ref born, ref got) = self.groups[g];
+            let n = self.took[g].len();
+            if (b, o) != (p.bytes, p.objs) || n >= got.len() || born[n] >= p.op {
+                continue;
+            }
+            if !held.leave_all(kind, p.op) {
+                continue;
+            }
+            self.took[g].push(p.op);
+            let go_on = self.from(k + 1, held, each);
+            self.took[g].pop();
+            held.take_back_all(kind, p.op);
+            if !go_on {
+                return false;
+            }
+        }
+        self.dead.insert(point);
+        true
+    }
+}
+
 /// Whether free `k` has the size of the one before it.
 fn same_size(frees: &[Pending], k: usize) -> bool {
     k > 0
         && k < frees.len()
         && (frees[k - 1].bytes, frees[k - 1].objs) == (frees[k].bytes, frees[k].objs)
-}
-
-/// Kuhn's augmenting path: whether free `f` (made at `frees[f]`) gets a
-/// slot (an allocation: when made, id) made before it, moving others.
-fn augment(
-    f: usize,
-    frees: &[usize],
-    slots: &[(usize, u32)],
-    owner: &mut [Option<usize>],
-    seen: &mut [bool],
-) -> bool {
-    for s in 0..slots.len() {
-        if seen[s] || slots[s].0 >= frees[f] {
-            continue;
-        }
-        seen[s] = true;
-        if owner[s].is_none_or(|g| augment(g, frees, slots, owner, seen)) {
-            owner[s] = Some(f);
-            return true;
-        }
-    }
-    false
 }
 
 /// Searches depth-first from `root` (before request 0), frees deferred.
@@ -588,6 +846,8 @@ pub(super) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, R
             r: root.clone(),
             pending: Vec::new(),
             put: BTreeMap::new(),
+            held: Occupancy::new(root.mms.len()),
+            spans: false,
         },
         0
     )];
@@ -606,7 +866,7 @@ pub(super) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, R
             continue;
         }
         work += 1;
-        let Some(children) = ctx.children(s.clone(), i)? else {
+        let Some(children) = ctx.children(&s, i)? else {
             return Ok(None);
         };
         let dead = ctx.dead.take();

@@ -19,6 +19,7 @@
 
 mod deferred;
 mod dumps;
+mod occupancy;
 mod replay;
 pub mod search;
 mod sweep;

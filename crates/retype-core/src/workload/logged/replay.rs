@@ -252,6 +252,11 @@ impl Replay {
         self.live.iter().map(|(&id, (_, b, o))| (id, *b, *o))
     }
 
+    /// Whether allocation `id` is live.
+    pub fn holds(&self, id: u32) -> bool {
+        self.live.contains_key(&id)
+    }
+
     /// The one slab of manager `m` that allocation `id` lies in; `None` if
     /// it spans several.
     pub fn slab_of(&self, m: usize, id: u32) -> Option<u32> {
