@@ -43,8 +43,8 @@ static INIT: extern "C" fn() = init;
 /// C ABI entry point.
 #[no_mangle]
 pub unsafe extern "C" fn malloc(size: size_t) -> *mut c_void {
-    // SAFETY: plain allocation.
-    or_enomem(unsafe { rm::malloc(size) })
+    // SAFETY: plain allocation; it sets errno itself, so this is a tail call.
+    unsafe { rm::malloc(size) }.cast()
 }
 
 /// C `free`; `free(NULL)` does nothing.

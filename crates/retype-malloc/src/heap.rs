@@ -161,7 +161,7 @@ pub(crate) unsafe fn free(seg: *mut Segment, page: *mut Page, p: *mut u8) {
 
 /// `free` when the page has a flag set or another owner: first the common case, the owner's
 /// free into a full page of few blocks, kept lean; the others out of line.
-unsafe fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free`.
     unsafe {
         let heap = current();
@@ -677,7 +677,9 @@ fn span_bytes(page: *mut Page) -> usize {
 /// program that allocates and frees a batch does not claim, carve and release a page every
 /// time) or if a remote thread still holds it on the notified stack; else it is kept (see
 /// [`Kept`]), at the back of its queue, behind the pages that hold blocks.
-unsafe fn retire(heap: *mut Heap, page: *mut Page) {
+///
+/// `extern "C"`, as `free_slow`: see `alloc_slow` in the crate root.
+unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
         if (*page).kept || !is_idle(heap, page) {

@@ -454,6 +454,7 @@ unsafe fn check_slack(seg: *mut Segment) {
 }
 
 /// The header of a large block placed at a segment boundary.
+#[inline]
 pub(crate) unsafe fn header_of_aligned(p: *mut u8) -> *mut Segment {
     // SAFETY: the word before such a block is inside its mapping and holds the header address.
     unsafe { p.cast::<*mut Segment>().sub(1).read() }

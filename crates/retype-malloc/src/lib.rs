@@ -125,20 +125,35 @@ unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
         if !(*page).free.is_null() {
             return page::pop(page);
         }
-        global::alloc_slow(heap, size)
+        alloc_slow(heap, size)
     }
 }
 
-/// Allocates a large block; the settings are loaded first, since a program's first malloc
-/// may be a large one (small ones load them on a thread's first malloc).
+/// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
+///
+/// The functions the fast paths end in (this, [`alloc_large`], [`free_checked`],
+/// `heap::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
+/// aborts), so a C entry point that inlines a fast path needs no landing pad around the
+/// call, and the call is a jump: the fast path sets up no stack frame.
 #[cold]
-unsafe fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
-    global::init();
-    // SAFETY: large blocks take any size and power-of-two alignment.
-    unsafe { large::alloc(size, align, zero) }
+#[inline(never)]
+unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
+    // SAFETY: as for `alloc`.
+    os::enomem_if_null(unsafe { global::alloc_slow(heap, size) })
 }
 
-/// Allocates `size` bytes aligned to 16; null when out of memory.
+/// Allocates a large block (null, with errno ENOMEM, when out of memory); the settings are
+/// loaded first, since a program's first malloc may be a large one (small ones load them on
+/// a thread's first malloc).
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
+    global::init();
+    // SAFETY: large blocks take any size and power-of-two alignment.
+    os::enomem_if_null(unsafe { large::alloc(size, align, zero) })
+}
+
+/// Allocates `size` bytes aligned to 16; null, with errno ENOMEM, when out of memory.
 ///
 /// # Safety
 /// Always safe to call; unsafe because it hands out raw memory.
@@ -227,7 +242,7 @@ pub unsafe fn free(p: *mut u8) {
 /// the default mode's free keeps no register for it.
 #[cold]
 #[inline(never)]
-unsafe fn free_checked(p: *mut u8) {
+unsafe extern "C" fn free_checked(p: *mut u8) {
     if zero::contains(p) {
         return;
     }
