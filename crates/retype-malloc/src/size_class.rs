@@ -66,7 +66,7 @@ pub fn slots(class: usize) -> RangeInclusive<usize> {
 
 /// The class serving `size` bytes (`size ≤ MEDIUM_MAX`), by table: above 1 KiB classes are
 /// at least 128 bytes apart, so `(size + 127) / 128` names one class (`churn 1 32768 1`:
-/// eight instructions fewer a malloc than the arithmetic of [`medium_class_of`]).
+/// eight instructions fewer a malloc than the arithmetic of `medium_class_of`).
 #[inline]
 pub const fn class_of(size: usize) -> usize {
     if size <= SMALL_FAST_MAX {

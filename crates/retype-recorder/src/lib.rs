@@ -26,6 +26,10 @@
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
+// It has no public API: its documentation is read with `--document-private-items`, where the
+// links above resolve.
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod buffer;
 mod cfi;
 mod hooks;

@@ -1,4 +1,4 @@
-//! `retype replay`: the command line of [`crate::replay`].
+//! `retype replay`: the command line of `crate::replay`.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -8,13 +8,13 @@
 //! (each replayed [`LOOKAHEAD`] requests further, greedily, the one agreeing
 //! on most first), so the search's first descent is the look-ahead's own
 //! choice. Branches that reach the same state before the same request are
-//! equivalent ([`Replay::key`]): once one was searched, the others are not.
+//! equivalent (`Replay::key`): once one was searched, the others are not.
 //! A bound on the requests replayed ([`BUDGET`]) makes every search end.
 //!
 //! The search that defers frees (`deferred`) runs first: where the logs
 //! allow it (the kept rule, one allocation per free) it ends fast with a
 //! match or a proof. Only when it cannot does this search run; when its
-//! bound stops it, the breadth-first [`sweep`] over distinct states tries
+//! bound stops it, the breadth-first `sweep` over distinct states tries
 //! again without look-aheads: a proof when the states stay few.
 //!
 //! When no branch gets past some request, that request and the proof (how
