@@ -216,15 +216,16 @@ impl Ctx<'_> {
         }
     }
 
-    /// What request `i` makes of `s`: the branches that agree with every
-    /// log after it. `None` when the logs need what this search does not
-    /// model (a free of several allocations).
-    fn children(&mut self, parent: &State, i: usize) -> Result<Option<Vec<State>>, ResolveError> {
+    /// What request `i` makes of `parent`: the branches that agree with every
+    /// log after it; when none does, the closest is left in `self.dead`
+    /// (`parent` itself when no branch was made). `None` when the logs need
+    /// what this search does not model (a free of several allocations).
+    fn children(&mut self, parent: State, i: usize) -> Result<Option<Vec<State>>, ResolveError> {
         let logs = self.logs;
         let (bytes, objs, refused) = delta(logs[0], i).expect("op in range");
         let mut out = Vec::new();
         if refused || bytes > 0 {
-            let mut s = parent.clone();
+            let mut s = parent;
             s.r = match s.r.next(logs, i).map_err(err(i))? {
                 Next::Alloc(r, _) => r,
                 Next::Free(..) => unreachable!("an allocation"),
@@ -255,12 +256,17 @@ impl Ctx<'_> {
                 .collect();
             match resets.contains(&true) {
                 false => {
-                    let mut s = parent.clone();
+                    let mut s = parent;
                     s.pending.push(Pending { op: i, bytes, objs });
                     s.r.record(Op::Free { ids: Vec::new() });
                     self.keep(&mut out, s, i);
                 }
-                true => out = self.resets(parent, i, &resets, bytes, objs),
+                true => {
+                    out = self.resets(&parent, i, &resets, bytes, objs);
+                    if out.is_empty() && self.dead.is_none() {
+                        self.dead = Some((0, parent));
+                    }
+                }
             }
         }
         if (0..logs.len()).any(|m| out.first().is_some_and(|s| s.r.checkpoint(m, i).is_some())) {
@@ -866,13 +872,13 @@ pub(super) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, R
             continue;
         }
         work += 1;
-        let Some(children) = ctx.children(&s, i)? else {
+        let Some(children) = ctx.children(s, i)? else {
             return Ok(None);
         };
         let dead = ctx.dead.take();
         if children.is_empty() {
             branches += 1;
-            let (score, closest) = dead.unwrap_or((0, s));
+            let (score, closest) = dead.expect("the closest dead branch is kept");
             Deepest::offer(&mut deepest, i, score, closest);
             continue;
         }
