@@ -137,11 +137,9 @@ impl State {
     /// slab at a request its log counts no reset at (the state is spoilt).
     fn put_down(&mut self, put: &[(usize, u32)]) -> bool {
         for &(op, id) in put {
-            for m in 0..self.r.mms.len() {
-                let slab = self.r.slab_of(m, id).expect("one slab");
-                if !self.held.leave(m, slab, op) {
-                    return false;
-                }
+            let kind = self.kind(id).expect("no allocation spans slabs");
+            if !self.held.leave_all(&kind, op) {
+                return false;
             }
         }
         let ids: Vec<u32> = put.iter().map(|p| p.1).collect();
@@ -169,9 +167,7 @@ impl State {
     /// Frees allocation `id` as request `i`, which the logs count resets
     /// at: the slabs it leaves empty reset.
     fn free_now(&mut self, logs: &[&[LoggedOp]], i: usize, id: u32) {
-        let slabs: Vec<u32> = (0..self.r.mms.len())
-            .map(|m| self.r.slab_of(m, id).expect("one slab"))
-            .collect();
+        let slabs = self.kind(id).expect("no allocation spans slabs");
         self.r.apply_free(logs, i, alloc::vec![id]);
         for (m, slab) in slabs.into_iter().enumerate() {
             if self.r.mms[m].slabs()[slab as usize].live_objects() == 0 {
