@@ -17,7 +17,11 @@ fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
     let mut n = 1;
     buf[0] = e.op as u8
         | if e.stack != 0 { codec::STACK_FLAG } else { 0 }
-        | if e.descheduled { codec::DESCHEDULED_FLAG } else { 0 };
+        | if e.descheduled {
+            codec::DESCHEDULED_FLAG
+        } else {
+            0
+        };
     let mut put = |v: u64| put_varint(&mut buf, &mut n, v).unwrap();
     put(zigzag(e.time_ns.wrapping_sub(prev_time)));
     put(e.latency_ns);

@@ -419,15 +419,27 @@ fn a_call_that_sleeps_is_marked_descheduled() {
     assert_eq!(s.descheduled, flagged as u64);
     assert_eq!(
         t.meta_value("descheduling"),
-        Some(if glibc_registers_rseq() { "rseq" } else { "none" })
+        Some(if glibc_registers_rseq() {
+            "rseq"
+        } else {
+            "none"
+        })
     );
     match t.meta_value("descheduling") {
         Some("rseq") => {
             assert!(slow.iter().all(|e| e.descheduled), "{slow:?}");
             // A quick call is descheduled only if the machine preempts it: rarely.
-            assert!(flagged < 5 + 100, "{flagged} of {} calls flagged", t.events.len());
+            assert!(
+                flagged < 5 + 100,
+                "{flagged} of {} calls flagged",
+                t.events.len()
+            );
             assert!(s.latency_max_ns >= 2_000_000);
-            let running = t.events.iter().filter(|e| !e.descheduled).map(|e| e.latency_ns);
+            let running = t
+                .events
+                .iter()
+                .filter(|e| !e.descheduled)
+                .map(|e| e.latency_ns);
             assert_eq!(s.latency_max_running_ns, running.max().unwrap());
         }
         Some("none") => assert_eq!(flagged, 0),
@@ -437,9 +449,15 @@ fn a_call_that_sleeps_is_marked_descheduled() {
 
 /// glibc registers every thread's rseq area from version 2.35 on, unless a tunable says not.
 fn glibc_registers_rseq() -> bool {
-    let o = Command::new("getconf").arg("GNU_LIBC_VERSION").output().unwrap();
+    let o = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    let version = text.trim().strip_prefix("glibc ").expect("getconf names glibc");
+    let version = text
+        .trim()
+        .strip_prefix("glibc ")
+        .expect("getconf names glibc");
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap());
     let major_minor = (parts.next().unwrap(), parts.next().unwrap());
     let off = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0"));

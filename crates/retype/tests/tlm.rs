@@ -164,9 +164,15 @@ fn rows_are_consistent_and_count_what_the_workload_did() {
         assert!(lat.windows(2).all(|w| w[0] <= w[1]), "{what}: {lat:?}");
         // The longest call whose worker ran throughout is one of the steady calls: no longer
         // than the longest; without rseq neither is known.
-        match (r["max_running_ns"].as_u64(), r["descheduled_calls"].as_u64()) {
+        match (
+            r["max_running_ns"].as_u64(),
+            r["descheduled_calls"].as_u64(),
+        ) {
             (Some(running), Some(descheduled)) => {
-                assert!(running >= 1 && running <= lat[4], "{what}: {running} vs {lat:?}");
+                assert!(
+                    running >= 1 && running <= lat[4],
+                    "{what}: {running} vs {lat:?}"
+                );
                 assert!(descheduled <= num(r, "steady_calls"), "{what}");
                 if descheduled == 0 {
                     assert_eq!(running, lat[4], "{what}: no call descheduled");

@@ -125,7 +125,10 @@ impl Row {
             .iter()
             .copied()
             .collect::<Option<Vec<_>>>()
-            .map(|v| v.into_iter().fold(Descheduled::default(), Descheduled::merge));
+            .map(|v| {
+                v.into_iter()
+                    .fold(Descheduled::default(), Descheduled::merge)
+            });
         let last = (plan.rounds + plan.steady) as usize;
         let whole = |w: &Worker| Times::between(&w.samples[0], &w.samples[last]);
         let mean_lifetime = |run: &Vec<Worker>| {
