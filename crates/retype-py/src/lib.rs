@@ -142,6 +142,8 @@ fn read_trace<'py>(
         let v: Vec<u64> = events.iter().map(f).collect();
         d.set_item(name, v.into_pyarray(py))?;
     }
+    let descheduled: Vec<bool> = events.iter().map(|e| e.descheduled).collect();
+    d.set_item("descheduled", descheduled.into_pyarray(py))?;
     let names = Op::ALL.iter().map(|o| o.name()).collect();
     Ok((d, names, info.to_string()))
 }

@@ -58,6 +58,8 @@ def test_a_trace_reads_as_columns_with_its_summary(cli, root):
     n = len(events["op"])
     assert n == sum(info["ops"].values()) and n > 0
     assert all(len(c) == n for c in events.values())
+    # An imported trace knows of no descheduled call.
+    assert events["descheduled"].dtype == bool and not events["descheduled"].any()
     counts = pd.Series(events["op"]).value_counts().to_dict()
     assert counts == {k: v for k, v in info["ops"].items() if v}
 

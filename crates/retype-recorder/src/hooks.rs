@@ -20,7 +20,7 @@ use retype_trace::{Event, Op};
 use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
-use crate::{buffer, stacks, sys};
+use crate::{buffer, rseq, stacks, sys};
 
 /// Events are being recorded (set after the trace file is open).
 pub static RECORDING: AtomicBool = AtomicBool::new(false);
@@ -48,13 +48,16 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
     } else {
         0
     };
+    let mark = rseq::mark(&l.rseq_cs);
     let t0 = sys::ticks();
     let v = call();
     let t1 = sys::ticks();
+    let descheduled = rseq::descheduled(mark);
     buffer::append(l, || Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
+        descheduled,
         stack,
         ..event(v)
     });

@@ -22,6 +22,7 @@
 //!   [`cfi`] derives from each object's call-frame information (gimli);
 //!   [`stack_table`]: each distinct stack once, with its id; [`modules`]: the
 //!   loaded objects, for the unwinder and for offline symbolization;
+//! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
 //! - [`sys`]: small wrappers over raw system calls and clocks.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
@@ -38,6 +39,7 @@ mod modules;
 mod output;
 mod process;
 mod real;
+mod rseq;
 mod stack_table;
 mod stacks;
 mod sys;

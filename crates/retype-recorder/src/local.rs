@@ -12,6 +12,8 @@ pub struct Local {
     busy: Cell<bool>,
     /// This thread's event buffer; null until its first event, and after its release.
     pub buf: Cell<*mut ThreadBuf>,
+    /// This thread's rseq `rseq_cs` field (see [`crate::rseq::mark`]).
+    pub rseq_cs: Cell<*mut u64>,
 }
 
 thread_local! {
@@ -19,6 +21,7 @@ thread_local! {
         Local {
             busy: Cell::new(false),
             buf: Cell::new(null_mut()),
+            rseq_cs: Cell::new(null_mut()),
         }
     };
 }

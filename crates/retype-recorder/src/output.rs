@@ -144,6 +144,7 @@ fn write_meta(how: &[u8]) {
     let mut num = StackStr::<32>::new();
     num.push_num(crate::stacks::depth() as u64);
     meta(b"stack_depth", num.as_bytes());
+    meta(b"descheduling", crate::rseq::method());
 }
 
 /// Writes a meta record; bytes outside ASCII become `?` (meta text is UTF-8).

@@ -10,7 +10,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::hooks::RECORDING;
 use crate::local::Busy;
 use crate::real::real;
-use crate::{buffer, modules, output, stack_table, stacks, sys, thread};
+use crate::{buffer, modules, output, rseq, stack_table, stacks, sys, thread};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -63,6 +63,7 @@ fn begin(forked: bool) {
     OWNER.store(sys::getpid(), Ordering::Release);
     // Before the trace opens: its meta records give the clock's resolution.
     sys::calibrate_clock();
+    rseq::init();
     if output::start(forked) {
         if stacks::enabled() {
             // The segment names its own objects and stacks.

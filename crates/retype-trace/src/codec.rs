@@ -11,8 +11,9 @@ use crate::event::{Event, Op, ThreadSummary};
 /// The first 8 bytes of every trace file (PNG-style: detects text-mode mangling).
 pub const MAGIC: [u8; 8] = *b"\x89RTR\r\n\x1a\n";
 /// The format version this crate writes: 2 added call stacks and loaded
-/// objects (module and stack records, the stack flag on events).
-pub const VERSION: u16 = 2;
+/// objects (module and stack records, the stack flag on events), 3 the
+/// descheduled flag on events.
+pub const VERSION: u16 = 3;
 /// The oldest version this crate reads.
 pub const MIN_VERSION: u16 = 1;
 /// Magic, version (u16 LE) and a reserved u16 (0).
@@ -28,6 +29,8 @@ pub const TAG_STACK: u8 = 6;
 
 /// Set in an event's op byte when a stack id follows its fields.
 pub const STACK_FLAG: u8 = 0x80;
+/// Set in an event's op byte when the thread was descheduled during the call.
+pub const DESCHEDULED_FLAG: u8 = 0x40;
 
 /// The most bytes a LEB128 varint of a u64 takes.
 pub const MAX_VARINT: usize = 10;
@@ -161,7 +164,9 @@ impl DeltaState {
             .try_into()
             .ok()?;
         let mut n = 1;
-        out[0] = e.op as u8 | if e.stack != 0 { STACK_FLAG } else { 0 };
+        out[0] = e.op as u8
+            | if e.stack != 0 { STACK_FLAG } else { 0 }
+            | if e.descheduled { DESCHEDULED_FLAG } else { 0 };
         put_small(out, &mut n, zigzag(e.time_ns.wrapping_sub(self.prev_time)));
         self.prev_time = e.time_ns;
         put_small(out, &mut n, e.latency_ns);
@@ -194,11 +199,13 @@ impl DeltaState {
         let code = *buf
             .get(*pos)
             .ok_or(DecodeError::Varint(VarintError::Truncated))?;
-        let op = Op::from_code(code & !STACK_FLAG).ok_or(DecodeError::BadOp(code))?;
+        let op = Op::from_code(code & !(STACK_FLAG | DESCHEDULED_FLAG))
+            .ok_or(DecodeError::BadOp(code))?;
         *pos += 1;
         let mut e = Event {
             op,
             thread,
+            descheduled: code & DESCHEDULED_FLAG != 0,
             ..Event::default()
         };
         e.time_ns = self.prev_time.wrapping_add(unzigzag(get_varint(buf, pos)?));

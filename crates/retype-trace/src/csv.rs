@@ -1,8 +1,8 @@
 //! CSV: one event a row, for spreadsheets and plotting scripts.
 //!
 //! Columns: `thread,time_ns,latency_ns,op,size,align,ptr,ret`; addresses in
-//! hex (`0x...`), the rest in decimal, `op` by C name. Thread summaries and
-//! metadata are not exported. [`parse`] reads the same columns back.
+//! hex (`0x...`), the rest in decimal, `op` by C name. Thread summaries,
+//! metadata, stacks and the descheduled flag are not exported. [`parse`] reads the same columns back.
 
 use std::io::{self, Write};
 
@@ -80,6 +80,7 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
                 ptr: num(6)?,
                 ret: num(7)?,
                 stack: 0,
+                descheduled: false,
             }
             .canonical(),
         );

@@ -78,6 +78,10 @@ pub struct Event {
     pub time_ns: u64,
     /// Time spent inside the allocator for this call, in ns (0 if unknown).
     pub latency_ns: u64,
+    /// The thread was switched out during the call (preempted, blocked, moved to
+    /// another CPU or interrupted by a signal), so `latency_ns` may hold time it
+    /// did not run. False if not known: see the trace's `descheduling` metadata.
+    pub descheduled: bool,
     pub size: u64,
     pub align: u64,
     /// The pointer argument of `realloc` and `free`.

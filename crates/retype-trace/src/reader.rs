@@ -102,7 +102,7 @@ impl<R: Read> Reader<R> {
                             corrupt(at, format!("stack id {id} is 0 or exceeds 32 bits"))
                         }
                     })?;
-                if e.stack != 0 && self.version < 2 {
+                if (e.stack != 0 && self.version < 2) || (e.descheduled && self.version < 3) {
                     let code = self.payload[(at - self.payload_at) as usize];
                     return Err(corrupt(at, format!("unknown op code {code}")));
                 }

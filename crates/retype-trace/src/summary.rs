@@ -81,6 +81,12 @@ pub struct Summary {
     /// Sum of the per-event latencies, and its histogram.
     pub latency_total_ns: u64,
     pub latencies_ns: Log2Histogram,
+    /// The longest call, and the longest whose thread was not descheduled during it
+    /// (the allocator's own worst case, when the trace tells: meta `descheduling`).
+    pub latency_max_ns: u64,
+    pub latency_max_running_ns: u64,
+    /// Calls during which the thread was descheduled.
+    pub descheduled: u64,
 }
 
 struct Live {
@@ -124,6 +130,12 @@ impl Summary {
             *per_thread.entry(e.thread).or_default() += 1;
             s.latency_total_ns = s.latency_total_ns.saturating_add(e.latency_ns);
             s.latencies_ns.add(e.latency_ns);
+            s.latency_max_ns = s.latency_max_ns.max(e.latency_ns);
+            if e.descheduled {
+                s.descheduled += 1;
+            } else {
+                s.latency_max_running_ns = s.latency_max_running_ns.max(e.latency_ns);
+            }
             if e.op.allocates() {
                 s.sizes.add(e.size);
                 s.bytes_requested = s.bytes_requested.saturating_add(e.size);

@@ -15,7 +15,13 @@ use retype_trace::{Event, Module, Op, Reader, Stack, ThreadSummary, Trace};
 fn reference_event_bytes(e: &Event, prev_time: u64, prev_addr: u64) -> Vec<u8> {
     let mut buf = [0u8; 64];
     let mut n = 1;
-    buf[0] = e.op as u8 | if e.stack != 0 { codec::STACK_FLAG } else { 0 };
+    buf[0] = e.op as u8
+        | if e.stack != 0 { codec::STACK_FLAG } else { 0 }
+        | if e.descheduled {
+            codec::DESCHEDULED_FLAG
+        } else {
+            0
+        };
     let mut put = |v: u64| put_varint(&mut buf, &mut n, v).unwrap();
     put(zigzag(e.time_ns.wrapping_sub(prev_time)));
     put(e.latency_ns);
@@ -396,7 +402,7 @@ fn the_documented_example_encodes_as_documented() {
         ],
         ..Trace::default()
     };
-    let mut want = b"\x89RTR\r\n\x1a\n\x02\x00\x00\x00".to_vec();
+    let mut want = b"\x89RTR\r\n\x1a\n\x03\x00\x00\x00".to_vec();
     want.extend([0x02, 0x0F, 0x07, 0xE8, 0x07]);
     want.extend([0x01, 0x00, 0x50, 0x18, 0x80, 0xC0, 0x02]);
     want.extend([0x04, 0x84, 0x02, 0x28, 0x00]);
@@ -431,10 +437,28 @@ fn a_trace_of_format_1_still_reads() {
     assert!(t.stacks.is_empty() && t.modules.is_empty());
     assert_eq!(t.threads.len(), 1);
     assert_eq!(t.meta_value("cmdline"), Some("./sites"));
-    // Written again, it is a trace of format 2 with the same content.
+    // Written again, it is a trace of the current format with the same content.
     let again = Trace::read(&bytes_of(&t)[..]).unwrap();
     assert_eq!(again, t);
-    assert_eq!(&bytes_of(&t)[8..10], &[2, 0]);
+    assert_eq!(&bytes_of(&t)[8..10], &codec::VERSION.to_le_bytes());
+}
+
+#[test]
+fn formats_before_3_have_no_descheduled_flag() {
+    for version in [1, 2] {
+        let mut bytes = codec::header().to_vec();
+        bytes[8] = version;
+        // A malloc with the descheduled flag, then an end record.
+        bytes.extend([2, 7, 0, 0, 0x41, 0, 1, 8, 0x40, 4, 1, 1]);
+        let e = Trace::read(&bytes[..]).unwrap_err();
+        assert!(e.to_string().contains("unknown op code 65"), "{e}");
+    }
+    // The same bytes in format 3: a malloc whose thread was descheduled.
+    let mut bytes = codec::header().to_vec();
+    bytes.extend([2, 7, 0, 0, 0x41, 0, 1, 8, 0x40, 4, 1, 1]);
+    let t = Trace::read(&bytes[..]).unwrap();
+    assert_eq!(t.events.len(), 1);
+    assert!(t.events[0].descheduled && t.events[0].op == Op::Malloc);
 }
 
 #[test]

@@ -386,6 +386,84 @@ fn jemalloc_runs_under_the_recorder() {
     assert_eq!(workers(&je), workers(&glibc));
 }
 
+/// A call during which the thread sleeps carries the descheduled flag (when the machine's
+/// glibc registers rseq, as the trace's `descheduling` metadata says); quick calls mostly
+/// do not, and `trace info` leaves the flagged ones out of its longest running call.
+#[test]
+fn a_call_that_sleeps_is_marked_descheduled() {
+    let dir = scratch("desched");
+    let exe = compile("slow_calls.c", &dir);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../retype-recorder/tests/c/slow_alloc.c");
+    let lib = dir.join("libslow_alloc.so");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let (t, o) = record(
+        &dir,
+        "d.rtr",
+        &["--no-stacks", "--allocator", lib.to_str().unwrap()],
+        &[exe.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let slow: Vec<_> = t.events.iter().filter(|e| e.size == 12345).collect();
+    assert_eq!(slow.len(), 5);
+    assert!(slow.iter().all(|e| e.latency_ns >= 2_000_000), "{slow:?}");
+    let quick = t.events.iter().filter(|e| e.size == 16).count();
+    assert_eq!(quick, 1000);
+    let flagged = t.events.iter().filter(|e| e.descheduled).count();
+    let s = Summary::of(&t);
+    assert_eq!(s.descheduled, flagged as u64);
+    assert_eq!(
+        t.meta_value("descheduling"),
+        Some(if glibc_registers_rseq() {
+            "rseq"
+        } else {
+            "none"
+        })
+    );
+    match t.meta_value("descheduling") {
+        Some("rseq") => {
+            assert!(slow.iter().all(|e| e.descheduled), "{slow:?}");
+            // A quick call is descheduled only if the machine preempts it: rarely.
+            assert!(
+                flagged < 5 + 100,
+                "{flagged} of {} calls flagged",
+                t.events.len()
+            );
+            assert!(s.latency_max_ns >= 2_000_000);
+            let running = t
+                .events
+                .iter()
+                .filter(|e| !e.descheduled)
+                .map(|e| e.latency_ns);
+            assert_eq!(s.latency_max_running_ns, running.max().unwrap());
+        }
+        Some("none") => assert_eq!(flagged, 0),
+        other => panic!("meta descheduling is {other:?}"),
+    }
+}
+
+/// glibc registers every thread's rseq area from version 2.35 on, unless a tunable says not.
+fn glibc_registers_rseq() -> bool {
+    let o = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let version = text
+        .trim()
+        .strip_prefix("glibc ")
+        .expect("getconf names glibc");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap());
+    let major_minor = (parts.next().unwrap(), parts.next().unwrap());
+    let off = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.pthread.rseq=0"));
+    major_minor >= (2, 35) && !off
+}
+
 #[test]
 fn clear_errors_for_missing_allocators_and_commands() {
     recorder_built();

@@ -162,6 +162,25 @@ fn rows_are_consistent_and_count_what_the_workload_did() {
             .collect();
         assert!(lat[0] >= 1, "{what}: a measured latency is never 0");
         assert!(lat.windows(2).all(|w| w[0] <= w[1]), "{what}: {lat:?}");
+        // The longest call whose worker ran throughout is one of the steady calls: no longer
+        // than the longest; without rseq neither is known.
+        match (
+            r["max_running_ns"].as_u64(),
+            r["descheduled_calls"].as_u64(),
+        ) {
+            (Some(running), Some(descheduled)) => {
+                assert!(
+                    running >= 1 && running <= lat[4],
+                    "{what}: {running} vs {lat:?}"
+                );
+                assert!(descheduled <= num(r, "steady_calls"), "{what}");
+                if descheduled == 0 {
+                    assert_eq!(running, lat[4], "{what}: no call descheduled");
+                }
+            }
+            (None, None) => {}
+            other => panic!("{what}: {other:?}"),
+        }
         if strace {
             let s = &r["syscalls"];
             for phase in ["rounds", "steady"] {
@@ -237,9 +256,10 @@ fn the_report_draws_every_chart() {
     );
     if let Some(browser) = common::chromium() {
         let marks = common::marks_in_browser(browser, &html);
-        // Across allocators: four charts (no system calls were counted);
-        // then four panels per allocator.
-        assert_eq!(marks.len(), 4 + 2 * 4, "{marks:?}");
+        // Across allocators: four charts (no system calls were counted), and the longest
+        // call whose worker ran where rseq tells it; then four panels per allocator.
+        let running = marks.contains_key("maximum latency, worker running");
+        assert_eq!(marks.len(), 4 + usize::from(running) + 2 * 4, "{marks:?}");
         for (name, n) in &marks {
             assert!(n.as_u64().unwrap() > 0, "chart {name} drew no marks");
         }

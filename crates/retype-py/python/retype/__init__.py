@@ -52,7 +52,8 @@ def read_trace(path):
 
     Returns (events, info): ``events`` is a dict of NumPy arrays, one entry
     per event (``op`` as names, ``thread``, ``time_ns``, ``latency_ns``,
-    ``size``, ``align``, ``ptr``, ``ret``), ready for ``pd.DataFrame``;
+    ``size``, ``align``, ``ptr``, ``ret``, ``descheduled``), ready for
+    ``pd.DataFrame``;
     ``info`` is ``retype trace info --json`` as a dict.
     """
     columns, op_names, info = _native.read_trace(str(Path(path)))

@@ -20,20 +20,32 @@ pub fn num() -> impl Strategy<Value = u64> {
 
 /// Any event, with the fields its op does not carry zeroed, and no stack.
 pub fn event() -> impl Strategy<Value = Event> {
-    (op(), 0u32..4, num(), num(), num(), num(), num(), num()).prop_map(
-        |(op, thread, time_ns, latency_ns, size, align, ptr, ret)| {
-            Event {
-                op,
-                thread,
-                time_ns,
-                latency_ns,
-                size,
-                align,
-                ptr,
-                ret,
-                stack: 0,
-            }
-            .canonical()
-        },
+    (
+        op(),
+        0u32..4,
+        num(),
+        num(),
+        num(),
+        num(),
+        num(),
+        num(),
+        any::<bool>(),
     )
+        .prop_map(
+            |(op, thread, time_ns, latency_ns, size, align, ptr, ret, descheduled)| {
+                Event {
+                    op,
+                    thread,
+                    time_ns,
+                    latency_ns,
+                    size,
+                    align,
+                    ptr,
+                    ret,
+                    stack: 0,
+                    descheduled,
+                }
+                .canonical()
+            },
+        )
 }

@@ -152,7 +152,7 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
     for t in threads {
         outln!("\n{t} thread(s)");
         outln!(
-            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10}",
+            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
             "allocator",
             "size",
             "user ms",
@@ -165,7 +165,8 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
             "p99",
             "p99.9",
             "p99.99",
-            "max"
+            "max",
+            "max run"
         );
         for r in rows.iter().filter(|r| r.threads == t) {
             let (all, steady) = match &r.syscalls {
@@ -174,7 +175,7 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
             };
             let l = &r.latency;
             outln!(
-                "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10}",
+                "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
                 r.allocator,
                 r.size,
                 ms(r.mean(|x| x.user_ns)),
@@ -188,7 +189,8 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
                 l.p99_ns,
                 l.p999_ns,
                 l.p9999_ns,
-                l.max_ns
+                l.max_ns,
+                r.max_running_ns.map_or("-".into(), |v| v.to_string())
             );
         }
     }

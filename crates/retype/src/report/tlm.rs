@@ -193,6 +193,8 @@ fn across(rows: &[Row], allocators: &[String]) -> Section {
             "p99.9 ns",
             "p99.99 ns",
             "max ns",
+            "max running ns",
+            "descheduled",
         ]
         .map(Cell::new)
         .to_vec(),
@@ -225,12 +227,14 @@ fn across(rows: &[Row], allocators: &[String]) -> Section {
             ns(l.p999_ns),
             ns(l.p9999_ns),
             ns(l.max_ns),
+            Cell::new(r.max_running_ns.map_or("-".into(), |v| v.to_string())),
+            Cell::new(r.descheduled_calls.map_or("-".into(), |v| v.to_string())),
         ]);
     }
     Section {
         title: "Across allocators".into(),
         notes: vec![
-            "Latency: every malloc and free of the steady rounds as the recorder timed it (wall time inside the allocator, so a thread preempted inside a call counts the wait), all recorded runs pooled. Times: per worker thread, the mean over the workers of the median plain run. System calls: mmap, munmap, mremap, madvise, mprotect and brk made by the workers, from one run under strace -f.".into(),
+            "Latency: every malloc and free of the steady rounds as the recorder timed it (wall time inside the allocator, so a thread preempted inside a call counts the wait), all recorded runs pooled; max running is the slowest call during which the worker was not descheduled (the kernel's rseq area tells; - if it could not), descheduled the calls during which it was. Times: per worker thread, the mean over the workers of the median plain run. System calls: mmap, munmap, mremap, madvise, mprotect and brk made by the workers, from one run under strace -f.".into(),
         ],
         figures: [
             fig("p99.99 latency", "µs", true, "The 99.99th percentile of the steady rounds' call latencies (log scale).", |r| Some(r.latency.p9999_ns as f64 / 1e3)),
@@ -239,6 +243,9 @@ fn across(rows: &[Row], allocators: &[String]) -> Section {
             fig("wait time per thread", "ms", false, "Lifetime − (user + kernel) per worker at the end of the run (the seed's top-right panel).", |r| Some(r.mean(|t| t.wait_ns) / 1e6)),
         ]
         .into_iter()
+        .chain(rows.iter().any(|r| r.max_running_ns.is_some()).then(|| {
+            fig("maximum latency, worker running", "µs", true, "The slowest call of the steady rounds during which the worker was not descheduled: the allocator's own worst case (log scale).", |r| r.max_running_ns.map(|n| n as f64 / 1e3))
+        }))
         .chain(rows.iter().any(|r| r.syscalls.is_some()).then(|| {
             fig("system calls in the steady rounds", "calls", false, "Calls that map or return memory made by all workers after their memory stopped growing.", |r| r.syscalls.map(|s| s.steady.total as f64))
         }))

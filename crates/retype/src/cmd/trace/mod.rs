@@ -328,6 +328,9 @@ pub(crate) fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value
         "lifetime_histogram_events": histogram_json(&s.lifetimes_events),
         "latency_total_ns": s.latency_total_ns,
         "latency_histogram_ns": histogram_json(&s.latencies_ns),
+        "latency_max_ns": s.latency_max_ns,
+        "latency_max_running_ns": s.latency_max_running_ns,
+        "descheduled_calls": s.descheduled,
         "peak_live_bytes": s.peak_live_bytes,
         "peak_live_blocks": s.peak_live_blocks,
         "peak_event": s.peak_event,
@@ -452,6 +455,15 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
             ns(s.latency_total_ns),
             ns(s.latency_total_ns / s.events.max(1))
         );
+        if t.meta_value("descheduling") == Some("rseq") {
+            let _ = writeln!(
+                o,
+                "longest call: {}; longest whose thread ran throughout: {} ({} calls descheduled)",
+                ns(s.latency_max_ns),
+                ns(s.latency_max_running_ns),
+                s.descheduled
+            );
+        }
     }
     histogram_text(&mut o, "requested sizes (bytes)", &s.sizes, |v| {
         v.to_string()

@@ -15,6 +15,36 @@ pub struct Recorded {
     pub calls: u64,
     /// The latency of every call of the steady rounds, in ns.
     pub steady_latencies: Vec<u64>,
+    /// The steady rounds' calls during which the worker was descheduled, and the longest
+    /// of the others; `None` when the recorder could not tell (meta `descheduling`).
+    pub descheduled: Option<Descheduled>,
+}
+
+/// The steady rounds' calls during which the worker was switched out (preempted or
+/// blocked), and the longest call whose worker ran throughout: the allocator's own worst
+/// case, apart from interrupts.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Descheduled {
+    pub calls: u64,
+    pub max_running_ns: u64,
+}
+
+impl Descheduled {
+    fn add(&mut self, e: &Event) {
+        if e.descheduled {
+            self.calls += 1;
+        } else {
+            self.max_running_ns = self.max_running_ns.max(e.latency_ns);
+        }
+    }
+
+    /// Both runs' together.
+    pub fn merge(self, o: Descheduled) -> Descheduled {
+        Descheduled {
+            calls: self.calls + o.calls,
+            max_running_ns: self.max_running_ns.max(o.max_running_ns),
+        }
+    }
 }
 
 /// Where one worker is in its plan.
@@ -35,7 +65,7 @@ impl Follow {
 
     /// Checks the worker's next call against the plan. After its last round
     /// a thread may only free NULL (glibc does, twice, as the thread exits).
-    fn next(&mut self, plan: &Plan, e: &Event, latencies: &mut Vec<u64>) -> Result<()> {
+    fn next(&mut self, plan: &Plan, e: &Event, steady: &mut Steady) -> Result<()> {
         if self.done(plan) {
             ensure!(
                 e.op == Op::Free && e.ptr == 0,
@@ -73,7 +103,8 @@ impl Follow {
             );
         }
         if plan.is_steady(self.round) {
-            latencies.push(e.latency_ns);
+            steady.latencies.push(e.latency_ns);
+            steady.descheduled.add(e);
         }
         self.calls += 1;
         self.made += 1;
@@ -83,6 +114,13 @@ impl Follow {
         }
         Ok(())
     }
+}
+
+/// What the steady rounds' calls gave.
+#[derive(Default)]
+struct Steady {
+    latencies: Vec<u64>,
+    descheduled: Descheduled,
 }
 
 /// Reads the trace at `path` of a run of `plan` whose workers are the
@@ -104,14 +142,19 @@ pub fn check(path: &Path, plan: &Plan, tids: &[u32]) -> Result<Recorded> {
             (tid, f)
         })
         .collect();
-    let mut steady_latencies = Vec::new();
+    let mut steady = Steady::default();
+    let mut told = false;
     let reader = Reader::new(std::io::BufReader::new(file))
         .with_context(|| format!("{}", path.display()))?;
     for r in reader {
-        if let Record::Event(e) = r.with_context(|| format!("{}", path.display()))? {
-            if let Some(f) = follow.get_mut(&e.thread) {
-                f.next(plan, &e, &mut steady_latencies)?;
+        match r.with_context(|| format!("{}", path.display()))? {
+            Record::Event(e) => {
+                if let Some(f) = follow.get_mut(&e.thread) {
+                    f.next(plan, &e, &mut steady)?;
+                }
             }
+            Record::Meta(k, v) if k == "descheduling" => told = v == "rseq",
+            _ => {}
         }
     }
     let mut calls = 0;
@@ -128,6 +171,7 @@ pub fn check(path: &Path, plan: &Plan, tids: &[u32]) -> Result<Recorded> {
     }
     Ok(Recorded {
         calls,
-        steady_latencies,
+        steady_latencies: steady.latencies,
+        descheduled: told.then_some(steady.descheduled),
     })
 }

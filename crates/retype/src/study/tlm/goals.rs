@@ -23,7 +23,7 @@ pub struct Metric {
     pub of: fn(&Row) -> Option<f64>,
 }
 
-pub const METRICS: [Metric; 3] = [
+pub const METRICS: [Metric; 4] = [
     Metric {
         name: "p99.99 latency (ns)",
         of: |r| Some(r.latency.p9999_ns as f64),
@@ -31,6 +31,12 @@ pub const METRICS: [Metric; 3] = [
     Metric {
         name: "max latency (ns)",
         of: |r| Some(r.latency.max_ns as f64),
+    },
+    // The maximum is often one call whose worker was preempted (more workers than cores):
+    // this one leaves out the calls during which the worker was descheduled.
+    Metric {
+        name: "max latency, worker running (ns)",
+        of: |r| r.max_running_ns.map(|n| n as f64),
     },
     Metric {
         name: "kernel/user ratio",

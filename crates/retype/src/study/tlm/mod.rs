@@ -166,6 +166,7 @@ pub fn run(c: &Config) -> Result<Vec<Row>> {
                     .with_context(what)?;
                 r.recorded_calls.push(recorded.calls);
                 r.latencies.extend(recorded.steady_latencies);
+                r.descheduled.push(recorded.descheduled);
                 if run == 0 && c.syscalls {
                     let log = scratch.0.join("strace.txt");
                     r.syscalls =

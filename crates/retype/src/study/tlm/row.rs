@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::calls::Descheduled;
 use super::syscalls::Syscalls;
 use super::times::Times;
 use super::workload::{Plan, Worker};
@@ -95,6 +96,11 @@ pub struct Row {
     pub steady_calls: u64,
     #[serde(flatten)]
     pub latency: Latency,
+    /// Of the steady calls, those during which the worker was descheduled
+    /// (preempted or blocked), and the longest of the others: the allocator's
+    /// own worst case. `None` when the recorder could not tell (no rseq).
+    pub descheduled_calls: Option<u64>,
+    pub max_running_ns: Option<u64>,
     /// Calls that map or return memory, from one run under strace; `None`
     /// when not counted.
     pub syscalls: Option<Syscalls>,
@@ -106,11 +112,23 @@ pub struct Runs {
     pub plain: Vec<Vec<Worker>>,
     pub recorded_calls: Vec<u64>,
     pub latencies: Vec<u64>,
+    /// Each recorded run's descheduled calls (`None`: not told).
+    pub descheduled: Vec<Option<Descheduled>>,
     pub syscalls: Option<Syscalls>,
 }
 
 impl Row {
     pub fn of(allocator: &str, plan: &Plan, mut runs: Runs) -> Row {
+        // Told only if every recorded run told.
+        let descheduled = runs
+            .descheduled
+            .iter()
+            .copied()
+            .collect::<Option<Vec<_>>>()
+            .map(|v| {
+                v.into_iter()
+                    .fold(Descheduled::default(), Descheduled::merge)
+            });
         let last = (plan.rounds + plan.steady) as usize;
         let whole = |w: &Worker| Times::between(&w.samples[0], &w.samples[last]);
         let mean_lifetime = |run: &Vec<Worker>| {
@@ -177,6 +195,8 @@ impl Row {
             recorded_calls,
             steady_calls: runs.latencies.len() as u64,
             latency: Latency::of(&mut runs.latencies),
+            descheduled_calls: descheduled.map(|d| d.calls),
+            max_running_ns: descheduled.map(|d| d.max_running_ns),
             syscalls: runs.syscalls,
         }
     }
