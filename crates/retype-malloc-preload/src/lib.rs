@@ -19,14 +19,6 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// `p`, or ENOMEM when it is null.
-fn or_enomem(p: *mut u8) -> *mut c_void {
-    if p.is_null() {
-        set_errno(libc::ENOMEM);
-    }
-    p.cast()
-}
-
 /// Initialises the allocator at load time, so settings and the statistics descriptor are taken
 /// at start-up.
 extern "C" fn init() {
@@ -65,8 +57,8 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
 pub unsafe extern "C" fn calloc(n: size_t, size: size_t) -> *mut c_void {
     match n.checked_mul(size) {
         // SAFETY: plain allocation.
-        Some(total) => or_enomem(unsafe { rm::malloc_zeroed(total) }),
-        None => or_enomem(ptr::null_mut()),
+        Some(total) => rm::enomem_if_null(unsafe { rm::malloc_zeroed(total) }).cast(),
+        None => rm::enomem_if_null(ptr::null_mut()).cast(),
     }
 }
 
@@ -86,7 +78,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: size_t) -> *mut c_void {
             rm::free(p.cast());
             return ptr::null_mut();
         }
-        or_enomem(rm::realloc(p.cast(), size))
+        rm::enomem_if_null(rm::realloc(p.cast(), size)).cast()
     }
 }
 
@@ -99,14 +91,14 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: size_t, size: size_t) -
     match n.checked_mul(size) {
         // SAFETY: caller's contract.
         Some(total) => unsafe { realloc(p, total) },
-        None => or_enomem(ptr::null_mut()),
+        None => rm::enomem_if_null(ptr::null_mut()).cast(),
     }
 }
 
 /// Allocates with a power-of-two alignment, setting ENOMEM on failure.
 fn aligned(align: usize, size: usize) -> *mut c_void {
     // SAFETY: `align` is a power of two.
-    or_enomem(unsafe { rm::malloc_aligned(size, align) })
+    rm::enomem_if_null(unsafe { rm::malloc_aligned(size, align) }).cast()
 }
 
 /// C `posix_memalign`: EINVAL unless `align` is a power of two multiple of `sizeof(void *)`;
@@ -179,7 +171,7 @@ pub unsafe extern "C" fn valloc(size: size_t) -> *mut c_void {
 pub unsafe extern "C" fn pvalloc(size: size_t) -> *mut c_void {
     match size.max(1).checked_add(OS_PAGE - 1) {
         Some(s) => aligned(OS_PAGE, s & !(OS_PAGE - 1)),
-        None => or_enomem(ptr::null_mut()),
+        None => rm::enomem_if_null(ptr::null_mut()).cast(),
     }
 }
 

@@ -110,6 +110,7 @@ use core::ptr;
 
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
+pub use os::enomem_if_null;
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
 /// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from

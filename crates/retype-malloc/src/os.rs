@@ -160,10 +160,10 @@ pub(crate) unsafe fn collapse_huge(p: *mut u8, len: usize) {
     unsafe { advise(p, len, MADV_COLLAPSE) };
 }
 
-/// Milliseconds on a coarse monotonic clock (vDSO, no system call).
 /// `p`, with errno set to ENOMEM when it is null: C's malloc contract, kept by the slow
 /// paths themselves so that malloc's fast path ends in a tail call to them.
-pub(crate) fn enomem_if_null(p: *mut u8) -> *mut u8 {
+#[inline]
+pub fn enomem_if_null(p: *mut u8) -> *mut u8 {
     if p.is_null() {
         // SAFETY: errno is the calling thread's own.
         unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -171,6 +171,7 @@ pub(crate) fn enomem_if_null(p: *mut u8) -> *mut u8 {
     p
 }
 
+/// Milliseconds on a coarse monotonic clock (vDSO, no system call).
 pub(crate) fn now_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
