@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod chart;
+pub mod jsonl;
 pub mod protocol;
 pub mod replay;
 pub mod sites;

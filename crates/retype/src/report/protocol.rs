@@ -6,43 +6,16 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context};
-
 use super::chart::{self, Axes, Line, Stack};
 use super::table::{Cell, Table};
-use super::{Body, Figure, Part, Section, Summary};
+use super::{jsonl, Body, Figure, Part, Section, Summary};
 use crate::protocol::cases::CNODE_SLOTS;
 use crate::protocol::latency::Row;
 
 /// Reads the lines of `retype caps protocol-bench --json`; a bad line is
 /// named by file and line.
 pub fn read(path: &Path) -> anyhow::Result<Vec<Row>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let rows = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(anyhow::Error::from)
-                .and_then(|v| Row::from_json(&v))
-                .with_context(|| {
-                    format!(
-                        "{}: line {}: not a line of caps protocol-bench --json",
-                        path.display(),
-                        i + 1
-                    )
-                })
-        })
-        .collect::<anyhow::Result<Vec<Row>>>()?;
-    if rows.is_empty() {
-        bail!(
-            "{}: no results of caps protocol-bench --json",
-            path.display()
-        );
-    }
-    Ok(rows)
+    jsonl::read(path, "caps protocol-bench --json", |v| Row::from_json(&v))
 }
 
 /// The database size the breakdowns are drawn at: 4096, as the thesis's,

@@ -7,37 +7,18 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context};
-
 use super::chart::{self, Axes, Line};
 use super::table::{Cell, Table};
-use super::{Body, Figure, Part, Section, Summary};
+use super::{jsonl, Body, Figure, Part, Section, Summary};
 use crate::study::tlm::goals::{self, METRICS};
 use crate::study::tlm::row::Row;
 
 /// Reads the lines of `retype study tlm --json`; a bad line is named by
 /// file and line.
 pub fn read(path: &Path) -> anyhow::Result<Vec<Row>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let rows = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).with_context(|| {
-                format!(
-                    "{}: line {}: not a line of retype study tlm --json",
-                    path.display(),
-                    i + 1
-                )
-            })
-        })
-        .collect::<anyhow::Result<Vec<Row>>>()?;
-    if rows.is_empty() {
-        bail!("{}: no results of retype study tlm --json", path.display());
-    }
-    Ok(rows)
+    jsonl::read(path, "retype study tlm --json", |v| {
+        Ok(serde_json::from_value(v)?)
+    })
 }
 
 /// Values in the order of first appearance.
