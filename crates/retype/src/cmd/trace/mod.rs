@@ -458,7 +458,7 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         if t.meta_value("descheduling") == Some("rseq") {
             let _ = writeln!(
                 o,
-                "longest call: {}; longest whose thread ran throughout: {} ({} calls descheduled)",
+                "longest call: {}; longest whose thread ran throughout: {}; calls during which the thread was descheduled: {}",
                 ns(s.latency_max_ns),
                 ns(s.latency_max_running_ns),
                 s.descheduled
