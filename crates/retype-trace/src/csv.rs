@@ -2,7 +2,8 @@
 //!
 //! Columns: `thread,time_ns,latency_ns,op,size,align,ptr,ret`; addresses in
 //! hex (`0x...`), the rest in decimal, `op` by C name. Thread summaries,
-//! metadata, stacks and the descheduled flag are not exported. [`parse`] reads the same columns back.
+//! metadata, stacks and the descheduled flag are not exported. [`parse`] reads
+//! the same columns back.
 
 use std::io::{self, Write};
 
