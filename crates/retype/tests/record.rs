@@ -11,7 +11,7 @@ use std::process::Command;
 use retype_trace::summary::Summary;
 use retype_trace::{Op, Trace};
 
-use common::recording::{compile, record, recorder_built, valgrind_trace};
+use common::recording::{compile, compile_library, record, recorder_built, valgrind_trace};
 use common::{quick_replay, retype_cmd, scratch};
 
 /// Calls by kind; valgrind reports every aligned allocation as memalign.
@@ -393,15 +393,7 @@ fn jemalloc_runs_under_the_recorder() {
 fn a_call_that_sleeps_is_marked_descheduled() {
     let dir = scratch("desched");
     let exe = compile("slow_calls.c", &dir);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../retype-recorder/tests/c/slow_alloc.c");
-    let lib = dir.join("libslow_alloc.so");
-    let ok = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    let lib = compile_library("slow_alloc.c", &dir);
     let (t, o) = record(
         &dir,
         "d.rtr",

@@ -30,22 +30,41 @@ pub fn recorder_built() {
 /// Compiles one of our C or C++ test programs (`crates/retype-recorder/tests/c`)
 /// into `dir`, with debug information.
 pub fn compile(source: &str, dir: &Path) -> PathBuf {
+    let stem = source.trim_end_matches(".cpp").trim_end_matches(".c");
+    build(source, &[], &dir.join(stem))
+}
+
+/// Compiles one of our C test libraries (`crates/retype-recorder/tests/c`) into
+/// `dir` as `libSTEM.so`, for `retype record --allocator`.
+pub fn compile_library(source: &str, dir: &Path) -> PathBuf {
+    let stem = source.trim_end_matches(".c");
+    build(
+        source,
+        &["-shared", "-fPIC"],
+        &dir.join(format!("lib{stem}.so")),
+    )
+}
+
+/// `cc` (`c++` for `.cpp`) `-O1 -g -pthread EXTRA -o OUT SOURCE`.
+fn build(source: &str, extra: &[&str], out: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../retype-recorder/tests/c")
         .join(source);
-    let (stem, compiler) = match source.strip_suffix(".cpp") {
-        Some(stem) => (stem, "c++"),
-        None => (source.trim_end_matches(".c"), "cc"),
+    let compiler = if source.ends_with(".cpp") {
+        "c++"
+    } else {
+        "cc"
     };
-    let exe = dir.join(stem);
     let ok = Command::new(compiler)
-        .args(["-O1", "-g", "-pthread", "-o"])
-        .arg(&exe)
+        .args(["-O1", "-g", "-pthread"])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
         .arg(&src)
         .status()
         .unwrap_or_else(|e| panic!("{compiler} runs: {e}"));
     assert!(ok.success(), "{compiler} {}", src.display());
-    exe
+    out.to_path_buf()
 }
 
 /// `retype record EXTRA -o DIR/NAME -- CMD`, run in `dir`, and the trace it wrote.
