@@ -3,10 +3,10 @@
 //! allocator in line (`dlsym(RTLD_NEXT)`), so it measures whichever allocator
 //! the program runs on (seed 003's TLM).
 //!
-//! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording);
-//! `RETYPE_ALLOCATOR` is copied into the trace's metadata; `RETYPE_STACK_DEPTH`
-//! is the most frames a call stack keeps (default 32; 0: no stacks).
-//! `retype record` sets it. A forked child writes `FILE.PID` (`FILE.PID.N` if
+//! Environment ([`settings`], read once at start): `RETYPE_TRACE_FILE` names
+//! the trace (no variable, no recording); `RETYPE_ALLOCATOR` is copied into the
+//! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
+//! (default 32; 0: no stacks). `retype record` sets them. A forked child writes `FILE.PID` (`FILE.PID.N` if
 //! taken); an exec'd image goes on appending to its process's file.
 //!
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
@@ -23,7 +23,9 @@
 //!   [`stack_table`]: each distinct stack once, with its id; [`modules`]: the
 //!   loaded objects, for the unwinder and for offline symbolization;
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
-//! - [`sys`]: small wrappers over raw system calls and clocks.
+//! - [`sys`]: small wrappers over raw system calls and clocks;
+//! - [`settings`]: the environment, read once at start;
+//! - [`recording`]: whether events are recorded now.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
@@ -39,7 +41,9 @@ mod modules;
 mod output;
 mod process;
 mod real;
+mod recording;
 mod rseq;
+mod settings;
 mod stack_table;
 mod stacks;
 mod sys;

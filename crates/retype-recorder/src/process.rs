@@ -7,10 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use libc::{c_char, c_int, pid_t};
 use retype_trace::codec::{self, thread_fields};
 
-use crate::hooks::RECORDING;
 use crate::local::Busy;
 use crate::real::real;
-use crate::{buffer, modules, output, rseq, stack_table, stacks, sys, thread};
+use crate::{buffer, modules, output, recording, rseq, settings, stack_table, sys, thread};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -41,7 +40,8 @@ pub fn start() {
     }
     let Some(_busy) = Busy::enter() else { return };
     real();
-    stacks::configure();
+    // The environment is read now, once.
+    settings::get();
     thread::init();
     buffer::enable_fast_path();
     begin(false);
@@ -65,13 +65,13 @@ fn begin(forked: bool) {
     sys::calibrate_clock();
     rseq::init();
     if output::start(forked) {
-        if stacks::enabled() {
+        if settings::get().records_stacks() {
             // The segment names its own objects and stacks.
             stack_table::new_generation(forked);
             modules::scan(true);
         }
         FINISHED.store(false, Ordering::Release);
-        RECORDING.store(true, Ordering::Release);
+        recording::switch_on();
     }
 }
 
@@ -81,9 +81,9 @@ fn end_segment(in_signal: bool) -> bool {
     if OWNER.load(Ordering::Acquire) != sys::getpid() || FINISHED.swap(true, Ordering::AcqRel) {
         return false;
     }
-    RECORDING.store(false, Ordering::Release);
+    recording::switch_off();
     let _busy = Busy::enter();
-    if stacks::enabled() && !in_signal {
+    if settings::get().records_stacks() && !in_signal {
         // Libraries opened since the last scan, for the stacks that name them.
         modules::scan(false);
     }
@@ -156,10 +156,10 @@ pub unsafe extern "C" fn fork() -> pid_t {
     if pid == 0 {
         let _busy = Busy::enter();
         thread::started_now();
-        let recording = RECORDING.swap(false, Ordering::AcqRel);
+        let was_recording = recording::switch_off();
         modules::after_fork_child();
         buffer::after_fork_child();
-        if recording {
+        if was_recording {
             begin(true);
         }
     }

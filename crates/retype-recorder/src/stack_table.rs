@@ -21,13 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use retype_trace::codec;
 
 use crate::output;
+use crate::settings::MAX_STACK_DEPTH;
 
 /// Slots of the hash table (a power of two); it takes at most 3/4 of them.
 const SLOTS: usize = 1 << 18;
 /// Frames the store holds, all stacks together.
 const FRAMES: usize = 1 << 24;
-/// The most frames one stack keeps.
-pub const MAX_DEPTH: usize = 128;
 /// Bytes of stack records gathered before they are written.
 const PENDING: usize = 64 * 1024;
 
@@ -220,7 +219,7 @@ struct Records;
 impl Records {
     /// Appends the record of stack `id`, writing the pending ones first if it does not fit.
     fn append(&self, id: u32, frames: &[u64], truncated: bool) {
-        let mut rec = [0u8; (MAX_DEPTH + 3) * codec::MAX_VARINT + 1];
+        let mut rec = [0u8; (MAX_STACK_DEPTH + 3) * codec::MAX_VARINT + 1];
         let Some(at) = codec::stack_record(&mut rec, id, frames, truncated) else {
             return;
         };
