@@ -11,7 +11,7 @@
 
 use std::mem::MaybeUninit;
 
-use crate::cfi::{self, Kind, Rule};
+use crate::cfi::{Kind, Rule};
 use crate::settings::{self, MAX_STACK_DEPTH};
 use crate::{modules, stack_table};
 
@@ -73,10 +73,10 @@ impl ThreadStack {
 /// look once more.
 #[cold]
 fn miss(at: u64) -> Rule {
-    let (rule, stranger) = cfi::rule(&modules::lock(), at - 1);
+    let (rule, stranger) = modules::lock().rule(at - 1);
     if stranger && modules::loader_changed() {
         modules::scan(false);
-        return cfi::rule(&modules::lock(), at - 1).0;
+        return modules::lock().rule(at - 1).0;
     }
     rule
 }
