@@ -15,10 +15,11 @@
 use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
-use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
-use crate::{buffer, process, recording, rseq, settings, stacks, sys};
+use crate::thread::local::{local, Busy};
+use crate::thread::own;
+use crate::{process, recording, rseq, settings, stacks, sys};
 
 /// Runs `call`, recording the event `event` builds from its result; `at`
 /// is where the program called from.
@@ -39,7 +40,7 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
     };
     // The stack is taken outside the timed call: latencies stay the allocator's.
     let stack = if settings::get().records_stacks() {
-        buffer::stack_state(l).map_or(0, |t| stacks::capture(t, at))
+        own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
     } else {
         0
     };
@@ -48,7 +49,7 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
     let v = call();
     let t1 = sys::ticks();
     let descheduled = rseq::descheduled(mark);
-    buffer::append(l, || Event {
+    own::append(l, || Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use libc::{c_char, c_int, pid_t};
 use retype_trace::codec::{self, thread_fields};
 
-use crate::local::Busy;
 use crate::real::real;
-use crate::{buffer, modules, output, recording, rseq, settings, stack_table, sys, thread};
+use crate::thread::local::{local, Busy};
+use crate::thread::{buffer, cost, exit};
+use crate::{modules, output, recording, rseq, settings, stack_table, sys};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -42,7 +43,7 @@ pub fn start() {
     real();
     // The environment is read now, once.
     settings::get();
-    thread::init();
+    exit::init();
     buffer::enable_fast_path();
     begin(false);
     catch_fatal_signals();
@@ -88,11 +89,11 @@ fn end_segment(in_signal: bool) -> bool {
         modules::scan(false);
     }
     let me = sys::gettid();
-    let own = thread::claim_own_summary();
+    let own = exit::claim_own_summary();
     let events = buffer::drain(in_signal, |tid, start_ns| {
         if tid != me || own {
             let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
-            let s = thread::summary(tid, start_ns, tid == me);
+            let s = cost::summary(tid, start_ns, tid == me);
             if let Some(n) = s
                 .and_then(|s| codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)))
             {
@@ -155,10 +156,10 @@ pub unsafe extern "C" fn fork() -> pid_t {
     let pid = unsafe { (r.fork)() };
     if pid == 0 {
         let _busy = Busy::enter();
-        thread::started_now();
+        cost::started_now();
         let was_recording = recording::switch_off();
         modules::after_fork_child();
-        buffer::after_fork_child();
+        buffer::after_fork_child(local().buf.get());
         if was_recording {
             begin(true);
         }
