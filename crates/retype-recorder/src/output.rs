@@ -1,6 +1,6 @@
 //! The trace file.
 //!
-//! `RETYPE_TRACE_FILE` names it. The first process to record takes that name;
+//! The settings' trace file (`RETYPE_TRACE_FILE`) names it. The first process to record takes that name;
 //! any other (a forked child, or a program whose file was lost) takes
 //! `NAME.PID`, or `NAME.PID.N` if that exists. The descriptor is moved to a fixed
 //! high number (a fork child puts its own file at that same number), kept open
@@ -16,9 +16,8 @@ use libc::c_int;
 use retype_trace::codec::{self, HEADER_LEN};
 
 use crate::sys::{self, StackStr};
+use crate::{rseq, settings};
 
-const ENV_FILE: &[u8] = b"RETYPE_TRACE_FILE\0";
-const ENV_ALLOCATOR: &[u8] = b"RETYPE_ALLOCATOR\0";
 /// The descriptor number the trace lives at, out of programs' usual way (below
 /// the usual limit of 1024) and the same in every process, so an exec'd image
 /// finds it.
@@ -34,19 +33,11 @@ pub fn write(bytes: &[u8]) {
     }
 }
 
-pub fn getenv(name: &[u8]) -> Option<&'static [u8]> {
-    // SAFETY: `name` is NUL-terminated; the environment outlives us in practice
-    // (we read it before the program can change it).
-    let p = unsafe { libc::getenv(name.as_ptr().cast()) };
-    // SAFETY: getenv returns a NUL-terminated string or null.
-    (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes())
-}
-
 /// Opens (or continues) this process's trace. `forked`: we are a fork child
 /// whose parent recorded to the descriptor in the slot.
 /// Returns false if this process records nothing.
 pub fn start(forked: bool) -> bool {
-    let Some(name) = getenv(ENV_FILE).filter(|n| !n.is_empty()) else {
+    let Some(name) = settings::get().trace_file() else {
         return false;
     };
     if !forked && continues(SLOT) {
@@ -138,13 +129,13 @@ fn write_meta(how: &[u8]) {
         args.iter_mut().filter(|c| **c == 0).for_each(|c| *c = b' ');
     }
     meta(b"cmdline", cmd.strip_suffix(b"\0").unwrap_or(cmd));
-    if let Some(a) = getenv(ENV_ALLOCATOR) {
+    if let Some(a) = settings::get().allocator() {
         meta(b"allocator", a);
     }
     let mut num = StackStr::<32>::new();
-    num.push_num(crate::stacks::depth() as u64);
+    num.push_num(settings::get().stack_depth() as u64);
     meta(b"stack_depth", num.as_bytes());
-    meta(b"descheduling", crate::rseq::method());
+    meta(b"descheduling", rseq::method());
 }
 
 /// Writes a meta record; bytes outside ASCII become `?` (meta text is UTF-8).

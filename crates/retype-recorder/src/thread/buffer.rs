@@ -1,14 +1,14 @@
 //! Per-thread event buffers.
 //!
 //! Each thread appends to its own buffer, mmap'd on its first event (TLS holds
-//! only a pointer). The hook only copies the event, fixed-size, into the
-//! buffer's pending array; when that fills, the whole batch is encoded
-//! (varints, deltas) into the record payload in one tight loop, away from the
-//! program's malloc calls, and the payload is written out as one events record
-//! when it fills. All
-//! buffers are linked in a registry that is never shrunk, so that process exit,
-//! exec and fork can reach every thread's buffer. A buffer whose thread exited
-//! is reused by the next new thread.
+//! only a pointer) and given back when the thread exits. The hook only copies
+//! the event, fixed-size, into the buffer's pending array; when that fills,
+//! the whole batch is encoded (varints, deltas) into the record payload in one
+//! tight loop, away from the program's malloc calls, and the payload is
+//! written out as one events record when it fills. All buffers are linked in
+//! a registry that is never shrunk, so that process exit, exec and fork can
+//! reach every thread's buffer. A buffer whose thread exited is reused by the
+//! next new thread.
 //!
 //! Exclusion without an atomic read-modify-write per event: another thread
 //! writes a buffer out only when a segment ends (exit, exec, fatal signal). The
@@ -27,9 +27,9 @@ use std::sync::atomic::{compiler_fence, AtomicBool, AtomicPtr, AtomicU32, Atomic
 use retype_trace::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
 use retype_trace::Event;
 
-use crate::local::{local, Local};
+use super::cost;
 use crate::stacks::ThreadStack;
-use crate::{output, stack_table, sys, thread};
+use crate::{output, stack_table, sys};
 
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
@@ -80,22 +80,14 @@ pub fn enable_fast_path() {
 /// Events written one by one after their thread's buffer was released.
 static STRAY_EVENTS: AtomicU64 = AtomicU64::new(0);
 
-/// Appends the event `event` makes to this thread's buffer (its `thread`
-/// field is ignored; it is built in place); `l` is this thread's state. Its
-/// time and latency are in clock ticks ([`sys::ticks`]): they become ns when
-/// the batch is encoded.
+/// Appends the event `event` makes to buffer `b` (its `thread` field is
+/// ignored; it is built in place). Its time and latency are in clock ticks
+/// ([`sys::ticks`]): they become ns when the batch is encoded.
+///
+/// # Safety
+/// `b` is the calling thread's buffer ([`take`]n and not yet released).
 #[inline(always)]
-pub fn append(l: &Local, event: impl FnOnce() -> Event) {
-    let mut b = l.buf.get();
-    if b.is_null() {
-        if thread::exiting() {
-            return write_stray(&event());
-        }
-        b = mine(l);
-    }
-    if b.is_null() {
-        return;
-    }
+pub unsafe fn append(b: *mut ThreadBuf, event: impl FnOnce() -> Event) {
     // SAFETY: `b` is this thread's live buffer. On the fast path a drainer
     // waits until `active` is false again; else the lock makes access exclusive.
     unsafe {
@@ -115,26 +107,9 @@ pub fn append(l: &Local, event: impl FnOnce() -> Event) {
     }
 }
 
-/// This thread's unwinding state (in its buffer, made on first use), or
-/// `None` if it has no buffer (it is exiting, or none could be mapped).
-/// Buffers are never unmapped; the caller (a hook) holds it for one call.
-#[inline(always)]
-pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
-    let mut b = l.buf.get();
-    if b.is_null() {
-        if thread::exiting() {
-            return None;
-        }
-        b = mine(l);
-    }
-    // SAFETY: `b`, if not null, is this thread's live buffer; only its owner
-    // touches `stack` (drainers write events out, never this field).
-    unsafe { b.as_mut() }.map(|b| &mut b.stack)
-}
-
 /// Writes one event as its own record: for the few calls a thread makes
 /// after its buffer was released at thread exit (glibc's own thread cleanup).
-fn write_stray(e: &Event) {
+pub fn write_stray(e: &Event) {
     let e = &in_ns(e, sys::TickScale::now());
     let mut rec = [0u8; MAX_EVENTS_HEADER + MAX_EVENT_LEN];
     let mut pos = MAX_EVENTS_HEADER;
@@ -163,20 +138,19 @@ fn in_ns(e: &Event, scale: sys::TickScale) -> Event {
     }
 }
 
-/// This thread's buffer, created on its first use; null if none could be had.
+/// A buffer for the calling thread: a free one from the registry, or a new
+/// one; null if none could be mapped.
 #[cold]
-fn mine(l: &Local) -> *mut ThreadBuf {
+pub fn take() -> *mut ThreadBuf {
     let tid = sys::gettid();
     let b = reuse(tid).unwrap_or_else(|| create(tid));
     if !b.is_null() {
         // SAFETY: we own `b` now (owner = tid).
         unsafe {
             (*b).tid = tid;
-            (*b).start_ns = thread::start_ns(tid);
+            (*b).start_ns = cost::start_ns(tid);
             (*b).stack.begin();
         }
-        l.buf.set(b);
-        thread::watch_exit(b.cast());
     }
     b
 }
@@ -231,6 +205,12 @@ fn create(tid: u32) -> *mut ThreadBuf {
 }
 
 impl ThreadBuf {
+    /// The owner's unwinding state (only its owner touches it: drainers
+    /// write events out, never this field).
+    pub fn stack(&mut self) -> &mut ThreadStack {
+        &mut self.stack
+    }
+
     /// Appends the event `event` makes to the batch (the caller has the buffer).
     #[inline(always)]
     fn push(&mut self, event: impl FnOnce() -> Event) {
@@ -367,13 +347,15 @@ unsafe fn unlock(b: *mut ThreadBuf) {
 
 /// Called in the thread that owns `b` as it exits: writes its events, then
 /// the thread summary record, and frees the buffer for reuse.
-pub fn release(b: *mut ThreadBuf, summary: &[u8]) {
-    // SAFETY: `b` is this thread's buffer, handed back by the TLS destructor.
+///
+/// # Safety
+/// `b` is the calling thread's buffer, which it uses no more.
+pub unsafe fn release(b: *mut ThreadBuf, summary: &[u8]) {
+    // SAFETY: per the contract.
     unsafe {
         lock(b);
         (*b).write_out(false);
         output::write(summary);
-        local().buf.set(null_mut());
         (*b).owner.store(0, Ordering::Release);
         unlock(b);
     }
@@ -425,9 +407,8 @@ pub fn drain(in_signal: bool, mut each_live_thread: impl FnMut(u32, u64)) -> u64
 
 /// In a fork child: the buffered events belong to the parent, which writes
 /// them; other threads do not exist here. Empties every buffer, releases
-/// every lock and frees every buffer but this thread's.
-pub fn after_fork_child() {
-    let me = local().buf.get();
+/// every lock and frees every buffer but `me`, this thread's (null if none).
+pub fn after_fork_child(me: *mut ThreadBuf) {
     let mut b = REGISTRY.load(Ordering::Acquire);
     while !b.is_null() {
         // SAFETY: the child has one thread; nobody else touches the buffers.
@@ -440,7 +421,7 @@ pub fn after_fork_child() {
             buf.active.store(false, Ordering::Release);
             if b == me {
                 buf.tid = sys::gettid();
-                buf.start_ns = thread::start_ns(buf.tid);
+                buf.start_ns = cost::start_ns(buf.tid);
                 buf.owner.store(buf.tid, Ordering::Release);
             } else {
                 buf.owner.store(0, Ordering::Release);

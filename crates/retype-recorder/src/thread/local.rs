@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::ptr::null_mut;
 
-use crate::buffer::ThreadBuf;
+use super::buffer::ThreadBuf;
 
 pub struct Local {
     /// This thread is inside the recorder (see [`Busy`]).

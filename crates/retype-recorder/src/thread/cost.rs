@@ -1,6 +1,6 @@
 //! Per-thread cost at thread exit, as seed 003's TLM measures it: CPU time in
 //! user and kernel mode, wait time (lifetime − (user + kernel)) and context
-//! switches.
+//! switches; and when each thread started.
 //!
 //! The calling thread's figures come from `getrusage(RUSAGE_THREAD)` (µs);
 //! another thread's from `/proc/self/task/TID/{stat,status}` (clock ticks, 10 ms).
@@ -9,66 +9,16 @@
 //! the `/proc` start time, in clock ticks (10 ms).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use libc::c_void;
-use retype_trace::codec::{self, thread_fields};
 use retype_trace::ThreadSummary;
 
-use crate::buffer::{self, ThreadBuf};
 use crate::real::{real, StartRoutine};
 use crate::sys::{self, parse_num, StackStr};
 
-/// The pthread key whose destructor tells us a thread exits (u32::MAX: none).
-static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
-
 thread_local! {
-    /// This thread's summary has been written.
-    static SUMMARIZED: Cell<bool> = const { Cell::new(false) };
     /// When this thread started, if our `pthread_create` made it (else 0).
     static STARTED_AT: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Creates the thread-exit key (once, from the constructor).
-pub fn init() {
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: `key` is a valid out-pointer; `on_exit` has the destructor's signature.
-    if unsafe { libc::pthread_key_create(&mut key, Some(on_exit)) } == 0 {
-        KEY.store(key, Ordering::Release);
-    }
-}
-
-/// Asks for `on_exit(b)` when this thread exits.
-pub fn watch_exit(b: *mut c_void) {
-    let key = KEY.load(Ordering::Acquire);
-    if key != u32::MAX {
-        // SAFETY: `key` was created by pthread_key_create.
-        unsafe { libc::pthread_setspecific(key, b) };
-    }
-}
-
-unsafe extern "C" fn on_exit(b: *mut c_void) {
-    let _busy = crate::local::Busy::enter();
-    let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
-    let mut n = 0;
-    if !SUMMARIZED.replace(true) {
-        // SAFETY: the destructor gets the buffer pointer we registered.
-        let start_ns = unsafe { (*b.cast::<ThreadBuf>()).start_ns };
-        if let Some(s) = summary(sys::gettid(), start_ns, true) {
-            n = codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)).unwrap_or(0);
-        }
-    }
-    buffer::release(b.cast(), &rec[..n]);
-}
-
-/// Whether this thread has released its buffer at thread exit.
-pub fn exiting() -> bool {
-    SUMMARIZED.get()
-}
-
-/// Whether this thread's summary is still to be written (and now will be).
-pub fn claim_own_summary() -> bool {
-    !SUMMARIZED.replace(true)
 }
 
 /// The summary of thread `tid`, ending now. `own`: `tid` is the calling thread.
