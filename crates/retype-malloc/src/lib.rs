@@ -69,7 +69,8 @@
     clippy::missing_safety_doc
 )]
 
-// The layers, bottom up: each group imports only from the groups above it.
+// The layers, bottom up, as listed above: each group imports only from the groups above
+// it (a group's modules are in alphabetical order, as rustfmt keeps them).
 mod consts;
 mod lock;
 mod tls;
@@ -80,8 +81,9 @@ mod stats;
 
 mod os;
 
-mod canary;
 mod secret;
+
+mod canary;
 mod zero;
 
 mod quarantine;
@@ -91,6 +93,7 @@ mod registry;
 
 mod cache;
 mod page;
+
 mod spill;
 
 mod segment;
