@@ -13,7 +13,7 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::consts::SLICE_SIZE;
+use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
@@ -574,7 +574,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
                 return page;
             }
             (*heap).pages[class] += 1;
-            (*heap).held += span_bytes(page);
+            (*heap).held += page::span_bytes(page);
             (*heap).queues[class].push_front(page);
             page::extend(page);
         }
@@ -604,79 +604,10 @@ unsafe fn count(heap: *mut Heap, delta: isize) {
     }
 }
 
-/// Empty pages a heap keeps, with their class and carved blocks, instead of giving them
-/// back to their segments at once: a program that fills and empties pages of many classes
-/// in turn (`rptest`: batches of a thousand blocks of random sizes) claimed, carved and
-/// released a page for every 20 mallocs. A ring, oldest first, of at most [`KEEP_PAGES`]
-/// pages, [`KEEP_BYTES`] and a [`KEEP_SHARE`]th of the bytes of the heap's pages; a page
-/// leaves it when a newer one needs its room, and goes back to its segment then if it is
-/// still empty. A kept page reused meanwhile stays in the ring (it is marked `kept`, so it is
-/// never in it twice), which only makes the ring smaller.
-///
-/// The share bounds what keeping costs in memory: a class's kept page is memory another
-/// class cannot use, so kept pages add up to the classes' peaks. With the share, `rptest 2
-/// 2000 1000` took 2 % less time than without keeping on a quiet machine (10-13 % on a
-/// loaded one) for 7 % more memory, `churn 2 1024 25` 5 % more memory, and `churn 1 32768
-/// 10` 17 % less (its pages of up to eight slices are no longer cut up by other classes);
-/// with 4 MiB whatever the heap, rptest took a little less time and every program more
-/// memory; with an eighth, rptest took more time than without keeping.
-struct Kept {
-    pages: [*mut Page; KEEP_PAGES],
-    first: usize,
-    len: usize,
-    bytes: usize,
-}
-
-const KEEP_PAGES: usize = 64;
-const KEEP_BYTES: usize = 4 << 20;
-const KEEP_SHARE: usize = 4;
-
-impl Kept {
-    const EMPTY: Kept = Kept {
-        pages: [ptr::null_mut(); KEEP_PAGES],
-        first: 0,
-        len: 0,
-        bytes: 0,
-    };
-
-    /// Adds `page`, of `bytes`, as the newest.
-    fn push(&mut self, page: *mut Page, bytes: usize) {
-        self.pages[(self.first + self.len) % KEEP_PAGES] = page;
-        self.len += 1;
-        self.bytes += bytes;
-    }
-
-    /// Takes the oldest page out.
-    fn pop(&mut self) -> Option<*mut Page> {
-        if self.len == 0 {
-            return None;
-        }
-        let page = self.pages[self.first];
-        self.first = (self.first + 1) % KEEP_PAGES;
-        self.len -= 1;
-        self.bytes -= span_bytes(page);
-        Some(page)
-    }
-
-    /// Takes the oldest page out if the ring has no room for `bytes` more within `limit`.
-    fn make_room(&mut self, bytes: usize, limit: usize) -> Option<*mut Page> {
-        if self.len < KEEP_PAGES && self.bytes + bytes <= limit {
-            return None;
-        }
-        self.pop()
-    }
-}
-
-/// Bytes of the slices `page` spans.
-fn span_bytes(page: *mut Page) -> usize {
-    // SAFETY: `page` is a live page descriptor.
-    unsafe { (*page).span as usize * SLICE_SIZE }
-}
-
 /// A page whose last block was freed stays if it is the page its class allocates from (so a
 /// program that allocates and frees a batch does not claim, carve and release a page every
 /// time) or if a remote thread still holds it on the notified stack; else it is kept (see
-/// [`Kept`]), at the back of its queue, behind the pages that hold blocks.
+/// [`kept`]), at the back of its queue, behind the pages that hold blocks.
 ///
 /// `extern "C"`, as `free_slow`: see `alloc_slow` in the crate root.
 unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
@@ -686,12 +617,11 @@ unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
             return;
         }
         let class = (*page).class as usize;
-        let bytes = span_bytes(page);
-        let limit = |heap: *mut Heap| KEEP_BYTES.min((*heap).held / KEEP_SHARE);
-        while let Some(old) = (*heap).kept.make_room(bytes, limit(heap)) {
+        let bytes = page::span_bytes(page);
+        while let Some(old) = (*heap).kept.make_room(bytes, kept::limit((*heap).held)) {
             let_go(heap, old);
         }
-        if (*heap).kept.bytes + bytes > limit(heap) {
+        if (*heap).kept.bytes() + bytes > kept::limit((*heap).held) {
             return give_back(heap, page);
         }
         let q = &mut (*heap).queues[class];
@@ -749,7 +679,7 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
         (*heap).queues[class].remove(page);
         set_direct(heap, class);
         (*heap).pages[class] -= 1;
-        (*heap).held -= span_bytes(page);
+        (*heap).held -= page::span_bytes(page);
         segment::release_page(&mut (*heap).segments, page);
     }
 }
@@ -906,7 +836,7 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
         let mut each = |p: *mut Page| {
             seen.add(segment::of(p.cast()));
             marked += usize::from((*p).kept);
-            page_bytes += span_bytes(p);
+            page_bytes += page::span_bytes(p);
         };
         for class in 0..CLASSES {
             queued += check_class(heap, class, true, &mut each)?;
@@ -932,18 +862,7 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
         if page_bytes != (*heap).held {
             return Err("heap: the bytes of its pages are not as counted");
         }
-        let kept = &(*heap).kept;
-        let mut bytes = 0;
-        for i in 0..kept.len {
-            let page = kept.pages[(kept.first + i) % KEEP_PAGES];
-            if !(*page).kept || (*page).heap != id(heap) || (*page).in_use == 0 {
-                return Err("heap: a kept page not marked kept, or not a page of the heap");
-            }
-            bytes += span_bytes(page);
-        }
-        if marked != kept.len || bytes != kept.bytes || bytes > KEEP_BYTES {
-            return Err("heap: the kept pages are not as counted, or too many");
-        }
+        (*heap).kept.check(id(heap), marked)?;
         check_spills(heap)
     }
 }
@@ -986,6 +905,8 @@ unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consts::SLICE_SIZE;
+    use crate::kept::{KEEP_BYTES, KEEP_SHARE};
 
     /// A class the heap holds few pages of gets pages of eight blocks; once it holds
     /// [`size_class::BUSY_PAGES`], of sixteen; and the count goes down as pages go back.
@@ -1071,7 +992,7 @@ mod tests {
         free(base);
         assert!(
             // SAFETY: as above.
-            unsafe { (*current()).kept.bytes } <= unsafe { (*current()).held } / KEEP_SHARE,
+            unsafe { (*current()).kept.bytes() } <= unsafe { (*current()).held } / KEEP_SHARE,
             "a heap emptied keeps at most its share"
         );
         // SAFETY: the heap is this thread's own.

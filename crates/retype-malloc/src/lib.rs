@@ -26,8 +26,9 @@
 //!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages; realloc
 //!   resizes them in their mapping or moves their pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
-//! - `heap`: one heap per thread, no lock on malloc or free; it keeps up to 4 MiB of its
-//!   emptied pages, carved, for reuse by their class;
+//! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
+//!   (up to 4 MiB);
+//! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
@@ -101,6 +102,8 @@ mod segment;
 mod large;
 
 mod hardened;
+
+mod kept;
 
 mod heap;
 

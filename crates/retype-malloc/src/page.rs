@@ -11,6 +11,7 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
+use crate::consts::SLICE_SIZE;
 use crate::list::{self, Linked, Links};
 use crate::size_class::{self, CLASSES};
 use crate::{canary, config, os, secret};
@@ -123,6 +124,12 @@ pub(crate) unsafe fn set_flag(page: *mut Page, flag: u8, on: bool) {
     let flags = unsafe { &(*page).flags };
     let old = flags.load(Ordering::Relaxed);
     flags.store(if on { old | flag } else { old & !flag }, Ordering::Relaxed);
+}
+
+/// Bytes of the slices `page` spans.
+pub(crate) fn span_bytes(page: *mut Page) -> usize {
+    // SAFETY: `page` is a live page descriptor.
+    unsafe { (*page).span as usize * SLICE_SIZE }
 }
 
 /// [`gap`] with canaries.
