@@ -27,19 +27,19 @@ pub(crate) struct Heap {
     /// while that holds blocks (see [`spill`]), else the first page of its class's queue, or
     /// [`EMPTY`] when there is none, for slot 0 and in hardened mode, which sends every
     /// malloc to the slow path.
-    direct: [*mut Page; CLASSES],
+    pub direct: [*mut Page; CLASSES],
     queues: [Queue<Page>; CLASSES],
     /// Per class, the pages the heap holds (in its queue or full): a class with several gets
     /// larger pages (see [`size_class::span_of`]).
-    pages: [u32; CLASSES],
+    pub pages: [u32; CLASSES],
     /// Bytes of the pages the heap holds.
-    held: usize,
+    pub held: usize,
     full: Queue<Page>,
-    full_count: usize,
+    pub full_count: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
-    notified: AtomicPtr<Page>,
+    pub notified: AtomicPtr<Page>,
     /// Segments of this heap with free slices.
-    segments: Queue<Segment>,
+    pub segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
     /// The thread that parked it while it waited (see `global::park`), until that thread
@@ -47,20 +47,20 @@ pub(crate) struct Heap {
     /// exited. 0: none.
     pub home: usize,
     /// Empty pages kept for reuse, oldest first.
-    kept: Kept,
+    pub kept: Kept,
     /// Per class from [`spill::FIRST_CLASS`], blocks freed into its full pages (see [`spill`]).
-    spills: [Spill; spill::CLASSES_SPILLING],
+    pub spills: [Spill; spill::CLASSES_SPILLING],
     /// Whether a spill may hold blocks: set by a push, cleared by a look that finds none.
-    spilling: bool,
+    pub spilling: bool,
     /// The clock (`os::now_ms`, truncated) as last read, which spills are stamped with.
-    clock: u32,
+    pub clock: u32,
     /// Spill pushes, and pops by the slow path (the fast path's are not seen), since the
     /// clock was last read.
     ticks: u32,
     /// When the spills were last looked at for stale ones.
     scanned_at: u32,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
-    quarantine: *mut quarantine::Ring,
+    pub quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
     uncounted: isize,
 }
@@ -98,7 +98,7 @@ const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
 /// `heap` as the pages and segments it owns record it.
 #[inline(always)]
-fn id(heap: *mut Heap) -> *mut HeapId {
+pub(crate) fn id(heap: *mut Heap) -> *mut HeapId {
     heap.cast()
 }
 
@@ -717,34 +717,11 @@ pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
     }
 }
 
-/// Segments seen by [`check`], without allocating; past `SEEN_MAX` the rest go uncounted.
-struct Seen {
-    segments: [*mut Segment; SEEN_MAX],
-    len: usize,
-    overflow: bool,
-}
-
-const SEEN_MAX: usize = 128;
-
-impl Seen {
-    fn add(&mut self, seg: *mut Segment) {
-        if self.segments[..self.len].contains(&seg) {
-            return;
-        }
-        if self.len == SEEN_MAX {
-            self.overflow = true;
-            return;
-        }
-        self.segments[self.len] = seg;
-        self.len += 1;
-    }
-}
-
 /// Checks the queue of `class`: its links (`list::Queue::check`); every page a page in use of
 /// this heap (`page::check_fields`, or with `deep` `page::check`, free list included) of this
 /// class and not marked full; and the direct page its first (or the empty page). Calls `each`
 /// on every page; returns how many there are.
-unsafe fn check_class(
+pub(crate) unsafe fn check_class(
     heap: *mut Heap,
     class: usize,
     deep: bool,
@@ -789,7 +766,7 @@ unsafe fn check_class(
 
 /// Checks the full list as [`check_class`] a class queue: every page marked full (its state
 /// FULL, or NOTIFIED by a remote free), and `full_count` its length.
-unsafe fn check_full(
+pub(crate) unsafe fn check_full(
     heap: *mut Heap,
     deep: bool,
     mut each: impl FnMut(*mut Page),
@@ -817,94 +794,10 @@ unsafe fn check_full(
     }
 }
 
-/// Checks all of `heap`: every class queue and the full list with the pages' free lists
-/// ([`check_class`], [`check_full`]), the list of segments with free slices, every segment
-/// holding its pages (`segment::check`), and that the pages in use in those segments are
-/// exactly the pages in its queues (so no page is lost or queued twice). The `notified` stack
-/// and the pages' `thread_free` lists are not walked: other threads push onto them meanwhile.
-pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
-    let mut seen = Seen {
-        segments: [ptr::null_mut(); SEEN_MAX],
-        len: 0,
-        overflow: false,
-    };
-    let mut queued = 0;
-    let mut marked = 0;
-    // SAFETY: the calling thread owns `heap` and everything reachable from its lists.
-    unsafe {
-        let mut page_bytes = 0;
-        let mut each = |p: *mut Page| {
-            seen.add(segment::of(p.cast()));
-            marked += usize::from((*p).kept);
-            page_bytes += page::span_bytes(p);
-        };
-        for class in 0..CLASSES {
-            queued += check_class(heap, class, true, &mut each)?;
-        }
-        queued += check_full(heap, true, &mut each)?;
-        (*heap).segments.check(|s| {
-            if !(*s).listed {
-                return Err("heap: a segment in its list is not marked listed");
-            }
-            seen.add(s);
-            Ok(())
-        })?;
-        let mut in_use = 0;
-        for &s in &seen.segments[..seen.len] {
-            in_use += segment::check(s, id(heap))?;
-            if (*s).listed && !(*heap).segments.contains(s) {
-                return Err("heap: a segment marked listed is not in its list");
-            }
-        }
-        if !seen.overflow && in_use != queued {
-            return Err("heap: the pages in use in its segments are not the pages in its queues");
-        }
-        if page_bytes != (*heap).held {
-            return Err("heap: the bytes of its pages are not as counted");
-        }
-        (*heap).kept.check(id(heap), marked)?;
-        check_spills(heap)
-    }
-}
-
-/// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
-/// when frees spill at all), as many as counted, and none unless the heap knows it spills.
-/// (That the fast path pops from a spill holding blocks is [`check_class`]'s.)
-unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
-    // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
-    unsafe {
-        for (i, sp) in (*heap).spills.iter().enumerate() {
-            let class = spill::FIRST_CLASS + i;
-            let mut b = sp.first();
-            let mut n = 0;
-            while !b.is_null() {
-                let page = segment::page_of(segment::of(b.cast()), b.cast());
-                if (*page).heap != id(heap)
-                    || (*page).class as usize != class
-                    || !spill::takes(page)
-                {
-                    return Err("heap: a spilled block not of a full small page of its class");
-                }
-                n += 1;
-                if n > sp.len() {
-                    return Err("heap: a spill longer than counted (a cycle?)");
-                }
-                b = (*b).next;
-            }
-            if n != sp.len() {
-                return Err("heap: a spill shorter than counted");
-            }
-            if n > 0 && !(*heap).spilling {
-                return Err("heap: a spill holds blocks, and the heap does not look at it");
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consistency::check;
     use crate::consts::SLICE_SIZE;
     use crate::kept::{KEEP_BYTES, KEEP_SHARE};
 
@@ -1075,59 +968,6 @@ mod tests {
             );
             assert_eq!(check(heap), Ok(()));
             others.iter().for_each(|&p| crate::free(p));
-        }
-    }
-
-    /// The heap check can fail: each corruption of a live heap is reported, then undone (this
-    /// test's heap is its thread's own; nothing allocates from it while it is corrupt).
-    #[test]
-    fn corrupt_heaps_are_reported() {
-        // SAFETY: the blocks are this thread's; every field changed below is restored before
-        // the next malloc or free.
-        unsafe {
-            let blocks: [*mut u8; 3] = core::array::from_fn(|_| crate::malloc(48));
-            let heap = current();
-            assert_eq!(check(heap), Ok(()));
-            let seg = segment::of(blocks[0]);
-            let page = segment::page_of(seg, blocks[0]);
-            let class = (*page).class as usize;
-
-            (*page).used += 1;
-            assert!(check(heap).unwrap_err().contains("used"));
-            (*page).used -= 1;
-
-            let head = (*page).free;
-            (*page).free = blocks[0].cast(); // a block in use on the free list: one too many
-            (*blocks[0].cast::<Block>()).next = head;
-            assert!(check(heap).unwrap_err().contains("capacity"));
-            (*page).free = head;
-
-            let index = segment::locate(page).1;
-            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
-            assert!(check(heap).unwrap_err().contains("segment"));
-            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
-
-            (*heap).full_count += 1;
-            assert!(check(heap).unwrap_err().contains("full_count"));
-            (*heap).full_count -= 1;
-
-            (*heap).held += 1;
-            assert!(check(heap).unwrap_err().contains("bytes of its pages"));
-            (*heap).held -= 1;
-
-            let direct = (*heap).direct[class];
-            (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY
-            assert!(check(heap).unwrap_err().contains("direct"));
-            (*heap).direct[class] = direct;
-
-            let prev = (*page).links.prev;
-            (*page).links.prev = page; // a back link to itself
-            assert!(check(heap).unwrap_err().contains("back link"));
-            (*page).links.prev = prev;
-
-            assert_eq!(check(heap), Ok(()));
-            blocks.iter().for_each(|&b| crate::free(b));
-            crate::check_consistency();
         }
     }
 }

@@ -29,6 +29,7 @@
 //! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
 //!   (up to 4 MiB);
 //! - `heap`: one heap per thread, no lock on malloc or free;
+//! - `consistency`: the full check of a heap, for tests;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
@@ -107,6 +108,8 @@ mod kept;
 
 mod heap;
 
+mod consistency;
+
 mod pool;
 
 mod global;
@@ -114,6 +117,7 @@ mod global;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+pub use consistency::check_consistency;
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
 pub use os::enomem_if_null;
@@ -364,17 +368,6 @@ pub fn system_calls() -> usize {
 /// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
     stats::report(&mut |line| os::write_all(fd, line), config::counted());
-}
-
-/// Checks the calling thread's heap and panics, naming the first inconsistency, if its page
-/// queues, full list, segment list, segments or free lists disagree (see `heap::check`). Only
-/// reads the heap; its cost grows with the heap, so it is for tests. Unlike the checks that
-/// debug builds run as the heap changes, it checks in release builds too.
-pub fn check_consistency() {
-    // SAFETY: the calling thread's heap (or the read-only empty heap) is its own to read.
-    if let Err(what) = unsafe { heap::check(heap::current()) } {
-        panic!("retype-malloc: inconsistent heap: {what}");
-    }
 }
 
 /// retype-malloc as a Rust global allocator:
