@@ -30,6 +30,8 @@
 //!   (up to 4 MiB);
 //! - `heap`: one heap per thread, no lock on malloc or free;
 //! - `consistency`: the full check of a heap, for tests;
+//! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
+//!   frees by other threads onto the page's lock-free list;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
@@ -110,6 +112,8 @@ mod heap;
 
 mod consistency;
 
+mod free;
+
 mod pool;
 
 mod global;
@@ -143,7 +147,7 @@ unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
 /// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
 ///
 /// The functions the fast paths end in (this, [`alloc_large`], [`free_checked`],
-/// `heap::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
+/// `free::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
 /// aborts), so a C entry point that inlines a fast path needs no landing pad around the
 /// call, and the call is a jump: the fast path sets up no stack frame.
 #[cold]
@@ -245,7 +249,7 @@ pub unsafe fn free(p: *mut u8) {
             return free_checked(p);
         }
         let seg = header_of(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -260,7 +264,7 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
     // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
     unsafe {
         let seg = hardened::validate(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
