@@ -2,11 +2,10 @@
 //! back to their segments at once: a program that fills and empties pages of many classes
 //! in turn (`rptest`: batches of a thousand blocks of random sizes) claimed, carved and
 //! released a page for every 20 mallocs. A ring, oldest first, of at most [`KEEP_PAGES`]
-//! pages, [`KEEP_BYTES`] and a [`KEEP_SHARE`]th of the bytes of the heap's pages (`heap::retire`
-//! puts a page in, `heap::let_go` takes one out); a page leaves it when a newer one needs
-//! its room, and goes back to its segment then if it is still empty. A kept page reused
-//! meanwhile stays in the ring (it is marked `kept`, so it is never in it twice), which only
-//! makes the ring smaller.
+//! pages, [`KEEP_BYTES`] and a [`KEEP_SHARE`]th of the bytes of the heap's pages, which
+//! `heap::retire` fills; a page leaves it when a newer one needs its room, and goes back to
+//! its segment then if it is still empty. A kept page reused meanwhile stays in the ring (it
+//! is marked `kept`, so it is never in it twice), which only makes the ring smaller.
 //!
 //! The share bounds what keeping costs in memory: a class's kept page is memory another
 //! class cannot use, so kept pages add up to the classes' peaks. With the share, `rptest 2

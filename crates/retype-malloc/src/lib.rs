@@ -17,7 +17,8 @@
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
 //!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
 //!   cap;
-//! - `page`: per-page free lists, a lock-free list for frees from other threads;
+//! - `page`: per-page free lists (in hardened mode a link is checked before it is followed),
+//!   a lock-free list for frees from other threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
@@ -28,14 +29,18 @@
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
 //! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
 //!   (up to 4 MiB);
-//! - `heap`: one heap per thread, no lock on malloc or free;
-//! - `consistency`: the full check of a heap, for tests;
+//! - `heap`: one heap per thread, no lock on malloc or free: its page queues and full list,
+//!   malloc's slow path, emptied pages retiring (kept, or back to their segment), spills
+//!   given back after a while, the count of live bytes;
+//! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
+//!   counts held against each other), for tests;
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
 //!   frees by other threads onto the page's lock-free list;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
-//! - this file: the malloc family and its fast paths.
+//! - this file: the malloc family and malloc's fast path (free's, in `free`, is inlined
+//!   here).
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
 //! inconsistency); [`check_consistency`] runs the full check of the calling thread's heap.
