@@ -92,27 +92,7 @@ pub(crate) unsafe fn remember_block(page: *mut Page, block: *mut u8) {
                 die_at("heap corruption (free list holds a live block)", block);
             }
         }
-        check_link(page, block, (*page).free.cast());
-    }
-}
-
-/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
-/// carved block of the page.
-pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
-    if next.is_null() {
-        return;
-    }
-    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, bs, capacity) = unsafe {
-        (
-            (*page).area as usize,
-            (*page).block_size as usize,
-            (*page).capacity as usize,
-        )
-    };
-    let off = (next as usize).wrapping_sub(area);
-    if off >= capacity * bs || !off.is_multiple_of(bs) {
-        os::die("heap corruption (free list link)", block, Some(bs));
+        page::check_link(page, block, (*page).free.cast());
     }
 }
 

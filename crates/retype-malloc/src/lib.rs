@@ -17,7 +17,8 @@
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
 //!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
 //!   cap;
-//! - `page`: per-page free lists, a lock-free list for frees from other threads;
+//! - `page`: per-page free lists (in hardened mode a link is checked before it is followed),
+//!   a lock-free list for frees from other threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
@@ -26,12 +27,20 @@
 //!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages; realloc
 //!   resizes them in their mapping or moves their pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
-//! - `heap`: one heap per thread, no lock on malloc or free; it keeps up to 4 MiB of its
-//!   emptied pages, carved, for reuse by their class;
+//! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
+//!   (up to 4 MiB);
+//! - `heap`: one heap per thread, no lock on malloc or free: its page queues and full list,
+//!   malloc's slow path, emptied pages retiring (kept, or back to their segment), spills
+//!   given back after a while, the count of live bytes;
+//! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
+//!   counts held against each other), for tests;
+//! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
+//!   frees by other threads onto the page's lock-free list;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
-//! - this file: the malloc family and its fast paths.
+//! - this file: the malloc family and malloc's fast path (free's, in `free`, is inlined
+//!   here).
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
 //! inconsistency); [`check_consistency`] runs the full check of the calling thread's heap.
@@ -69,7 +78,8 @@
     clippy::missing_safety_doc
 )]
 
-// The layers, bottom up: each group imports only from the groups above it.
+// The layers, bottom up, as listed above: each group imports only from the groups above
+// it (a group's modules are in alphabetical order, as rustfmt keeps them).
 mod consts;
 mod lock;
 mod tls;
@@ -80,8 +90,9 @@ mod stats;
 
 mod os;
 
-mod canary;
 mod secret;
+
+mod canary;
 mod zero;
 
 mod quarantine;
@@ -91,6 +102,7 @@ mod registry;
 
 mod cache;
 mod page;
+
 mod spill;
 
 mod segment;
@@ -99,7 +111,13 @@ mod large;
 
 mod hardened;
 
+mod kept;
+
 mod heap;
+
+mod consistency;
+
+mod free;
 
 mod pool;
 
@@ -108,6 +126,7 @@ mod global;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+pub use consistency::check_consistency;
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
 pub use os::enomem_if_null;
@@ -133,7 +152,7 @@ unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
 /// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
 ///
 /// The functions the fast paths end in (this, [`alloc_large`], [`free_checked`],
-/// `heap::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
+/// `free::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
 /// aborts), so a C entry point that inlines a fast path needs no landing pad around the
 /// call, and the call is a jump: the fast path sets up no stack frame.
 #[cold]
@@ -235,7 +254,7 @@ pub unsafe fn free(p: *mut u8) {
             return free_checked(p);
         }
         let seg = header_of(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -250,7 +269,7 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
     // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
     unsafe {
         let seg = hardened::validate(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -358,17 +377,6 @@ pub fn system_calls() -> usize {
 /// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
     stats::report(&mut |line| os::write_all(fd, line), config::counted());
-}
-
-/// Checks the calling thread's heap and panics, naming the first inconsistency, if its page
-/// queues, full list, segment list, segments or free lists disagree (see `heap::check`). Only
-/// reads the heap; its cost grows with the heap, so it is for tests. Unlike the checks that
-/// debug builds run as the heap changes, it checks in release builds too.
-pub fn check_consistency() {
-    // SAFETY: the calling thread's heap (or the read-only empty heap) is its own to read.
-    if let Err(what) = unsafe { heap::check(heap::current()) } {
-        panic!("retype-malloc: inconsistent heap: {what}");
-    }
 }
 
 /// retype-malloc as a Rust global allocator:
