@@ -9,10 +9,10 @@ use core::hash::{Hash, Hasher};
 
 use super::dumps::Dumps;
 use super::{delta, descriptor, Checkpoint, LogCounters, LoggedOp, SlabCounters};
-use crate::mm::slab::{Slab, WatermarkRule};
-use crate::mm::{AllocId, MemoryManager, ObjDesc, Stats};
-use crate::rng::mix;
-use crate::workload::Op;
+use retype_core::mm::slab::{Slab, WatermarkRule};
+use retype_core::mm::{AllocId, MemoryManager, ObjDesc, Stats};
+use retype_core::rng::mix;
+use retype_core::workload::Op;
 
 /// The requests recovered so far, newest first, shared between branches.
 pub(super) struct History {

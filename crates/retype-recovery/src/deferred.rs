@@ -28,9 +28,9 @@ use super::occupancy::Occupancy;
 use super::replay::{Fingerprint, Next, Replay};
 use super::search::{err, Death, Deepest, End};
 use super::{delta, LogCounters, LoggedOp, ResolveError, SlabCounters};
-use crate::mm::slab::WatermarkRule;
-use crate::mm::PolicyKind;
-use crate::workload::Op;
+use retype_core::mm::slab::WatermarkRule;
+use retype_core::mm::PolicyKind;
+use retype_core::workload::Op;
 
 /// Requests the deferred search may replay, and steps it may take putting
 /// frees down at dumps, before it stops: a few seconds.

@@ -17,7 +17,7 @@
 use alloc::vec::Vec;
 
 use super::{delta, Checkpoint, LoggedOp, SlabCounters};
-use crate::mm::slab::Slab;
+use retype_core::mm::slab::Slab;
 
 /// One log's dumps, with the facts of the log that [`Dumps::reachable`] uses.
 pub(super) struct Dumps {

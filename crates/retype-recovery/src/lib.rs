@@ -1,4 +1,5 @@
-//! Recovering the requests of a CantripOS log (seed 000's evaluation).
+//! retype-recovery: recovering the requests of a CantripOS run from its logs,
+//! for seed 000's study.
 //!
 //! The logs print the manager's counters after every request, not the
 //! requests. An allocation shows as growth of bytes and objects in use: `b`
@@ -17,6 +18,12 @@
 //! The log does not name object types; only sizes matter for placement, and a
 //! recovered descriptor names its type by its size (see [`type_for_size`]).
 
+#![no_std]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
 mod deferred;
 mod dumps;
 mod occupancy;
@@ -26,12 +33,12 @@ mod sweep;
 
 use alloc::vec::Vec;
 
-use super::script::Script;
-use crate::mm::slab::Slab;
-use crate::mm::{MemoryManager, ObjDesc, Stats};
-use crate::objects::ObjectType;
 use dumps::Dumps;
 use replay::Replay;
+use retype_core::mm::slab::Slab;
+use retype_core::mm::{MemoryManager, ObjDesc, Stats};
+use retype_core::objects::ObjectType;
+use retype_core::workload::script::Script;
 pub use search::Death;
 
 /// The counters a CantripOS log prints after each request.
@@ -373,10 +380,10 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::mm::slab::WatermarkRule;
-    use crate::mm::{Accounting, Layout, PolicyKind};
-    use crate::objects::{Arch, Config};
-    use crate::workload::{drive, Op};
+    use retype_core::mm::slab::WatermarkRule;
+    use retype_core::mm::{Accounting, Layout, PolicyKind};
+    use retype_core::objects::{Arch, Config};
+    use retype_core::workload::{drive, Op};
 
     const RV32: Config = Config::new(Arch::Riscv32);
 
