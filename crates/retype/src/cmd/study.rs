@@ -12,8 +12,8 @@ use clap::{Args as ClapArgs, Subcommand, ValueEnum};
 use retype_core::mm::slab::WatermarkRule;
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::{Arch, Config};
-use retype_core::workload::logged::{Checkpoint, Death, LoggedOp, Resolved};
 use retype_core::workload::{drive, Step};
+use retype_recovery::{Checkpoint, Death, LoggedOp, Resolved};
 
 use crate::names;
 use crate::progress::Progress;

@@ -23,14 +23,15 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::hash::Hash;
 
-use super::dumps::Sums;
-use super::occupancy::Occupancy;
-use super::replay::{Fingerprint, Next, Replay};
-use super::search::{err, Death, Deepest, End};
-use super::{delta, LogCounters, LoggedOp, ResolveError, SlabCounters};
-use crate::mm::slab::WatermarkRule;
-use crate::mm::PolicyKind;
-use crate::workload::Op;
+use retype_core::mm::slab::WatermarkRule;
+use retype_core::mm::PolicyKind;
+use retype_core::workload::Op;
+
+use crate::dumps::Sums;
+use crate::end::{err, Death, Deepest, End, ResolveError};
+use crate::log::{delta, LogCounters, LoggedOp, SlabCounters};
+use crate::occupancy::Occupancy;
+use crate::replay::{Fingerprint, Next, Replay};
 
 /// Requests the deferred search may replay, and steps it may take putting
 /// frees down at dumps, before it stops: a few seconds.
@@ -823,7 +824,7 @@ fn same_size(frees: &[Pending], k: usize) -> bool {
 /// Searches depth-first from `root` (before request 0), frees deferred.
 /// `None` when the logs need what it does not model (the watermark lifted,
 /// a policy that looks at what slabs hold, a free of several allocations).
-pub(super) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, ResolveError> {
+pub(crate) fn defer(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, ResolveError> {
     let kept = root
         .mms
         .iter()

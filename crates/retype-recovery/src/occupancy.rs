@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 
 /// Per manager and slab, what it held since its last reset.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub(super) struct Occupancy {
+pub(crate) struct Occupancy {
     slabs: Vec<BTreeMap<u32, Held>>,
 }
 

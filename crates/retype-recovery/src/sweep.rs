@@ -13,9 +13,9 @@
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
-use super::replay::{Next, Replay};
-use super::search::{err, Death, End};
-use super::{LoggedOp, ResolveError};
+use crate::end::{err, Death, End, ResolveError};
+use crate::log::LoggedOp;
+use crate::replay::{Next, Replay};
 
 /// Most distinct states kept before one request: beyond, the sweep gives up.
 pub const STATES: usize = 2048;
@@ -24,7 +24,7 @@ pub const STATES: usize = 2048;
 pub const WORK: u64 = 300_000;
 
 /// Sweeps the logs from `root` (before request 0); `None` when it gave up.
-pub(super) fn sweep(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, ResolveError> {
+pub(crate) fn sweep(logs: &[&[LoggedOp]], root: Replay) -> Result<Option<End>, ResolveError> {
     let mut states = alloc::vec![root];
     let (mut branches, mut work) = (0u64, 0u64);
     for i in 0..logs[0].len() {

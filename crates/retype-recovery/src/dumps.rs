@@ -16,11 +16,12 @@
 
 use alloc::vec::Vec;
 
-use super::{delta, Checkpoint, LoggedOp, SlabCounters};
-use crate::mm::slab::Slab;
+use retype_core::mm::slab::Slab;
+
+use crate::log::{delta, Checkpoint, LoggedOp, SlabCounters};
 
 /// One log's dumps, with the facts of the log that [`Dumps::reachable`] uses.
-pub(super) struct Dumps {
+pub(crate) struct Dumps {
     dumps: Vec<Checkpoint>,
     /// Bytes the log's requests `0..k` allocated, at index `k`.
     grown: Vec<u64>,
@@ -34,7 +35,7 @@ pub(super) struct Dumps {
 
 /// A set of byte counts in 16-byte units (the smallest object), below a bound.
 #[derive(Clone)]
-pub(super) struct Sums(Vec<u64>);
+pub(crate) struct Sums(Vec<u64>);
 
 impl Sums {
     /// `{0}`, for sums below `bound` units.

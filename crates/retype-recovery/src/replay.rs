@@ -7,22 +7,23 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::hash::{Hash, Hasher};
 
-use super::dumps::Dumps;
-use super::{delta, descriptor, Checkpoint, LogCounters, LoggedOp, SlabCounters};
-use crate::mm::slab::{Slab, WatermarkRule};
-use crate::mm::{AllocId, MemoryManager, ObjDesc, Stats};
-use crate::rng::mix;
-use crate::workload::Op;
+use retype_core::mm::slab::{Slab, WatermarkRule};
+use retype_core::mm::{AllocId, MemoryManager, ObjDesc, Stats};
+use retype_core::rng::mix;
+use retype_core::workload::Op;
+
+use crate::dumps::Dumps;
+use crate::log::{delta, descriptor, Checkpoint, LogCounters, LoggedOp, SlabCounters};
 
 /// The requests recovered so far, newest first, shared between branches.
-pub(super) struct History {
+pub(crate) struct History {
     pub op: Op,
     pub prev: Option<Rc<History>>,
 }
 
 /// One replay of the logs in progress, one manager per log.
 #[derive(Clone)]
-pub(super) struct Replay {
+pub(crate) struct Replay {
     pub mms: Vec<MemoryManager>,
     /// Each log's per-slab dumps (shared by all branches).
     dumps: Rc<[Dumps]>,
@@ -44,7 +45,7 @@ pub(super) struct Replay {
 }
 
 /// What logged request `i` makes of a branch.
-pub(super) enum Next {
+pub(crate) enum Next {
     /// An allocation (or a refused one), replayed; whether every log agrees.
     Alloc(Replay, bool),
     /// A free, not yet replayed: the sets of live allocations adding up to
@@ -421,7 +422,7 @@ impl Replay {
 /// A deterministic 128-bit hash (two multiply-rotate lanes), for the memo of
 /// dead states: no_std has no hasher of its own to rely on.
 #[derive(Default)]
-pub(super) struct Fingerprint {
+pub(crate) struct Fingerprint {
     a: u64,
     b: u64,
 }

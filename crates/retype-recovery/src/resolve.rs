@@ -1,175 +1,31 @@
-//! Recovering the requests of a CantripOS log (seed 000's evaluation).
+//! The entry: recovers the requests of one or more logs, picking among the
+//! three searches.
 //!
-//! The logs print the manager's counters after every request, not the
-//! requests. An allocation shows as growth of bytes and objects in use: `b`
-//! bytes over `k` objects are `k` objects of `b/k` bytes (every logged bundle
-//! is uniform). A refused allocation shows as one more OOM; its size comes
-//! from the kernel's "Insufficient memory (k * s bytes needed" message when
-//! the log has one. A free shows as a drop of bytes and objects but does not
-//! say *which* allocation went: we take the live allocations that add up to
-//! exactly that drop (one allocation, or a run of consecutive ones: an
-//! application exiting frees everything it holds), replay each on a copy of
-//! the manager with the log's own policy and accounting, and search for the
-//! choices under which every counter agrees with the log after every request
-//! ([`search`]; first, where it can, with the frees' slabs left open until
-//! the logs tell them, `deferred`).
+//! The deferred search (`deferred`) runs first: where the logs allow it (the
+//! kept rule, one allocation per free) it ends fast with a match or a proof.
+//! Only when it cannot does the depth-first search (`depth_first`) run; when
+//! its bound stops it, the breadth-first `sweep` over distinct states tries
+//! again without look-aheads: a proof when the states stay few.
 //!
-//! The log does not name object types; only sizes matter for placement, and a
-//! recovered descriptor names its type by its size (see [`type_for_size`]).
-
-mod deferred;
-mod dumps;
-mod occupancy;
-mod replay;
-pub mod search;
-mod sweep;
+//! When no branch gets past some request, that request and the proof (how
+//! many branches died, whether all were tried, the closest counters) are
+//! reported, and the rest of the log is recovered as well as it can be: by
+//! the look-ahead alone (`lookahead::walk`) from the closest branch, or from
+//! the start, whichever matches more requests — never fewer than the
+//! look-ahead alone. When the per-slab dumps are what no branch got past,
+//! the searches run again without them ([`SetAside`]).
 
 use alloc::vec::Vec;
 
-use super::script::Script;
-use crate::mm::slab::Slab;
-use crate::mm::{MemoryManager, ObjDesc, Stats};
-use crate::objects::ObjectType;
-use dumps::Dumps;
-use replay::Replay;
-pub use search::Death;
+use retype_core::mm::MemoryManager;
+use retype_core::workload::script::Script;
 
-/// The counters a CantripOS log prints after each request.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LogCounters {
-    pub bytes_in_use: u64,
-    pub objects_in_use: u64,
-    pub slab_resets: u64,
-    pub failed_retypes: u64,
-    pub ooms: u64,
-    pub bytes_requested: u64,
-    pub frag_watermark: u64,
-    pub frag_alignment: u64,
-}
-
-impl LogCounters {
-    /// The same counters of one of our runs.
-    pub fn of(s: &Stats) -> LogCounters {
-        LogCounters {
-            bytes_in_use: s.bytes_in_use,
-            objects_in_use: s.objects_in_use,
-            slab_resets: s.slab_resets,
-            failed_retypes: s.failed_retypes,
-            ooms: s.ooms,
-            bytes_requested: s.bytes_requested,
-            frag_watermark: s.frag_watermark,
-            frag_alignment: s.frag_alignment,
-        }
-    }
-
-    /// The counters a replay must agree on, by name: all but bytes
-    /// requested, which follows from the rest.
-    fn compared(&self) -> [(&'static str, u64); 7] {
-        [
-            ("bytes in use", self.bytes_in_use),
-            ("objects in use", self.objects_in_use),
-            ("slab resets", self.slab_resets),
-            ("watermarking", self.frag_watermark),
-            ("alignment", self.frag_alignment),
-            ("failed retypes", self.failed_retypes),
-            ("OOMs", self.ooms),
-        ]
-    }
-
-    /// How many counters [`LogCounters::compared`] has.
-    const COMPARED: u32 = 7;
-
-    /// How many of the compared counters agree (0..=7).
-    fn agreement(&self, other: &LogCounters) -> u32 {
-        self.compared()
-            .iter()
-            .zip(other.compared())
-            .filter(|(a, b)| a.1 == b.1)
-            .count() as u32
-    }
-
-    /// Whether bytes in use, slab resets and both fragmentations agree: what
-    /// the study counts as an exact match.
-    pub fn exact(&self, other: &LogCounters) -> bool {
-        (
-            self.bytes_in_use,
-            self.slab_resets,
-            self.frag_watermark,
-            self.frag_alignment,
-        ) == (
-            other.bytes_in_use,
-            other.slab_resets,
-            other.frag_watermark,
-            other.frag_alignment,
-        )
-    }
-
-    /// The compared counters that differ: name, ours, theirs.
-    pub fn differences(&self, other: &LogCounters) -> Vec<(&'static str, u64, u64)> {
-        self.compared()
-            .iter()
-            .zip(other.compared())
-            .filter(|(a, b)| a.1 != b.1)
-            .map(|(a, b)| (a.0, a.1, b.1))
-            .collect()
-    }
-}
-
-/// One logged request: the counters after it, and the size of the last
-/// retype the kernel refused while serving it, `(count, object bytes)`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoggedOp {
-    pub after: LogCounters,
-    pub refused: Option<(u64, u64)>,
-    /// Retired instructions of the request, in `latency_*` logs.
-    pub instructions: Option<u64>,
-}
-
-/// One slab as a CantripOS per-slab dump prints it (the `memory_stats_*`
-/// logs of the uniform runs): its watermark (`occupied_memory_per_slab`) and
-/// both fragmentations (`lhs_…` watermarking, `in_between_…` alignment).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SlabCounters {
-    pub watermark: u64,
-    pub frag_watermark: u64,
-    pub frag_alignment: u64,
-}
-
-impl SlabCounters {
-    /// The same figures of one of our slabs.
-    pub fn of(slab: &Slab) -> SlabCounters {
-        SlabCounters {
-            watermark: slab.watermark(),
-            frag_watermark: slab.frag_watermark(),
-            frag_alignment: slab.frag_alignment(),
-        }
-    }
-
-    /// Every slab of `mm`, in its order (the dumps' order: by descending size).
-    pub fn all(mm: &MemoryManager) -> Vec<SlabCounters> {
-        mm.slabs().iter().map(SlabCounters::of).collect()
-    }
-
-    /// The figures on which `self` (ours) and `log` differ: name, ours, the log's.
-    pub fn differences(&self, log: &SlabCounters) -> Vec<(&'static str, u64, u64)> {
-        [
-            ("watermark", self.watermark, log.watermark),
-            ("watermarking", self.frag_watermark, log.frag_watermark),
-            ("alignment", self.frag_alignment, log.frag_alignment),
-        ]
-        .into_iter()
-        .filter(|c| c.1 != c.2)
-        .collect()
-    }
-}
-
-/// A per-slab dump, taken after logged request `op`: a finer constraint than
-/// the per-request counters, which sum over the slabs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
-    pub op: usize,
-    pub slabs: Vec<SlabCounters>,
-}
+use crate::dumps::Dumps;
+use crate::end::{Death, End, ResolveError};
+use crate::log::{delta, Checkpoint, LoggedOp, SlabCounters};
+use crate::lookahead::walk;
+use crate::replay::Replay;
+use crate::{deferred, depth_first, sweep};
 
 /// One log to recover: its requests, its per-slab dumps in request order
 /// (none for most logs), and a fresh manager with the policy and accounting
@@ -179,22 +35,6 @@ pub struct Log<'a> {
     pub checkpoints: &'a [Checkpoint],
     pub manager: MemoryManager,
 }
-
-/// Why a log's requests could not be recovered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolveError {
-    /// 0-based index of the logged request.
-    pub op: usize,
-    pub message: alloc::string::String,
-}
-
-impl core::fmt::Display for ResolveError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "logged request {}: {}", self.op, self.message)
-    }
-}
-
-impl core::error::Error for ResolveError {}
 
 /// A log's recovered requests, and how sure the recovery is.
 #[derive(Clone, Debug)]
@@ -222,26 +62,13 @@ pub struct SetAside {
     pub death: Death,
 }
 
-/// The object type a recovered descriptor is named by, from its size.
-/// RISC-V 32 sizes: 16 B endpoint, 32 B notification (MCS), 512 B TCB,
-/// 4 KiB page; any other size becomes an untyped of that size.
-pub fn type_for_size(bytes: u64) -> ObjDesc {
-    let bits = bytes.trailing_zeros();
-    match bits {
-        4 => ObjDesc::new(ObjectType::Endpoint, 0, 1),
-        5 => ObjDesc::new(ObjectType::Notification, 0, 1),
-        9 => ObjDesc::new(ObjectType::Tcb, 0, 1),
-        12 => ObjDesc::new(ObjectType::SmallPage, 0, 1),
-        b => ObjDesc::new(ObjectType::Untyped, b, 1),
-    }
-}
-
 /// Recovers the requests of one or more logs that got the same requests
 /// (seed 000's runs without OOMs, and its applications), each replayed on its
 /// manager: every free must then agree with all the logs at once, and every
-/// per-slab dump with its log's slabs. The search is exact ([`search`]): the
-/// result agrees with every logged counter and dump, or [`Resolved::death`]
-/// names the first request no choice of frees got past.
+/// per-slab dump with its log's slabs. The recovery is exact (see the
+/// [crate]'s documentation): the result agrees with every logged counter and
+/// dump, or [`Resolved::death`] names the first request no choice of frees
+/// got past.
 pub fn resolve(logs: Vec<Log<'_>>) -> Result<Resolved, ResolveError> {
     let n = logs.first().map_or(0, |l| l.ops.len());
     for (m, log) in logs.iter().enumerate() {
@@ -269,7 +96,7 @@ pub fn resolve(logs: Vec<Log<'_>>) -> Result<Resolved, ResolveError> {
                 Dumps::new(ops, kept.cloned().collect())
             })
             .collect();
-        search::recover(&logs, Replay::new(mms.clone(), dumps))
+        recover(&logs, Replay::new(mms.clone(), dumps))
     };
     // When no branch gets past a request, the dumps from there on are set
     // aside and the search runs again, kept if it gets further: the dumps
@@ -286,7 +113,7 @@ pub fn resolve(logs: Vec<Log<'_>>) -> Result<Resolved, ResolveError> {
         later.sort_unstable();
         later.dedup();
         if !later.is_empty() {
-            let reach = |f: &search::Found| f.death.as_ref().map_or(usize::MAX, |d| d.op);
+            let reach = |f: &Found| f.death.as_ref().map_or(usize::MAX, |d| d.op);
             let retried = search(&later)?;
             if reach(&retried) > reach(&found) {
                 let death = found.death.take().expect("the first search died");
@@ -339,30 +166,53 @@ fn check_dumps(m: usize, log: &Log<'_>) -> Result<(), ResolveError> {
     Ok(())
 }
 
-/// What request `i` of a log did to bytes and objects in use, and whether it
-/// was refused: what two logs of the same requests share.
-fn delta(log: &[LoggedOp], i: usize) -> Option<(i64, i64, bool)> {
-    let now = log.get(i)?.after;
-    let prev = if i == 0 {
-        LogCounters::default()
-    } else {
-        log[i - 1].after
-    };
-    Some((
-        now.bytes_in_use as i64 - prev.bytes_in_use as i64,
-        now.objects_in_use as i64 - prev.objects_in_use as i64,
-        now.ooms > prev.ooms,
-    ))
+/// The outcome of a whole recovery.
+struct Found {
+    replay: Replay,
+    death: Option<Death>,
 }
 
-/// `count` objects of `size` bytes as one descriptor.
-fn descriptor(count: u64, size: u64) -> Option<ObjDesc> {
-    if !size.is_power_of_two() || size < 16 || count == 0 || count > u64::from(u32::MAX) {
-        return None;
-    }
-    Some(ObjDesc {
-        count: count as u32,
-        ..type_for_size(size)
+/// Recovers every logged request from `root` (before request 0).
+fn recover(logs: &[&[LoggedOp]], root: Replay) -> Result<Found, ResolveError> {
+    // The search that defers frees first: it ends fast, with a match or a
+    // proof, when the logs allow it.
+    let deferred = deferred::defer(logs, root.clone())?;
+    let settled = |e: &End| match e {
+        End::Done(_) => true,
+        End::Died(_, _, d) => d.exhaustive,
+    };
+    let end = match deferred {
+        Some(e) if settled(&e) => e,
+        _ => {
+            let mut end = depth_first::search(logs, root.clone(), depth_first::BUDGET)?;
+            // A bounded search proves nothing; the sweep may, when few states differ.
+            if matches!(&end, End::Died(_, _, d) if !d.exhaustive) {
+                if let Some(swept) = sweep::sweep(logs, root.clone())? {
+                    end = swept;
+                }
+            }
+            end
+        }
+    };
+    let (closest, from, death) = match end {
+        End::Done(replay) => {
+            return Ok(Found {
+                replay,
+                death: None,
+            })
+        }
+        End::Died(closest, from, death) => (closest, from, death),
+    };
+    let continued = walk(logs, closest, from)?;
+    let plain = walk(logs, root, 0)?;
+    let replay = if plain.matched > continued.matched {
+        plain
+    } else {
+        continued
+    };
+    Ok(Found {
+        replay,
+        death: Some(death),
     })
 }
 
@@ -373,10 +223,11 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::mm::slab::WatermarkRule;
-    use crate::mm::{Accounting, Layout, PolicyKind};
-    use crate::objects::{Arch, Config};
-    use crate::workload::{drive, Op};
+    use crate::log::{type_for_size, LogCounters};
+    use retype_core::mm::slab::WatermarkRule;
+    use retype_core::mm::{Accounting, Layout, PolicyKind};
+    use retype_core::objects::{Arch, Config};
+    use retype_core::workload::{drive, Op};
 
     const RV32: Config = Config::new(Arch::Riscv32);
 
@@ -587,7 +438,7 @@ mod tests {
             None => logs[0].0.len(),
             Some(d) => {
                 prop_assert!(
-                    !d.exhaustive && d.replayed >= super::search::BUDGET,
+                    !d.exhaustive && d.replayed >= crate::depth_first::BUDGET,
                     "{:?}",
                     d
                 );
@@ -686,10 +537,10 @@ mod tests {
                 policies.iter().map(|&p| manager(p, true)).collect(),
                 views.iter().zip(&dumps).map(|(l, d)| Dumps::new(l, d.clone())).collect(),
             );
-            match super::deferred::defer(&views, root).unwrap() {
+            match deferred::defer(&views, root).unwrap() {
                 None => {}
-                Some(super::search::End::Died(_, _, d)) => prop_assert!(!d.exhaustive, "{:?}", d),
-                Some(super::search::End::Done(r)) => {
+                Some(End::Died(_, _, d)) => prop_assert!(!d.exhaustive, "{:?}", d),
+                Some(End::Done(r)) => {
                     for (k, &p) in policies.iter().enumerate() {
                         prop_assert_eq!(&log_of(&r.script(), p, true), &logs[k]);
                         prop_assert_eq!(&dumps_of(&r.script(), p, every), &dumps[k]);
@@ -711,7 +562,7 @@ mod tests {
             let r = resolve(vec![Log { checkpoints: &dumps, ..input(&log, PolicyKind::BestFit, true) }]).unwrap();
             // Dies there, or goes on without the dumps from there and says why.
             let d = r.set_aside.as_ref().map(|s| &s.death).or(r.death.as_ref()).expect("no run reaches that dump");
-            prop_assert!(d.exhaustive || d.replayed >= super::search::BUDGET, "{:?}", d);
+            prop_assert!(d.exhaustive || d.replayed >= crate::depth_first::BUDGET, "{:?}", d);
             prop_assert!(d.op <= dumps[k].op, "died at {} after the dump at {}", d.op, dumps[k].op);
             if let Some(s) = &r.set_aside {
                 prop_assert!(s.dumps.contains(&dumps[k].op), "{:?} kept the dump at {}", s.dumps, dumps[k].op);
@@ -732,7 +583,7 @@ mod tests {
             let d = r.death.expect("no replay locks a MiB more");
             prop_assert_eq!(d.op, k);
             // A proof, unless the frees before it branch beyond the bound.
-            prop_assert!(d.exhaustive || d.replayed >= super::search::BUDGET, "{:?}", d);
+            prop_assert!(d.exhaustive || d.replayed >= crate::depth_first::BUDGET, "{:?}", d);
             let diffs = d.differences(0, &log);
             prop_assert!(diffs.iter().any(|c| c.0 == "watermarking"), "{:?}", diffs);
             prop_assert_eq!(r.script.ops().len(), log.len());
