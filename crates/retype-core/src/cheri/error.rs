@@ -19,8 +19,9 @@ pub enum Error {
     /// The requested top lies above the source's top.
     AboveTop { requested: u128, top: u128 },
     /// Morello: bounds small enough to depend on the address were asked of a
-    /// capability whose bounds did not, while the address has flag bits (its
-    /// top byte) that the new bounds would read as a sign.
+    /// capability whose bounds did not, at an address that is not what such
+    /// bounds read (they drop the top byte, the flags, and sign-extend bit
+    /// 55): the result would not be the bounds asked for.
     FlagsInAddress { address: u64 },
     /// The requested bounds are not representable and exactness was required;
     /// `base`..`top` is what they round to.
@@ -67,7 +68,7 @@ impl fmt::Display for Error {
             }
             Error::FlagsInAddress { address } => write!(
                 f,
-                "address {address:#x} has flag bits (its top byte) that small bounds would read as a sign"
+                "address {address:#x} is not what bounds this small read (the top byte dropped, bit 55 extended)"
             ),
             Error::Inexact { base, top } => {
                 write!(f, "the bounds are not exact: they round to {base:#x}..{top:#x}")

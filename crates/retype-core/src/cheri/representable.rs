@@ -11,7 +11,9 @@
 //! address out of it clears the tag ([`Capability::set_address`]). The
 //! hardware's check, which this is, compares only the mantissa bits of the
 //! address change: it is conservative by up to `2^E` at either end of the
-//! region, and every address within the bounds passes it.
+//! region, and every address within the bounds passes it (Morello: within
+//! them as the bounds read it, the top byte dropped and bit 55 a sign that
+//! small bounds do not let change).
 
 use super::capability::Capability;
 use super::concentrate::{self, bounds_address, uses_address};
@@ -45,7 +47,7 @@ pub fn representable_length(format: Format, length: u128) -> u128 {
 
 impl Capability {
     /// Whether the capability keeps its bounds (and tag) at `address`: the
-    /// hardware's fast check, which every address in bounds passes.
+    /// hardware's fast check.
     pub fn is_representable_with_address(&self, address: u64) -> bool {
         let format = self.format;
         let p = format.params();
