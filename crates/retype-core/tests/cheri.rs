@@ -439,7 +439,43 @@ fn sealing(
             .unwrap()
     };
     prop_assert_eq!(unsealed, expected);
-    // A sentry is sealed for good: jumped to, never unsealed.
+    // The authority's address must lie within its own bounds.
+    let beside = (u64::from(otype) + 1) & format.max_address();
+    let stray = authority(all)
+        .set_address(beside)
+        .set_bounds(1)
+        .unwrap()
+        .capability
+        .set_address(u64::from(otype));
+    prop_assert_eq!(
+        sealed.unseal(&stray),
+        Err(Error::AddressOutOfBounds {
+            address: u64::from(otype)
+        })
+    );
+    prop_assert_eq!(
+        data.seal(&stray),
+        Err(Error::AddressOutOfBounds {
+            address: u64::from(otype)
+        })
+    );
+    // A sentry is sealed for good: jumped to, never unsealed. ISAv9 seals
+    // only code as an entry; Morello anything.
+    let execute = format.permission_mask(Permission::Execute).unwrap();
+    let no_execute = data
+        .restrict_permissions(all & !execute)
+        .unwrap()
+        .seal_entry();
+    if p.sentry_needs_execute {
+        prop_assert_eq!(
+            no_execute,
+            Err(Error::MissingPermission {
+                permission: Permission::Execute
+            })
+        );
+    } else {
+        prop_assert!(no_execute.is_ok());
+    }
     let sentry = data.seal_entry().unwrap();
     prop_assert_eq!(sentry.otype(), p.otype_sentry);
     prop_assert_eq!(

@@ -145,14 +145,10 @@ pub fn null_pesbt(format: Format) -> u64 {
     with_otype(format, with_bounds_bits(format, 0, &bits), p.otype_unsealed)
 }
 
-/// PESBT as stored in memory, where the null capability is all zeros.
+/// PESBT as stored in memory, where the null capability is all zeros. A
+/// xor, so it also turns a stored word back into PESBT.
 pub fn to_memory(format: Format, pesbt: u64) -> u64 {
     pesbt ^ null_pesbt(format)
-}
-
-/// The architectural PESBT of a word stored in memory.
-pub fn from_memory(format: Format, stored: u64) -> u64 {
-    stored ^ null_pesbt(format)
 }
 
 #[cfg(test)]
