@@ -10,24 +10,28 @@ use super::encoding::{self, BoundsBits};
 use super::error::Error;
 use super::format::{FlagsAt, Format};
 
-/// A capability of one format.
-///
-/// Invariants: `address` and `pesbt` fit the format's address width; `base`,
-/// `top` and `bounds_valid` are what `pesbt` decodes to at the address they
-/// were last decoded or set at (an address change that keeps them
-/// representable does not decode again); a tagged capability is derivable:
-/// well-formed bounds with `base <= top <= 2^AW` and no reserved bit set.
+/// A capability of one format. The fields are the module's own: the
+/// operations of [`crate::cheri`] keep these invariants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capability {
     pub(super) format: Format,
-    /// The validity tag, kept out of band beside memory.
+    /// The validity tag, kept out of band beside memory. Set only on
+    /// derivable bits: well-formed bounds, `base <= top <= 2^AW`, no
+    /// reserved bit set.
     pub(super) tag: bool,
-    /// The address (cursor), Morello's flags in its top byte.
+    /// The address (cursor), AW bits; Morello's flags in its top byte.
     pub(super) address: u64,
-    /// The architectural upper word (see [`encoding`]).
+    /// The architectural upper word (see [`encoding`]), AW bits.
     pub(super) pesbt: u64,
+    /// What `pesbt` decodes to at the address it was last decoded at: an
+    /// address change that stays representable keeps it (and decoding at
+    /// the new address would give the same).
     pub(super) base: u64,
+    /// One past the last address granted, decoded likewise: at most `2^AW`
+    /// when tagged, up to `2^(AW+1) - 1` for arbitrary bits.
     pub(super) top: u128,
+    /// Morello: false for an exponent between the largest a length needs
+    /// and the all-ones one (malformed bounds); always true elsewhere.
     pub(super) bounds_valid: bool,
 }
 
@@ -240,7 +244,7 @@ impl Capability {
         encoding::reserved(self.format, self.pesbt)
     }
 
-    /// Whether some derivation from the root produces these bounds and bits.
+    /// Whether the bits may carry a tag (see the field `tag`).
     fn derivable(&self) -> bool {
         self.bounds_valid
             && u128::from(self.base) <= self.top
