@@ -11,6 +11,7 @@
 //! - [`rng`]: SplitMix64, the generator behind every synthetic workload.
 //! - [`caps`]: Barrelfish-style typed capabilities and the mapping database.
 //! - [`heap`]: heap allocators over real memory.
+//! - [`cheri`]: CHERI compressed capabilities (Morello, CHERI-RISC-V).
 //!
 //! Definitions, test vectors and the layering rules: `docs/design.md`.
 #![no_std]
@@ -20,6 +21,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod caps;
+pub mod cheri;
 pub mod heap;
 pub mod kernel;
 pub mod mm;

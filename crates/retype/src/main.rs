@@ -44,6 +44,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Capabilities that map real memory, measured beside raw Linux (seed 001 §3.6).
     Vm(cmd::vm::VmArgs),
+    /// CHERI compressed capabilities (seed 004): set bounds, decode.
+    Cheri(cmd::cheri::CheriArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Caps(a) => cmd::caps::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Vm(a) => cmd::vm::run(a),
+        Command::Cheri(a) => cmd::cheri::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
