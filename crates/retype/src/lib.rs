@@ -21,7 +21,6 @@ macro_rules! outln {
 }
 
 pub mod api;
-mod check;
 pub mod cmd;
 mod names;
 mod progress;

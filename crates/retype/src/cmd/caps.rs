@@ -19,8 +19,8 @@ use retype_core::caps::bench::{self, Op, SplitMix, BOOT, PROCMGMT};
 use retype_core::caps::cap::Key;
 use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
 
-use crate::check;
 use crate::protocol::cases;
+use crate::protocol::check;
 use crate::protocol::latency::Study;
 use crate::timing::{median, ticks, ticks_per_ns, timer_overhead};
 

@@ -15,7 +15,7 @@
 //! total.
 
 use anyhow::{anyhow, Context, Result};
-use retype_core::caps::distributed::NodeId;
+use retype_core::caps::protocol::NodeId;
 use retype_core::caps::Mdb;
 use serde_json::{json, Value};
 

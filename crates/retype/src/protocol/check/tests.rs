@@ -1,7 +1,7 @@
 //! The checker finds nothing in a correct protocol and finds every planted
 //! bug, with a counterexample.
 
-use retype_core::caps::distributed::mutation::Mutation;
+use retype_core::caps::protocol::mutation::Mutation;
 
 use super::*;
 

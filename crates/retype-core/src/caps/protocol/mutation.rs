@@ -1,7 +1,7 @@
 //! Planted protocol bugs, for the model checker's own tests: each must be
-//! found. A node is given one only with the `mutations` feature, which only
-//! test builds turn on; otherwise `Node::mutated` is a constant `false` and
-//! the bugs' branches compile away.
+//! found. A node is given one (`Node::plant`) only with the `mutations`
+//! feature, which only test builds turn on; otherwise `Node::mutated` is a
+//! constant `false` and the bugs' branches compile away.
 
 /// One bug a node can be given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::VariantArray)]
@@ -20,12 +20,4 @@ pub enum Mutation {
     /// The owner deleting its last copy takes the new owner's acceptance
     /// for a refusal and asks again, forever: a livelock.
     MoveRetriedForever,
-}
-
-#[cfg(feature = "mutations")]
-impl super::node::Node {
-    /// Gives this node the bug `m`.
-    pub fn plant(&mut self, m: Mutation) {
-        self.mutation = Some(m);
-    }
 }

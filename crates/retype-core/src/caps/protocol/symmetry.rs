@@ -4,7 +4,7 @@
 //! The node code uses an operation id only to tell operations apart: it
 //! keys maps by ids and looks them up, and where it walks such a map what
 //! it does cannot depend on the order (delete jobs are kept in the order
-//! they started, see `delete::Jobs`, and census records only gain a flag).
+//! they started, see `job::Jobs`, and census records only gain a flag).
 //! So renaming the ids throughout a node, its input and its messages gives
 //! the renamed step. Every part of a node that names an operation names
 //! exactly one, which makes a state's class under renaming cheap to name:
@@ -15,8 +15,9 @@ use core::hash::{BuildHasher, Hash, Hasher};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use super::node::{Node, SlotState};
-use super::{Msg, OpRef};
+use super::msg::Msg;
+use super::node::Node;
+use super::slot::{OpRef, SlotState};
 
 /// What kind of part names an operation, so that equal contents of two
 /// kinds hash apart.

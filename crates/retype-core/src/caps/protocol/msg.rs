@@ -3,8 +3,9 @@
 
 use alloc::vec::Vec;
 
-use super::census::Region;
-use super::{Error, NodeId, OpRef, Slot};
+use super::region::Region;
+use super::request::Error;
+use super::slot::{NodeId, OpRef, Slot};
 use crate::caps::cap::{Cap, Key};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

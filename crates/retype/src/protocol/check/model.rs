@@ -13,8 +13,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 use retype_core::caps::cap::Cap;
-use retype_core::caps::distributed::props;
-use retype_core::caps::distributed::{Input, Msg, Node, NodeId, Outcome, Request, Slot};
+use retype_core::caps::protocol::props;
+use retype_core::caps::protocol::{Input, Msg, Node, NodeId, Outcome, Request, Slot};
 use retype_core::caps::types::{CapType, PAGE};
 use stateright::{Model, Property};
 

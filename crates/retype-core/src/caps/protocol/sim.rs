@@ -7,7 +7,10 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use super::{Input, Msg, Node, NodeId, OpRef, Outcome, Request};
+use super::msg::Msg;
+use super::node::{Input, Node};
+use super::request::{Outcome, Request};
+use super::slot::{NodeId, OpRef};
 use crate::rng::SplitMix64;
 
 pub struct Sim {

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use retype_core::caps::distributed::{self, Node, Request, Sim, Slot};
+use retype_core::caps::protocol::{boot as boot_nodes, Node, Request, Sim, Slot};
 use retype_core::caps::types::{CapType, PAGE, SLOT_BYTES};
 use retype_core::objects::{Arch, Config as Kernel};
 use stateright::Model;
@@ -78,7 +78,7 @@ impl Config {
 pub fn start(cfg: &Config) -> Result<Vec<Node>> {
     let cnode = ROOT_SLOTS as u64 * SLOT_BYTES;
     let ram = cfg.mem * PAGE + cfg.nodes as u64 * cnode;
-    let nodes = distributed::boot(Kernel::new(Arch::X86_64), ram, ROOT_SLOTS, cfg.nodes)
+    let nodes = boot_nodes(Kernel::new(Arch::X86_64), ram, ROOT_SLOTS, cfg.nodes)
         .map_err(|e| anyhow::anyhow!("boot: {e}"))?;
     let mut sim = Sim::new(nodes, 0);
     let (n, mem) = model::slot(cfg, 0);

@@ -11,8 +11,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use super::node::{Node, SlotState};
-use super::{Msg, NodeId, OpRef};
+use super::msg::Msg;
+use super::node::Node;
+use super::slot::{NodeId, OpRef, SlotState};
 use crate::caps::cap::{Cap, Key};
 use crate::caps::mdb::CapId;
 

@@ -1,7 +1,9 @@
 //! The census: does any node hold a capability of some kind over this
 //! memory, or is one on its way to a node? Two operations take one: before
-//! memory is reclaimed, any capability over it ([`Sought::Any`]); before a
-//! retype, a descendant of its source in the way ([`Sought::InTheWay`]).
+//! memory is reclaimed, any capability over it
+//! ([`Sought::Any`](super::region::Sought::Any)); before a retype, a
+//! descendant of its source in the way
+//! ([`Sought::InTheWay`](super::region::Sought::InTheWay)).
 //!
 //! A question to every node is not enough: a capability being copied from
 //! node A to node B can be missed by both answers (B answers before the
@@ -29,86 +31,11 @@
 
 use alloc::vec::Vec;
 
+use super::msg::Msg;
 use super::node::Node;
-use super::{Msg, NodeId, OpRef};
-use crate::caps::cap::{Cap, Key};
-use crate::caps::system::in_the_way;
-
-/// One census as one node sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Recording {
-    pub q: Region,
-    /// Nodes whose channel into this one is still recorded.
-    pub open: Vec<NodeId>,
-    /// A capability sought arrived on an open channel, or (at the asker)
-    /// a node answered that it holds one.
-    pub found: bool,
-    /// At the asker: nodes whose last answer has not come.
-    pub awaited: usize,
-}
-
-/// A census question: who asks, about which memory, for what.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Region {
-    pub asker: NodeId,
-    pub root: u8,
-    pub base: u64,
-    pub size: u64,
-    pub sought: Sought,
-}
-
-/// What a census looks for in its memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sought {
-    /// Any capability: may the memory be reclaimed?
-    Any,
-    /// A descendant of the capabilities with this key in the way: may a
-    /// retype of them take the memory?
-    InTheWay(Key),
-}
-
-impl Region {
-    /// Any capability over `cap`'s memory.
-    pub(crate) fn over(asker: NodeId, cap: &Cap) -> Region {
-        Region {
-            asker,
-            root: cap.ty.root(),
-            base: cap.base,
-            size: cap.size,
-            sought: Sought::Any,
-        }
-    }
-
-    /// A descendant of `key` in the way of a retype over `[base, base + size)`.
-    pub(crate) fn in_the_way(asker: NodeId, key: Key, base: u64, size: u64) -> Region {
-        Region {
-            asker,
-            root: key.root,
-            base,
-            size,
-            sought: Sought::InTheWay(key),
-        }
-    }
-
-    /// `c` is one of the capabilities sought.
-    fn covers(&self, c: &Cap) -> bool {
-        match &self.sought {
-            Sought::Any => {
-                c.ty.root() == self.root && c.base < self.base + self.size && self.base < c.end()
-            }
-            Sought::InTheWay(k) => in_the_way(&c.key(), k, self.base, self.size),
-        }
-    }
-
-    /// `node` holds one of the capabilities sought.
-    fn held_by(&self, node: &Node) -> bool {
-        let caps = &node.caps;
-        match &self.sought {
-            Sought::Any => caps.overlaps(self.root, self.base, self.size),
-            Sought::InTheWay(k) => caps.descendant_overlaps(k, self.base, self.size),
-        }
-    }
-}
+use super::region::{Recording, Region};
+use super::slot::{NodeId, OpRef};
+use crate::caps::cap::Cap;
 
 impl Node {
     /// Starts census `op` (asked by this node, which has checked itself):
@@ -139,7 +66,7 @@ impl Node {
     pub(crate) fn census_marker(&mut self, from: NodeId, op: OpRef, q: Region) {
         let key = (q.asker, op);
         if !self.recordings.contains_key(&key) {
-            let found = q.held_by(self);
+            let found = q.held_by(&self.caps);
             let open: Vec<NodeId> = (0..self.nodes).filter(|&n| n != self.id).collect();
             for &n in &open {
                 if n != q.asker {

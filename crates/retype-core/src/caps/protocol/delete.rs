@@ -1,5 +1,7 @@
-//! The delete job (seed 001 §4.3, §4.6): deletes a list of slots one at a
-//! time, as Barrelfish's delete stepping does. Each slot is one of the
+//! Delete (seed 001 Algorithm 3, §4.3, §4.6). What needs no other node goes
+//! at once; the rest is a delete job (its state in `job`), which deletes a
+//! list of slots one at a time, as Barrelfish's delete stepping does, and
+//! which a revoke's commit runs too. Each slot is one of the
 //! cases of §4.7.3: a foreign copy, or a local one with local copies, just
 //! goes; the owner's last copy first asks whether copies remain elsewhere
 //! and hands ownership to one of them; the last copy in the system destroys
@@ -9,138 +11,18 @@
 //! freed in reverse order, as a stack. Every slot on the list is marked in
 //! delete, so no other operation starts on it.
 
-use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use super::census::Region;
+use super::job::{Job, JobReply, Wait};
+use super::msg::Msg;
 use super::mutation::Mutation;
-use super::node::{Node, SlotState};
-use super::{Done, Msg, NodeId, OpRef};
+use super::node::Node;
+use super::region::Region;
+use super::request::Done;
+use super::slot::{NodeId, OpRef, SlotState};
+use crate::caps::cap::Cap;
 use crate::caps::mdb::{CapId, Mdb};
 use crate::caps::system::Fate;
-
-/// Whom the job answers when it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum JobReply {
-    /// The user's delete request.
-    User,
-    /// A revoke's commit, from node `to`.
-    Commit { to: NodeId },
-}
-
-/// What the job waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Wait {
-    No,
-    /// Answers to "do you hold a copy?"; the lowest node that does.
-    Copies {
-        item: CapId,
-        pending: usize,
-        found: Option<NodeId>,
-    },
-    /// Node `to` taking ownership.
-    Move {
-        item: CapId,
-        to: NodeId,
-    },
-    /// The other nodes learning that `to` owns the capability now.
-    Owners {
-        item: CapId,
-        to: NodeId,
-        pending: usize,
-    },
-    /// The census: "do you hold a capability over this memory?".
-    Relations {
-        item: CapId,
-    },
-}
-
-impl Wait {
-    /// The slot being deleted while the job waits.
-    fn item(&self) -> Option<CapId> {
-        match *self {
-            Wait::No => None,
-            Wait::Copies { item, .. }
-            | Wait::Move { item, .. }
-            | Wait::Owners { item, .. }
-            | Wait::Relations { item, .. } => Some(item),
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Job {
-    items: VecDeque<CapId>,
-    /// CNodes whose last copy went: their slots join the list, in order.
-    marked: Vec<u64>,
-    swept: usize,
-    wait: Wait,
-    reply: JobReply,
-    reclaimed: Vec<(u64, u64)>,
-}
-
-/// A node's delete jobs, in the order they started. [`Node::settle`]
-/// advances them in that order, so which of two jobs takes a slot both
-/// want does not depend on how their operations are numbered: the node code
-/// uses an operation id only as a name, which the model checker's symmetry
-/// reduction relies on (docs/model-check.md).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub(crate) struct Jobs(Vec<(OpRef, Job)>);
-
-impl Jobs {
-    pub fn get(&self, op: &OpRef) -> Option<&Job> {
-        self.0.iter().find(|(o, _)| o == op).map(|(_, j)| j)
-    }
-
-    pub fn get_mut(&mut self, op: &OpRef) -> Option<&mut Job> {
-        self.0.iter_mut().find(|(o, _)| o == op).map(|(_, j)| j)
-    }
-
-    pub fn contains_key(&self, op: &OpRef) -> bool {
-        self.get(op).is_some()
-    }
-
-    /// Starts `op`'s job after every job already here.
-    pub fn insert(&mut self, op: OpRef, job: Job) {
-        debug_assert!(!self.contains_key(&op), "one job per operation and node");
-        self.0.push((op, job));
-    }
-
-    pub fn remove(&mut self, op: &OpRef) -> Option<Job> {
-        let i = self.0.iter().position(|(o, _)| o == op)?;
-        Some(self.0.remove(i).1)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The jobs' operations, oldest first.
-    pub fn keys(&self) -> impl Iterator<Item = &OpRef> {
-        self.0.iter().map(|(o, _)| o)
-    }
-
-    pub fn values(&self) -> impl Iterator<Item = &Job> {
-        self.0.iter().map(|(_, j)| j)
-    }
-
-    /// The jobs with their operations, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &(OpRef, Job)> {
-        self.0.iter()
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut (OpRef, Job)> {
-        self.0.iter_mut()
-    }
-}
-
-impl core::ops::Index<&OpRef> for Jobs {
-    type Output = Job;
-
-    fn index(&self, op: &OpRef) -> &Job {
-        self.get(op).expect("a job of this operation")
-    }
-}
 
 /// Whether a slot still belongs to the job `op` or may become its.
 enum Claim {
@@ -152,6 +34,32 @@ enum Claim {
 }
 
 impl Node {
+    /// Delete (Algorithm 3). A foreign copy, a copy with local copies, and
+    /// the last copy of memory that never left this node go at once; the
+    /// rest (the owner's last copy of memory that crossed, a CNode) is a job.
+    pub(crate) fn delete(&mut self, op: OpRef, id: CapId, cap: &Cap) -> Option<Done> {
+        let copy = self.meta[&id].owner != self.id || self.caps.mdb().has_copies(id);
+        if cap.ty.is_cnode() || !(copy || self.is_local(cap)) {
+            self.start_job(op, Vec::from([id]), JobReply::User);
+            return None;
+        }
+        let fate = if copy {
+            Fate::COPY
+        } else {
+            self.caps.last_fate(id)
+        };
+        self.meta.remove(&id);
+        let mut marked = Vec::new();
+        self.caps.remove_as(id, fate, &mut marked);
+        self.forget(cap);
+        debug_assert!(marked.is_empty(), "only CNodes are marked");
+        Some(Done {
+            reclaimed: self.caps.take_reclaimed(),
+        })
+    }
+
+    /// Starts `op`'s job over `items`, each marked in delete unless another
+    /// operation holds it.
     pub(crate) fn start_job(&mut self, op: OpRef, items: Vec<CapId>, reply: JobReply) {
         for &id in &items {
             if self.meta[&id].state == SlotState::Ready {
@@ -326,6 +234,9 @@ impl Node {
         self.forget(&cap);
     }
 
+    /// `Copies`: a node's answer to the job's search; once every node has
+    /// answered, ownership moves to the lowest that holds a copy, or the
+    /// slot holds the last copy in the system.
     pub(crate) fn job_copies(&mut self, op: OpRef, from: NodeId, has: bool) {
         let Some(Wait::Copies {
             item,
@@ -356,6 +267,8 @@ impl Node {
         }
     }
 
+    /// `Moved`: the node asked took ownership, and the others are told; or
+    /// it refused, and the search starts again.
     pub(crate) fn job_moved(&mut self, op: OpRef, ok: bool) {
         let Some(Wait::Move { item, to }) = self.jobs.get(&op).map(|j| j.wait) else {
             unreachable!("moved without a move")
@@ -364,9 +277,7 @@ impl Node {
             return self.find_copies(op, item);
         }
         let key = self.caps.cap(item).expect("claimed").key();
-        for id in self.caps.copies_of(&key) {
-            self.meta.get_mut(&id).expect("live").owner = to;
-        }
+        self.set_owner(&key, to);
         let pending = if self.mutated(Mutation::MoveWithoutUpdate) {
             0
         } else {
@@ -378,6 +289,7 @@ impl Node {
         }
     }
 
+    /// `OwnerAck`: one more node knows the new owner.
     pub(crate) fn job_owner_ack(&mut self, op: OpRef) {
         let Some(Wait::Owners { pending, .. }) = self.jobs.get_mut(&op).map(|j| &mut j.wait) else {
             unreachable!("owner ack without a move")

@@ -16,7 +16,8 @@ use alloc::vec::Vec;
 
 use super::*;
 use crate::caps::cap::Cap;
-use crate::caps::cspace::{CSpace, CapRef};
+use crate::caps::cspace::{CSpace, CapRef, Level};
+use crate::caps::error::CapError;
 use crate::caps::mdb::AaTree;
 use crate::caps::system::Caps;
 use crate::caps::types::CapType::{self, *};

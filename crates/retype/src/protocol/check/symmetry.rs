@@ -2,7 +2,7 @@
 //! operations are numbered are one class, counted and explored once.
 //!
 //! The node code uses an operation id only as a name (see
-//! `retype_core::caps::distributed::symmetry`), and so does the model: a
+//! `retype_core::caps::protocol::symmetry`), and so does the model: a
 //! start takes the lowest free id, which a renaming maps onto another free
 //! id of the renamed state, and an id is freed when nothing names it. So a
 //! renaming of ids maps every step onto a step, properties keep their
@@ -19,7 +19,7 @@
 
 use std::hash::{BuildHasher, Hash, Hasher};
 
-use retype_core::caps::distributed::symmetry::anonymous;
+use retype_core::caps::protocol::symmetry::anonymous;
 
 use super::model::{Op, State};
 use super::search::{hasher, Canon, TASKS};
