@@ -337,8 +337,8 @@ const HARDENED_UNTIMED: [(&str, &str); 2] = [
 ];
 
 /// A free-list link rewritten after free is followed by default (the next mallocs hand out
-/// the address written); in hardened mode the quarantine holds the block back, and without
-/// the quarantine the link is checked before it is followed.
+/// the address written); in hardened mode the quarantine holds the block back (and checks it
+/// at exit), and without the quarantine the link is checked before it is followed.
 #[test]
 fn hardened_mode_checks_free_list_links() {
     let unquarantined = [
@@ -351,7 +351,12 @@ fn hardened_mode_checks_free_list_links() {
         if !cfg!(debug_assertions) {
             assert_eq!(seen(&[]), "poisoned\n", "default {size}");
         }
-        assert_eq!(seen(&HARDENED), "not poisoned\n", "hardened {size}");
+        // The quarantine holds the block back, and finds the link written at exit.
+        let out = harden("poison", size, &HARDENED);
+        assert_eq!(text(&out.stdout), "not poisoned\n", "hardened {size}");
+        let what = format!("poison {size}");
+        let message = "write after free (quarantine, at exit)";
+        assert_caught(&out, libc::SIGABRT, message, &what);
         let out = harden("poison", size, &unquarantined);
         let what = format!("poison {size} without quarantine");
         assert_caught(

@@ -11,7 +11,10 @@
 //!   blocks at random;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
-//! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
+//! - `freed`: hardened mode's fill of free blocks (zero, or the quarantine's junk), checked
+//!   when a block is handed out again, and blocks zeroed when handed out;
+//! - `quarantine`: hardened mode's freed blocks, held back filled, checked as they leave (and
+//!   at exit);
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
@@ -94,6 +97,8 @@ mod secret;
 
 mod canary;
 mod zero;
+
+mod freed;
 
 mod quarantine;
 
@@ -321,7 +326,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 }
 
 /// Resizes the block at `p` (non-null) to `size` bytes (≥ 1), in place when it fits and would
-/// not waste more than half the block; a large block staying large is resized in its
+/// not waste more than half the block (never with `RETYPE_MALLOC_REALLOC_MOVES`); a large block staying large is resized in its
 /// mapping or has its pages moved (see `large::realloc`); otherwise the block is copied.
 /// Null (and `p` untouched) when out of memory.
 ///
@@ -331,7 +336,11 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `p` is live; the copy stays within both blocks.
     unsafe {
         let usable = usable_size(p);
-        if size <= usable && size >= usable / 2 && !large::misplaced(p, size) {
+        if size <= usable
+            && size >= usable / 2
+            && !large::misplaced(p, size)
+            && !config::realloc_moves()
+        {
             return p;
         }
         // Hardened mode copies: its guard pages, canaries and registry follow blocks as made.
