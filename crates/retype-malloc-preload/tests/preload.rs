@@ -337,8 +337,8 @@ const HARDENED_UNTIMED: [(&str, &str); 2] = [
 ];
 
 /// A free-list link rewritten after free is followed by default (the next mallocs hand out
-/// the address written); in hardened mode the quarantine holds the block back, and without
-/// the quarantine the link is checked before it is followed.
+/// the address written); in hardened mode the quarantine holds the block back (and checks it
+/// at exit), and without the quarantine the link is checked before it is followed.
 #[test]
 fn hardened_mode_checks_free_list_links() {
     let unquarantined = [
@@ -351,7 +351,12 @@ fn hardened_mode_checks_free_list_links() {
         if !cfg!(debug_assertions) {
             assert_eq!(seen(&[]), "poisoned\n", "default {size}");
         }
-        assert_eq!(seen(&HARDENED), "not poisoned\n", "hardened {size}");
+        // The quarantine holds the block back, and finds the link written at exit.
+        let out = harden("poison", size, &HARDENED);
+        assert_eq!(text(&out.stdout), "not poisoned\n", "hardened {size}");
+        let what = format!("poison {size}");
+        let message = "write after free (quarantine, at exit)";
+        assert_caught(&out, libc::SIGABRT, message, &what);
         let out = harden("poison", size, &unquarantined);
         let what = format!("poison {size} without quarantine");
         assert_caught(
@@ -710,4 +715,217 @@ fn valgrind_memcheck_finds_no_errors_in_the_allocator() {
     .arg(compile("semantics"));
     let out = run(cmd, true);
     assert_ok(&out, "semantics under valgrind");
+}
+
+/// The heap errors of `tests/c/errors.c`, and what hardened mode must do with each on a block
+/// of 8 B, 4 KiB and 1 MiB: abort with the message given, fault (`SIGSEGV`: a guard page or
+/// an inaccessible block), or, for a read or a realloc, print what the program saw.
+const ERRORS: [(&str, [&str; 3]); 18] = [
+    (
+        "overflow-1",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-32",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-1-memcpy",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-32-memcpy",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-1",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-32",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-1-memcpy",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-32-memcpy",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "write-after-free",
+        [
+            "write after free (quarantine, at exit)",
+            "write after free (quarantine, at exit)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "write-after-free-malloc",
+        [
+            "write after free (quarantine)",
+            "write after free (quarantine)",
+            "SIGSEGV",
+        ],
+    ),
+    ("read-after-free", ["clean", "clean", "SIGSEGV"]),
+    ("uninitialized-read", ["clean", "clean", "clean"]),
+    ("double-free", ["double free", "double free", "double free"]),
+    (
+        "invalid-free",
+        [
+            "invalid free (not allocated by retype-malloc)",
+            "invalid free (not allocated by retype-malloc)",
+            "invalid free (not allocated by retype-malloc)",
+        ],
+    ),
+    (
+        "interior-free",
+        [
+            "invalid free (misaligned)",
+            "invalid free (inside a block)",
+            "invalid free (inside a large block)",
+        ],
+    ),
+    ("realloc-moves", ["moved", "moved", "moved"]),
+    ("malloc0-write", ["SIGSEGV", "SIGSEGV", "SIGSEGV"]),
+    ("malloc0-read", ["SIGSEGV", "SIGSEGV", "SIGSEGV"]),
+];
+
+/// What became of `errors.c` committing `kind` on `size` bytes: the message it aborted with,
+/// `SIGSEGV`, or the last line it printed ("missed" when nothing stopped it).
+fn error_outcome(kind: &str, size: usize, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("60")
+        .arg(compile("errors"))
+        .args([kind, &size.to_string()])
+        .envs(env.iter().copied());
+    let out = run(cmd, true);
+    let err = text(&out.stderr);
+    match out.status.signal() {
+        Some(libc::SIGABRT) => match err.split_once("retype-malloc: ") {
+            Some((_, m)) => m
+                .split(" of pointer")
+                .next()
+                .unwrap_or(m)
+                .trim()
+                .to_string(),
+            None => format!("SIGABRT ({})", err.trim()),
+        },
+        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
+        Some(s) => format!("signal {s}"),
+        None => match text(&out.stdout).lines().last() {
+            Some(line) if out.status.success() => line.to_string(),
+            _ => format!("exit {:?}: {}", out.status.code(), err.trim()),
+        },
+    }
+}
+
+/// Every error kind in all three sizes under the default mode and hardened mode: prints the
+/// table (docs/hardening.md holds a copy) and checks hardened mode's column against [`ERRORS`].
+#[test]
+fn what_each_mode_catches() {
+    let sizes = [8, 4096, 1 << 20];
+    let mut table = String::from("| error | size | default | hardened |\n|---|---|---|---|\n");
+    let mut wrong = Vec::new();
+    for (kind, expected) in ERRORS {
+        for (size, expect) in sizes.into_iter().zip(expected) {
+            let default = error_outcome(kind, size, &[]);
+            let hardened = error_outcome(kind, size, &HARDENED);
+            let shown = match size {
+                8 => "8 B".to_string(),
+                4096 => "4 KiB".to_string(),
+                _ => "1 MiB".to_string(),
+            };
+            table += &format!("| {kind} | {shown} | {default} | {hardened} |\n");
+            if hardened != expect {
+                wrong.push(format!("{kind} {size}: {hardened:?}, expected {expect:?}"));
+            }
+        }
+    }
+    println!("{table}");
+    assert!(wrong.is_empty(), "hardened mode:\n{}", wrong.join("\n"));
+}
+
+/// The measures `errors.c` shows at work, each off in hardened mode and on alone. (Without
+/// `ZERO_ON_MALLOC` a small block is still clean in hardened mode: free blocks are zero.)
+#[test]
+fn the_new_measures_have_their_own_switches() {
+    let hardened_but = |var| [("RETYPE_MALLOC_HARDENED", "1"), (var, "0")];
+    let cases = [
+        (
+            "RETYPE_MALLOC_REALLOC_MOVES",
+            "realloc-moves",
+            8,
+            "same",
+            "moved",
+        ),
+        (
+            "RETYPE_MALLOC_ZERO_ON_MALLOC",
+            "uninitialized-read",
+            1 << 20,
+            "stale",
+            "clean",
+        ),
+        (
+            "RETYPE_MALLOC_ZERO_ON_FREE",
+            "write-after-free-malloc",
+            4096,
+            "write after free (quarantine)",
+            "heap overflow or write after free (fill of a free block)",
+        ),
+        (
+            "RETYPE_MALLOC_EXIT_CHECK",
+            "write-after-free",
+            8,
+            "missed",
+            "missed",
+        ),
+    ];
+    for (var, kind, size, off, alone) in cases {
+        let seen = error_outcome(kind, size, &hardened_but(var));
+        assert_eq!(seen, off, "{kind} {size} with {var}=0 in hardened mode");
+        let seen = error_outcome(kind, size, &[(var, "1")]);
+        assert_eq!(seen, alone, "{kind} {size} with {var}=1 alone");
+    }
+    // The check at exit needs the quarantine, which holds the block.
+    let env = [
+        ("RETYPE_MALLOC_EXIT_CHECK", "1"),
+        ("RETYPE_MALLOC_QUARANTINE_BYTES", "65536"),
+    ];
+    let seen = error_outcome("write-after-free", 4096, &env);
+    assert_eq!(seen, "write after free (quarantine, at exit)");
 }

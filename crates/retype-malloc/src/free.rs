@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering;
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED};
 use crate::segment::{self, Segment};
-use crate::{canary, config, hardened, large, list, os, quarantine, spill, tls};
+use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill, tls};
 
 /// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
 #[inline(always)]
@@ -78,9 +78,12 @@ unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             } else {
                 hardened::forget_block(seg, page, block);
             }
+            let bs = (*page).block_size as usize;
+            if freed::filled() {
+                freed::fill(block, bs);
+            }
             if config::quarantine() && !heap::is_empty(heap) {
                 let now = os::now_ms() as u32;
-                let bs = (*page).block_size as usize;
                 if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
                     while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
                         let seg = segment::of(b);
@@ -125,20 +128,13 @@ unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
 }
 
 /// Checks the canary of `block`, freed, and tags it free (aborting if it was free already);
-/// then the tag of the block before it, live or free (the first block has one before it
-/// too), which an underflow of `block` overwrites first.
+/// then the tags of its neighbours, live or free, which an underflow of `block`, or an
+/// overflow past its own canary, overwrites first.
 unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
     unsafe {
-        let bs = (*page).block_size as usize;
-        canary::unseal(block, bs);
-        if !canary::tag_sound(block.wrapping_sub(bs), bs) {
-            os::die(
-                "heap underflow (canary of the block before)",
-                block,
-                Some(bs),
-            );
-        }
+        canary::unseal(block, (*page).block_size as usize);
+        hardened::check_neighbours(page, block);
     }
 }
 

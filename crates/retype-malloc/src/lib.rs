@@ -11,7 +11,10 @@
 //!   blocks at random;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
-//! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
+//! - `freed`: hardened mode's fill of free blocks (zero, or the quarantine's junk), checked
+//!   when a block is handed out again, and blocks zeroed when handed out;
+//! - `quarantine`: hardened mode's freed blocks, held back filled, checked as they leave (and
+//!   at exit);
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
@@ -54,12 +57,16 @@
 //! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays cached with its pages for reuse; then its pages go back to the OS (`MADV_DONTNEED`), and ten delays after its free it is unmapped; `0` unmaps at once. Also how long a spill (see `spill`) waits for a malloc of its class before going back to its pages; `0`: no spills |
 //! | `RETYPE_MALLOC_CACHE_MIB` | `128` | MiB of empty segments and freed large blocks cached with their pages at most, or what those in use lack of their recent peak if more; past it the oldest ones' pages go back to the OS at once |
 //! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on, fresh blocks handed out in a random order, and free-list links (the only metadata inside freed blocks) checked before they are followed; every free and realloc is validated, aborting with a message on a double or invalid free |
-//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the block before (live or free: every block's last 8 bytes hold a keyed tag, and a page's first block has one before it) or a large block's first page with "heap underflow (canary…)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block, all its slack (a small or medium block grows by at least 8 bytes; its neighbours' tags are checked at its free and malloc; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the block before (live or free: every block's last 8 bytes hold a keyed tag, and a page's first block has one before it) or a large block's first page with "heap underflow (canary…)"; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed byte, before they can be reused; a block leaving with its junk broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
 //! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
 //! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]; hardened mode's guard pages and quarantine still protect pages). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
+//! | `RETYPE_MALLOC_ZERO_ON_FREE` | as `HARDENED` | `1`: free small and medium blocks zeroed (freed and carved), checked still zero when handed out: "heap overflow or write after free (fill of a free block)"; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_ZERO_ON_MALLOC` | as `HARDENED` | `1`: every block handed out is zero; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_REALLOC_MOVES` | as `HARDENED` | `1`: `realloc` always moves the block; `0` turns it off in hardened mode |
+//! | `RETYPE_MALLOC_EXIT_CHECK` | as `HARDENED` | `1`: the exiting thread's quarantine checked at exit: "write after free (quarantine, at exit)"; `0` turns it off in hardened mode |
 //! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to. They give peak RSS against peak live bytes, and where the bytes mapped were at their peak (live blocks, free blocks in thread heaps' pages, free slices of segments, the cache of empty segments and of freed large blocks, large mappings beyond the bytes asked for); to count live bytes every malloc and free takes the slow path, so the program runs slower |
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
@@ -94,6 +101,8 @@ mod secret;
 
 mod canary;
 mod zero;
+
+mod freed;
 
 mod quarantine;
 
@@ -321,7 +330,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 }
 
 /// Resizes the block at `p` (non-null) to `size` bytes (≥ 1), in place when it fits and would
-/// not waste more than half the block; a large block staying large is resized in its
+/// not waste more than half the block (never with `RETYPE_MALLOC_REALLOC_MOVES`); a large block staying large is resized in its
 /// mapping or has its pages moved (see `large::realloc`); otherwise the block is copied.
 /// Null (and `p` untouched) when out of memory.
 ///
@@ -331,7 +340,11 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `p` is live; the copy stays within both blocks.
     unsafe {
         let usable = usable_size(p);
-        if size <= usable && size >= usable / 2 && !large::misplaced(p, size) {
+        if size <= usable
+            && size >= usable / 2
+            && !large::misplaced(p, size)
+            && !config::realloc_moves()
+        {
             return p;
         }
         // Hardened mode copies: its guard pages, canaries and registry follow blocks as made.

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use crate::consts::SLICE_SIZE;
 use crate::list::{self, Linked, Links};
 use crate::size_class::{self, CLASSES};
-use crate::{canary, config, os, secret};
+use crate::{canary, config, freed, os, secret};
 
 /// The thread heap owning a page or segment, as this layer and `segment` see it: an identity
 /// to store and compare, never dereferenced. Only `heap`, which defines the heap (with its
@@ -218,7 +218,8 @@ pub(crate) unsafe fn extend(page: *mut Page) {
 }
 
 /// Carves the next `n` blocks of the area onto the free list, the `k`-th taken being the
-/// `index(k)`-th of the run; with canaries, each gets its free tag.
+/// `index(k)`-th of the run; filled if free blocks are (see `freed`); with canaries, each gets
+/// its free tag.
 unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
     if n == 0 {
         return;
@@ -228,6 +229,9 @@ unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
         let bs = (*page).block_size as usize;
         let first = (*page).area.add((*page).capacity as usize * bs);
         let block = |k: usize| first.add(index(k) * bs).cast::<Block>();
+        if freed::filled() {
+            (0..n).for_each(|k| freed::fill(block(k).cast(), bs));
+        }
         for k in 1..n {
             (*block(k - 1)).next = block(k);
         }
