@@ -37,7 +37,11 @@
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
 //!   frees by other threads onto the page's lock-free list;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
-//!   new threads;
+//!   new threads; the list of every heap made;
+//! - `census`: the statistics as figures ([`Stats`], from the counters and the heaps, each
+//!   heap's bytes) and their JSON form;
+//! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s
+//!   XML;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
 //! - this file: the malloc family and malloc's fast path (free's, in `free`, is inlined
 //!   here).
@@ -121,14 +125,20 @@ mod free;
 
 mod pool;
 
+mod census;
+
+mod mallinfo;
+
 mod global;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+pub use census::{HeapBytes, HeapState, HeapStats, Stats};
 pub use consistency::check_consistency;
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
+pub use mallinfo::Mallinfo;
 pub use os::enomem_if_null;
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
@@ -374,9 +384,19 @@ pub fn system_calls() -> usize {
     stats::system_calls()
 }
 
-/// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
+/// Writes the statistics report (the text form of the report at exit with
+/// `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
     stats::report(&mut |line| os::write_all(fd, line), config::counted());
+}
+
+/// The statistics now, as figures: the bytes mapped and where, the large blocks, each thread
+/// heap's bytes (the calling thread's, and those in the pool, walked; see [`HeapState`]),
+/// and the live bytes of small and medium blocks when `RETYPE_MALLOC_STATS` is set (see
+/// [`Stats::small_live`]). In JSON: [`Stats::write_json`]; as glibc's `mallinfo2` and
+/// `malloc_info`: [`Stats::mallinfo`], [`Stats::write_xml`]. It allocates (the list of heaps).
+pub fn stats() -> Stats {
+    census::take()
 }
 
 /// retype-malloc as a Rust global allocator:
