@@ -272,15 +272,16 @@ impl Stats {
 /// Takes the statistics. It allocates (the list of heaps) before it takes the pool's lock,
 /// never under it: a thread's first malloc takes that lock.
 pub(crate) fn take() -> Stats {
-    let own = heap::current();
-    if !heap::is_empty(own) && config::counted() {
-        // SAFETY: the heap is the calling thread's own.
-        unsafe { heap::settle_count(own) };
-    }
     let mut heaps = Vec::new();
     loop {
         let made = get(&stats::HEAPS_CREATED);
         heaps.reserve(made);
+        // After the allocation, which may have given the thread its heap.
+        let own = heap::current();
+        if !heap::is_empty(own) && config::counted() {
+            // SAFETY: the heap is the calling thread's own.
+            unsafe { heap::settle_count(own) };
+        }
         let pool = pool::POOL.lock();
         // Heaps are made under the lock: none is made while it is held.
         if get(&stats::HEAPS_CREATED) > heaps.capacity() {
