@@ -818,9 +818,8 @@ fn mallinfo2_and_malloc_info_agree_with_the_statistics() {
     assert_eq!(xml.matches("<heap nr=").count(), heaps.len(), "{json}");
     let held: u64 = heaps.iter().map(|h| h["held"].as_u64().unwrap()).sum();
     assert_eq!(v["heap_total"]["held"].as_u64(), Some(held));
-    // The heaps add up to the total; the threads' heaps wait in the pool (which heap holds
-    // which thread's blocks depends on who adopted whose: main's too, parked while it joins).
+    // The heaps add up to the total (which heap holds which thread's blocks depends on who
+    // adopted whose: main's heap too, parked while it joins, may serve a thread and come back).
     let in_use: u64 = heaps.iter().map(|h| h["in_use"].as_u64().unwrap()).sum();
     assert_eq!(in_use, after["uordblks"], "{json}");
-    assert!(heaps.iter().any(|h| h["state"] == "abandoned"), "{json}");
 }
