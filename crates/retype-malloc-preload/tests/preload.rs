@@ -929,3 +929,115 @@ fn the_new_measures_have_their_own_switches() {
     let seen = error_outcome("write-after-free", 4096, &env);
     assert_eq!(seen, "write after free (quarantine, at exit)");
 }
+
+/// The fields a line of `mallinfo.c` prints after `when`: name and value pairs.
+fn mallinfo_fields(stdout: &str, when: &str) -> BTreeMap<String, u64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{when} ")))
+        .unwrap_or_else(|| panic!("no {when} line in\n{stdout}"));
+    let words: Vec<&str> = line.split(' ').skip(1).collect();
+    words
+        .chunks(2)
+        .map(|kv| (kv[0].to_string(), kv[1].parse().unwrap()))
+        .collect()
+}
+
+/// The `size` (and `count`) of the XML's last element `<name type="kind" .../>`: the
+/// totals follow the heaps.
+fn xml_total(xml: &str, name: &str, kind: &str) -> (u64, u64) {
+    let start = format!("<{name} type=\"{kind}\"");
+    let line = xml
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("no {start} in\n{xml}"));
+    let attr = |k: &str| {
+        line.split(&format!(" {k}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    (attr("count"), attr("size"))
+}
+
+/// Four threads leave 1000 blocks each of 100 to 400 bytes and a 3 MiB block is made:
+/// `mallinfo2` counts them (as `retype_malloc::Mallinfo` defines its fields), `mallinfo` as
+/// ints, `malloc_info`'s XML has glibc's shape and the same totals, and the statistics
+/// written at exit in JSON (`RETYPE_MALLOC_STATS=….json`) agree with the last `mallinfo2`.
+#[test]
+fn mallinfo2_and_malloc_info_agree_with_the_statistics() {
+    let file = tmp("stats").join("mallinfo.json");
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = Command::new(compile("mallinfo"));
+    cmd.env("RETYPE_MALLOC_STATS", &file);
+    let out = run(cmd, true);
+    assert_ok(&out, "mallinfo");
+    let stdout = text(&out.stdout);
+    let (before, after) = (
+        mallinfo_fields(&stdout, "before"),
+        mallinfo_fields(&stdout, "after"),
+    );
+    // Block sizes of the classes of 100, 200, 300 and 400 bytes.
+    let model: u64 = [112, 208, 320, 416].iter().map(|b| 1000 * b).sum();
+    let grew = after["uordblks"] - before["uordblks"];
+    assert!(
+        (model..model + 64 * 1024).contains(&grew),
+        "uordblks grew by {grew}, the model by {model}\n{stdout}"
+    );
+    assert_eq!(after["hblks"] - before["hblks"], 1, "{stdout}");
+    assert!(after["hblkhd"] - before["hblkhd"] >= 3 << 20, "{stdout}");
+    for m in [&before, &after] {
+        assert_eq!(m["arena"], m["uordblks"] + m["fordblks"], "{stdout}");
+    }
+    let ints = mallinfo_fields(&stdout, "int");
+    for k in ["arena", "uordblks", "hblkhd"] {
+        assert_eq!(ints[k], after[k], "mallinfo's {k}");
+    }
+
+    let xml = &stdout[stdout.find("<malloc").expect("malloc_info's XML")..];
+    assert!(xml.starts_with("<malloc version=\"1\">\n"), "{xml}");
+    assert!(
+        xml.trim_end().ends_with("OK") && xml.contains("</malloc>\n"),
+        "{xml}"
+    );
+    assert_eq!(
+        xml.matches("<heap nr=").count(),
+        xml.matches("</heap>").count()
+    );
+    let fast = xml_total(xml, "total", "fast");
+    let rest = xml_total(xml, "total", "rest");
+    assert_eq!(
+        (fast.0, fast.1),
+        (after["smblks"], after["fsmblks"]),
+        "{xml}"
+    );
+    assert_eq!(fast.1 + rest.1, after["fordblks"], "{xml}");
+    assert_eq!(
+        xml_total(xml, "total", "mmap"),
+        (after["hblks"], after["hblkhd"])
+    );
+    let mapped = xml_total(xml, "system", "current").1;
+    assert_eq!(mapped, after["arena"] + after["hblkhd"], "{xml}");
+
+    let json = std::fs::read_to_string(&file).expect("statistics file");
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let at_exit = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {json}"));
+    assert_eq!(at_exit("large_blocks"), after["hblks"], "{json}");
+    assert_eq!(at_exit("large_mapped"), after["hblkhd"], "{json}");
+    assert_eq!(
+        v["heap_total"]["in_use"].as_u64(),
+        Some(after["uordblks"]),
+        "{json}"
+    );
+    assert!(at_exit("small_live") >= model, "{json}");
+    let heaps = v["heaps"].as_array().unwrap();
+    assert_eq!(xml.matches("<heap nr=").count(), heaps.len(), "{json}");
+    let held: u64 = heaps.iter().map(|h| h["held"].as_u64().unwrap()).sum();
+    assert_eq!(v["heap_total"]["held"].as_u64(), Some(held));
+    // The heaps add up to the total (which heap holds which thread's blocks depends on who
+    // adopted whose: main's heap too, parked while it joins, may serve a thread and come back).
+    let in_use: u64 = heaps.iter().map(|h| h["in_use"].as_u64().unwrap()).sum();
+    assert_eq!(in_use, after["uordblks"], "{json}");
+}

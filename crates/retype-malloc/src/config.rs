@@ -56,6 +56,8 @@ const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
 pub(crate) static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
+/// The report at exit in JSON (`RETYPE_MALLOC_STATS=json`, or a path ending in `.json`).
+pub(crate) static STATS_JSON: AtomicBool = AtomicBool::new(false);
 /// Count live bytes for the report: every malloc and free takes the slow path (on with
 /// `RETYPE_MALLOC_STATS`).
 pub(crate) static COUNTED: AtomicBool = AtomicBool::new(false);
@@ -226,22 +228,30 @@ pub(crate) fn load() {
 /// their standard streams must not take it over.
 const STATS_FD_MIN: i32 = 200;
 
-/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` is a copy of stderr,
-/// anything else a file path; -1 when unset or unusable.
+/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` (or `json`, for the
+/// JSON form) is a copy of stderr, anything else a file path (in JSON if it ends in
+/// `.json`); -1 when unset or unusable.
 fn open_stats() -> i32 {
     // SAFETY: getenv returns null or a NUL-terminated string from the environment.
     let raw = unsafe { libc::getenv(c"RETYPE_MALLOC_STATS".as_ptr()) };
     let fd = match env(c"RETYPE_MALLOC_STATS") {
         None | Some(b"") | Some(b"0") => return -1,
         Some(b"1") => 2,
-        // SAFETY: `raw` is the NUL-terminated path just read from the environment.
-        Some(_) => unsafe {
-            libc::open(
-                raw,
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o644,
-            )
-        },
+        Some(b"json") => {
+            STATS_JSON.store(true, Ordering::Relaxed);
+            2
+        }
+        Some(path) => {
+            STATS_JSON.store(path.ends_with(b".json"), Ordering::Relaxed);
+            // SAFETY: `raw` is the NUL-terminated path just read from the environment.
+            unsafe {
+                libc::open(
+                    raw,
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    0o644,
+                )
+            }
+        }
     };
     if fd < 0 {
         return -1;

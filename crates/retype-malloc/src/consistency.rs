@@ -88,7 +88,7 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
         if !seen.overflow && in_use != queued {
             return Err("heap: the pages in use in its segments are not the pages in its queues");
         }
-        if page_bytes != (*heap).held {
+        if page_bytes != heap::held(heap) {
             return Err("heap: the bytes of its pages are not as counted");
         }
         (*heap).kept.check(id(heap), marked)?;
@@ -169,9 +169,9 @@ mod tests {
             assert!(check(heap).unwrap_err().contains("full_count"));
             (*heap).full_count -= 1;
 
-            (*heap).held += 1;
+            heap::add_held(heap, 1);
             assert!(check(heap).unwrap_err().contains("bytes of its pages"));
-            (*heap).held -= 1;
+            heap::add_held(heap, -1);
 
             let direct = (*heap).direct[class];
             (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY

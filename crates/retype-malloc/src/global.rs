@@ -8,7 +8,9 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{cache, canary, config, large, os, pool, quarantine, registry, secret, stats, zero};
+use crate::{
+    cache, canary, census, config, large, os, pool, quarantine, registry, secret, stats, zero,
+};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -158,9 +160,15 @@ pub fn park() {
     }
 }
 
+/// Writes the report at exit, as text or JSON (see `census`).
 extern "C" fn report_at_exit() {
     let fd = config::STATS_FD.load(Ordering::Relaxed);
-    stats::report(&mut |line| os::write_all(fd, line), config::counted());
+    let out = &mut |line: &[u8]| os::write_all(fd, line);
+    if config::STATS_JSON.load(Ordering::Relaxed) {
+        census::take().write_json(out);
+    } else {
+        stats::report(out, config::counted());
+    }
 }
 
 /// At exit (`RETYPE_MALLOC_EXIT_CHECK`): checks the blocks the exiting thread's quarantine

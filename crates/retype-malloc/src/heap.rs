@@ -12,7 +12,7 @@
 //! `global::alloc_slow`, so that nothing here calls upwards.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
@@ -33,8 +33,9 @@ pub(crate) struct Heap {
     /// Per class, the pages the heap holds (in its queue or full): a class with several gets
     /// larger pages (see [`size_class::span_of`]).
     pub pages: [u32; CLASSES],
-    /// Bytes of the pages the heap holds.
-    pub held: usize,
+    /// Bytes of the pages the heap holds: written by its owner alone (see [`add_held`]), read
+    /// by the statistics from any thread.
+    held: AtomicUsize,
     full: Queue<Page>,
     pub full_count: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
@@ -43,6 +44,10 @@ pub(crate) struct Heap {
     pub segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// Link in the pool's list of every heap made (heaps are never unmade), set once.
+    pub next_made: *mut Heap,
+    /// In the pool's stack of abandoned heaps (written under the pool's lock).
+    pub pooled: bool,
     /// The thread that parked it while it waited (see `global::park`), until that thread
     /// takes it back: it does so first, even after another thread adopted it meanwhile and
     /// exited. 0: none.
@@ -79,12 +84,14 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     direct: [EMPTY; CLASSES],
     queues: [const { Queue::EMPTY }; CLASSES],
     pages: [0; CLASSES],
-    held: 0,
+    held: AtomicUsize::new(0),
     full: Queue::EMPTY,
     full_count: 0,
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    next_made: ptr::null_mut(),
+    pooled: false,
     home: 0,
     kept: Kept::EMPTY,
     spills: [const { Spill::empty() }; spill::CLASSES_SPILLING],
@@ -129,6 +136,35 @@ pub(crate) fn is_empty(heap: *mut Heap) -> bool {
 pub(crate) unsafe fn make(at: *mut Heap) {
     // SAFETY: `at` is writable and unused; the empty heap is a valid starting state.
     unsafe { ptr::copy_nonoverlapping(EMPTY_HEAP_PTR, at, 1) };
+}
+
+/// Bytes of the pages `heap` holds, as its owner last set them (any thread may ask).
+pub(crate) fn held(heap: *mut Heap) -> usize {
+    // SAFETY: heaps are never unmapped; the field is atomic.
+    unsafe { (*heap).held.load(Ordering::Relaxed) }
+}
+
+/// Adds `delta` to the bytes of the pages `heap` holds. Its owner alone writes them, so a
+/// plain load and store do (as `page::set_flag`'s), which other threads may read meanwhile.
+pub(crate) unsafe fn add_held(heap: *mut Heap, delta: isize) {
+    // SAFETY: the caller owns `heap`.
+    let held = unsafe { &(*heap).held };
+    let now = held.load(Ordering::Relaxed).wrapping_add_signed(delta);
+    held.store(now, Ordering::Relaxed);
+}
+
+/// Calls `each` on every page `heap` holds: those of its class queues, then its full list.
+pub(crate) unsafe fn each_page(heap: *mut Heap, mut each: impl FnMut(*mut Page)) {
+    // SAFETY: the caller owns `heap` (or holds the pool's lock over a heap in the pool).
+    unsafe {
+        for q in (*heap).queues.iter().chain(core::iter::once(&(*heap).full)) {
+            let mut page = q.first;
+            while !page.is_null() {
+                each(page);
+                page = (*page).links.next;
+            }
+        }
+    }
 }
 
 /// The page the fast path of `slot` pops from: a live page of `heap`, or the empty page.
@@ -353,7 +389,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
                 return page;
             }
             (*heap).pages[class] += 1;
-            (*heap).held += page::span_bytes(page);
+            add_held(heap, page::span_bytes(page) as isize);
             (*heap).queues[class].push_front(page);
             page::extend(page);
         }
@@ -395,10 +431,10 @@ pub(crate) unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
         }
         let class = (*page).class as usize;
         let bytes = page::span_bytes(page);
-        while let Some(old) = (*heap).kept.make_room(bytes, kept::limit((*heap).held)) {
+        while let Some(old) = (*heap).kept.make_room(bytes, kept::limit(held(heap))) {
             let_go(heap, old);
         }
-        if (*heap).kept.bytes() + bytes > kept::limit((*heap).held) {
+        if (*heap).kept.bytes() + bytes > kept::limit(held(heap)) {
             return give_back(heap, page);
         }
         let q = &mut (*heap).queues[class];
@@ -439,7 +475,7 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
         (*heap).queues[class].remove(page);
         set_direct(heap, class);
         (*heap).pages[class] -= 1;
-        (*heap).held -= page::span_bytes(page);
+        add_held(heap, -(page::span_bytes(page) as isize));
         segment::release_page(&mut (*heap).segments, page);
     }
 }
@@ -737,7 +773,7 @@ mod tests {
         free(base);
         assert!(
             // SAFETY: as above.
-            unsafe { (*current()).kept.bytes() } <= unsafe { (*current()).held } / KEEP_SHARE,
+            unsafe { (*current()).kept.bytes() } <= held(current()) / KEEP_SHARE,
             "a heap emptied keeps at most its share"
         );
         // SAFETY: the heap is this thread's own.

@@ -52,6 +52,11 @@ impl Kept {
         self.bytes
     }
 
+    /// How many pages it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Adds `page`, of `bytes`, as the newest.
     pub(crate) fn push(&mut self, page: *mut Page, bytes: usize) {
         self.pages[(self.first + self.len) % KEEP_PAGES] = page;

@@ -129,6 +129,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         // Live first: a new peak of the bytes mapped records the live bytes with it.
         stats::live(true, size.max(1) as isize);
+        stats::add(&stats::LARGE_BLOCKS, 1);
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, m.len);
         p
     }
@@ -409,6 +410,7 @@ unsafe fn move_to_boundary(seg: *mut Segment, p: *mut u8, size: usize) -> Option
             os::unmap(after, base.add(len) as usize - after as usize);
         }
         stats::lower(&stats::LARGE_BYTES, len);
+        stats::lower(&stats::LARGE_BLOCKS, 1);
         stats::live(true, -(old as isize));
         Some(q)
     }
@@ -488,6 +490,7 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
         if config::zero_on_free() && !config::quarantine() {
             (*seg).large_ptr.write_bytes(0, (*seg).large_size);
         }
+        stats::lower(&stats::LARGE_BLOCKS, 1);
         if config::quarantine() {
             let p = (*seg).large_ptr;
             let from = p.sub(p as usize & (OS_PAGE - 1));
