@@ -9,4 +9,3 @@ pub mod spec;
 pub mod summary;
 pub mod tables;
 pub mod thesis;
-pub mod tlm;
