@@ -21,6 +21,7 @@ use crate::study::run;
 use crate::study::series;
 pub use crate::study::series::Column;
 use crate::study::spec::{parse_layout, Policies, PolicySpec, Workloads};
+use crate::trace_info;
 
 /// One run of `retype study --json`: its JSON object, and on request the
 /// per-request series (the columns of `--csv`).
@@ -119,7 +120,7 @@ pub fn heaps(list: &str) -> Result<Vec<String>> {
 /// `retype trace info --json FILE`, with the trace itself.
 pub fn trace(path: &Path) -> Result<(Trace, serde_json::Value)> {
     let trace = format::load(path, None)?;
-    let info = crate::cmd::trace::info_json(path, &trace, &Summary::of(&trace));
+    let info = trace_info::json(path, &trace, &Summary::of(&trace));
     Ok((trace, info))
 }
 

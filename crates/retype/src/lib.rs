@@ -29,6 +29,8 @@ mod progress;
 mod protocol;
 mod replay;
 mod report;
+pub mod sites;
 mod study;
 mod timing;
 mod tlm;
+mod trace_info;

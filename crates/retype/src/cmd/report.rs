@@ -13,10 +13,10 @@ use clap::Args as ClapArgs;
 use retype_core::heap::HeapKind;
 use retype_core::mm::PolicyKind;
 
-use crate::cmd::trace::sites::Analysis;
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 use crate::report::{self, bench::Results, Page};
+use crate::sites::Analysis;
 use crate::study::data::data_dir;
 use crate::study::spec::PolicySpec;
 
