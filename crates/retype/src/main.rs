@@ -38,11 +38,11 @@ enum Command {
     /// Inspect, convert and analyse allocation traces: info, sites, leaks, diff, flame graphs
     #[command(subcommand)]
     Trace(cmd::trace::Command),
-    /// Barrelfish-style capabilities: the mapping database benchmark.
+    /// Barrelfish-style capabilities: the cross-core protocol model-checked.
     Caps(cmd::caps::CapsArgs),
     /// One HTML page with the study, the heap replays and the benchmarks, drawn.
     Report(cmd::report::Args),
-    /// Capabilities that map real memory, measured beside raw Linux (seed 001 §3.6).
+    /// The old name of `retype bench vm` (until the next release).
     Vm(cmd::vm::VmArgs),
     /// CHERI compressed capabilities (seed 004): set bounds, decode.
     Cheri(cmd::cheri::CheriArgs),

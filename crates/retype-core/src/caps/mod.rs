@@ -22,9 +22,7 @@
 //! - [`protocol`]: the replicas of seed 001's chapter 4 and their protocol.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
 //!   revoke, map, unmap, modify_flags.
-//! - [`bench`](mod@bench): the thesis's capability generator and operation mixes.
 
-pub mod bench;
 pub mod cap;
 pub mod cow_vec;
 pub mod cspace;

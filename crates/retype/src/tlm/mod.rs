@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::record::{allocator_lib, beside_exe, ld_preload, Allocator, Named};
+use crate::preload::{allocator_lib, beside_exe, ld_preload, Allocator, Named};
 use crate::progress::Progress;
 use row::{Row, Runs};
 use workload::Plan;

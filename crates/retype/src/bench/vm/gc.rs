@@ -27,10 +27,10 @@ use retype_core::caps::types::{CapType, PAGE};
 use retype_core::caps::{CapRef, Rights};
 
 use super::median;
-use crate::error::VmError;
-use crate::fault::Resolution;
-use crate::space::Options;
-use crate::vm::Vm;
+use retype_vm::Options;
+use retype_vm::Resolution;
+use retype_vm::Vm;
+use retype_vm::VmError;
 
 /// How the collector finds pages the mutator modified while it marked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,11 +32,11 @@ use retype_core::caps::{CapRef, Rights};
 use retype_core::rng::SplitMix64;
 
 use super::median;
-use crate::error::VmError;
-use crate::fault::Resolution;
-use crate::memory::{Backing, Memory};
-use crate::space::Options;
-use crate::vm::Vm;
+use retype_vm::memory::{Backing, Memory};
+use retype_vm::Options;
+use retype_vm::Resolution;
+use retype_vm::Vm;
+use retype_vm::VmError;
 
 /// Pages, as in Appel and Li's program (each side maps twice as many: appel1
 /// protects the page `PAGES` on from the one that trapped).

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use super::median;
 use super::mpu::{Linux, Ours};
-use crate::error::VmError;
-use crate::memory::Backing;
+use retype_vm::Backing;
+use retype_vm::VmError;
 
 const POLY: u64 = 7;
 
@@ -97,7 +97,7 @@ pub fn random_access(
         ours.map()?;
         // SAFETY: the table is mapped read-write for `bytes` bytes, page
         // aligned, and nothing else refers to it while the slice lives.
-        let t = unsafe { std::slice::from_raw_parts_mut(ours.space.base() as *mut u64, n) };
+        let t = unsafe { std::slice::from_raw_parts_mut(ours.vm.base() as *mut u64, n) };
         Ok(gups(t, updates))
     };
     let linux = || -> Result<f64, VmError> {

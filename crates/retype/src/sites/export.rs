@@ -13,9 +13,8 @@ use prost::Message;
 use retype_trace::sites::SiteStats;
 use retype_trace::Trace;
 
-use super::pprof;
-use super::sites::Analysis;
 use super::symbols::Symbolizer;
+use super::{pprof, Analysis, NO_STACK};
 
 /// What a flame graph's widths (or a collapsed stack's counts) measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, strum::Display)]
@@ -56,7 +55,7 @@ pub fn collapsed(a: &Analysis, weight: Weight) -> Vec<String> {
         .filter(|r| weight.of(&r.stats) > 0)
         .map(|r| {
             let names: Vec<String> = if r.frames.is_empty() {
-                vec!["(no stack recorded)".into()]
+                vec![NO_STACK.into()]
             } else {
                 // `;` separates frames and the last space the count.
                 r.frames

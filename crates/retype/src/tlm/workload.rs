@@ -8,7 +8,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 
 /// The program's source, built by the study when needed.
-const SOURCE: &str = include_str!("../../../../../bench/src/tlm.c");
+const SOURCE: &str = include_str!("../../../../bench/src/tlm.c");
 
 /// One configuration of the workload: every worker runs `rounds` growing
 /// rounds of `k × blocks` blocks (k = 1..rounds), then `steady` rounds of

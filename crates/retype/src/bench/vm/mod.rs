@@ -11,11 +11,9 @@ pub mod gc;
 pub mod gups;
 pub mod mpu;
 
-pub use mpu::{map_protect_unmap, Row};
-
 use std::time::Instant;
 
-use crate::error::VmError;
+use retype_vm::VmError;
 
 /// Nanoseconds `f` takes.
 fn timed(f: impl FnOnce() -> Result<(), VmError>) -> Result<f64, VmError> {

@@ -1,13 +1,12 @@
-//! The mapping-database benchmark of seed 001 §4.5: the thesis's capability
-//! generator, its low-level operations, and the operation mixes of its boot
-//! phase (table 4.2) and process-management workload (table 4.3). Timing is
-//! the caller's (this crate does no I/O); see `retype caps bench`.
+//! The mapping-database benchmark as seed 001 §4.5 defines it: the thesis's
+//! capability generator, its low-level operations, and the operation mixes
+//! of its boot phase (table 4.2) and process-management workload (table
+//! 4.3). Timing is the caller's ([`super::measure`]).
 
-use alloc::vec::Vec;
-
-use super::cap::{Cap, Key};
-use super::mdb::{CapId, Mdb, Relation};
-use super::types::CapType;
+use retype_core::caps::cap::{Cap, Key};
+use retype_core::caps::mdb::{CapId, Mdb, Relation};
+use retype_core::caps::types::CapType;
+use retype_core::rng::SplitMix64;
 
 /// One low-level operation of table 4.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::VariantArray)]
@@ -71,15 +70,13 @@ pub fn score(mix: &Mix, median: impl Fn(Op) -> f64) -> f64 {
     mix.iter().map(|&(op, f)| f * median(op)).sum()
 }
 
-/// The generator of the benchmark: the project's documented SplitMix64, so
-/// the benchmark is reproducible from its seed.
-pub use crate::rng::SplitMix64 as SplitMix;
-
 /// The thesis's generator: `n` naturally aligned RAM capabilities in a
 /// memory of `2^mem_bits` bytes; about 10 % are copies of an earlier one, the
-/// others have `P[log2(size) = x] = 2^(-x-1)` for `x < mem_bits`.
+/// others have `P[log2(size) = x] = 2^(-x-1)` for `x < mem_bits`. It draws
+/// from the project's documented SplitMix64, so the benchmark is
+/// reproducible from its seed.
 pub fn generate(n: usize, mem_bits: u32, seed: u64) -> Vec<Key> {
-    let mut rng = SplitMix::new(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut keys: Vec<Key> = Vec::with_capacity(n);
     while keys.len() < n {
         if !keys.is_empty() && rng.below(10) == 0 {
@@ -96,13 +93,6 @@ pub fn generate(n: usize, mem_bits: u32, seed: u64) -> Vec<Key> {
         keys.push(Cap::new(CapType::Ram, base, size).key());
     }
     keys
-}
-
-/// Fills `mdb` with `keys` as slots `0..n`.
-pub fn fill<M: Mdb>(mdb: &mut M, keys: &[Key]) {
-    for (id, k) in keys.iter().enumerate() {
-        mdb.insert(id as CapId, *k).expect("fresh slot ids");
-    }
 }
 
 /// Untimed set-up before timing `op` on slot `id`: an insert is measured by
@@ -155,8 +145,10 @@ pub fn restore<M: Mdb>(mdb: &mut M, op: Op, id: CapId, k: &Key) {
 
 #[cfg(test)]
 mod tests {
+    use retype_core::caps::mdb::{AaTree, List};
+
+    use super::super::build;
     use super::*;
-    use crate::caps::mdb::{AaTree, List};
 
     #[test]
     fn generator_follows_the_thesis() {
@@ -182,9 +174,7 @@ mod tests {
     #[test]
     fn operations_leave_the_database_as_it_was() {
         let keys = generate(500, 20, 7);
-        let (mut t, mut l) = (AaTree::new(), List::new());
-        fill(&mut t, &keys);
-        fill(&mut l, &keys);
+        let (mut t, mut l): (AaTree, List) = (build(&keys), build(&keys));
         for &op in Op::ALL {
             for id in [0u32, 17, 499] {
                 let k = keys[id as usize];

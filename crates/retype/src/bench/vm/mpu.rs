@@ -14,10 +14,9 @@ use retype_core::caps::types::{CapType, PAGE};
 use retype_core::caps::{CapRef, Rights};
 
 use super::{median, timed};
-use crate::error::VmError;
-use crate::memory::{Backing, Memory};
-use crate::space::{Options, Space};
-use crate::window::no_huge_pages;
+use retype_vm::memory::{Backing, Memory};
+use retype_vm::VmError;
+use retype_vm::{Options, Space, Vm};
 
 /// One buffer size: median nanoseconds per page of each operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,7 +58,7 @@ impl Row {
 
 /// The buffer as leaf tables and their mapping slots.
 pub(crate) struct Ours {
-    pub(crate) space: Space,
+    pub(crate) vm: Vm,
     frame: CapRef,
     /// (leaf table, its mapping slot, pages it maps, offset in the frame).
     leaves: Vec<(CapRef, CapRef, u64, u64)>,
@@ -89,8 +88,9 @@ impl Ours {
             root_slots: slots,
             dirty_bits: false,
         };
-        let mut space = Space::new(&o, false)?;
-        let b = space.boot();
+        let vm = Vm::new(o)?;
+        let mut space = vm.lock();
+        let b = vm.boot();
         let slot = |i: u64| CapRef::l1(b.cspace, i as u32);
         let frame = slot(4);
         space.retype(b.ram, CapType::Frame, 0, bytes, 1, frame)?;
@@ -128,30 +128,30 @@ impl Ours {
         for (k, l) in leaves.iter_mut().enumerate() {
             l.1 = slot(next + k as u64);
         }
-        Ok(Ours {
-            space,
-            frame,
-            leaves,
-        })
+        drop(space);
+        Ok(Ours { vm, frame, leaves })
     }
 
     pub(crate) fn map(&mut self) -> Result<(), VmError> {
+        let mut space = self.vm.lock();
         for &(t, m, n, off) in &self.leaves {
-            self.space.map(t, self.frame, 0, off, n, Rights::RW, m)?;
+            space.map(t, self.frame, 0, off, n, Rights::RW, m)?;
         }
         Ok(())
     }
 
     fn protect(&mut self) -> Result<(), VmError> {
+        let mut space = self.vm.lock();
         for &(_, m, n, _) in &self.leaves {
-            self.space.modify_flags(m, 0, n, Rights::READ)?;
+            space.modify_flags(m, 0, n, Rights::READ)?;
         }
         Ok(())
     }
 
     fn unmap(&mut self) -> Result<(), VmError> {
+        let mut space = self.vm.lock();
         for &(t, m, _, _) in &self.leaves {
-            self.space.unmap(t, m)?;
+            space.unmap(t, m)?;
         }
         Ok(())
     }
@@ -225,6 +225,15 @@ fn base_pages_if_small(
 ) -> Result<(), VmError> {
     if backing == Backing::Small {
         no_huge_pages(at as usize, bytes)?;
+    }
+    Ok(())
+}
+
+/// `madvise(MADV_NOHUGEPAGE)` over the Linux-side mapping at `at`.
+fn no_huge_pages(at: usize, len: usize) -> Result<(), VmError> {
+    // SAFETY: changes only the huge-page policy of pages, never their contents.
+    if unsafe { libc::madvise(at as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE) } != 0 {
+        return Err(VmError::os("madvise"));
     }
     Ok(())
 }
@@ -353,16 +362,19 @@ mod tests {
         assert!(shmat > 0.0 && protect > 0.0 && shmdt > 0.0, "{r:?}");
         let mut ours = Ours::new(3 << 20, Backing::Small).unwrap();
         ours.map().unwrap();
-        let leaves = |o: &Ours| o.space.caps().ptes().filter(|p| !p.2.table).count();
+        let leaves = |o: &Ours| o.vm.lock().caps().ptes().filter(|p| !p.2.table).count();
         assert_eq!(leaves(&ours), 768);
         assert_eq!(
-            ours.space.translate(767 * PAGE).map(|l| l.phys),
+            ours.vm.lock().translate(767 * PAGE).map(|l| l.phys),
             Some(767 * PAGE)
         );
         ours.protect().unwrap();
-        assert_eq!(ours.space.translate(0).map(|l| l.flags), Some(Rights::READ));
+        assert_eq!(
+            ours.vm.lock().translate(0).map(|l| l.flags),
+            Some(Rights::READ)
+        );
         ours.unmap().unwrap();
         assert_eq!(leaves(&ours), 0);
-        assert_eq!(ours.space.translate(0), None);
+        assert_eq!(ours.vm.lock().translate(0), None);
     }
 }
