@@ -15,7 +15,7 @@ use crate::names;
 use crate::progress::Progress;
 use crate::report::study::StudyPart;
 use crate::report::{Page, Part};
-use crate::study::cantrip::{self, LogMatch};
+use crate::study::cantrip::{self, Headline, LogMatch};
 use crate::study::data::Prepared;
 use crate::study::run::{self, Run, Workload};
 use crate::study::series;
@@ -70,6 +70,10 @@ pub struct Args {
     /// Where the CantripOS logs are (default: traces/ of the repository).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// `cantrip`: after the summary, every table in full with its recovery
+    /// notes and how well each log is matched.
+    #[arg(long)]
+    verbose: bool,
     /// Print nothing (when `retype report` gathers the figures).
     #[arg(skip)]
     quiet: bool,
@@ -124,6 +128,7 @@ pub fn cantrip_part(policies: &[PolicySpec], data: Option<PathBuf>) -> anyhow::R
         csv: None,
         report: Some(PathBuf::new()),
         data,
+        verbose: false,
         quiet: true,
     };
     let part = execute(&args)?.expect("a report was asked for");
@@ -179,6 +184,12 @@ fn emit(
     csv: &mut Option<CsvOut>,
     report: &mut Report,
 ) -> anyhow::Result<()> {
+    keep(w, csv, report)?;
+    print(args, w)
+}
+
+/// Appends the runs' series to the CSV file and adds their section to the report.
+fn keep(w: &Workload, csv: &mut Option<CsvOut>, report: &mut Report) -> anyhow::Result<()> {
     if let Some(c) = csv {
         for r in &w.runs {
             c.series(r)?;
@@ -187,6 +198,11 @@ fn emit(
     if let Some(part) = report {
         part.add(w);
     }
+    Ok(())
+}
+
+/// Prints the runs of one workload as a table, or as JSON lines.
+fn print(args: &Args, w: &Workload) -> anyhow::Result<()> {
     if args.quiet {
         return Ok(());
     }
@@ -217,29 +233,86 @@ fn cantrip(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let shots = report.is_some();
+    // Text: the summary first, so the tables are kept until the end.
+    let text = !args.json && !args.quiet;
+    let mut done = Vec::new();
     let matches = cantrip::run(args.data.as_deref(), config, layout, policies, shots, |w| {
-        emit(args, &w, csv, report)
+        if !text {
+            return emit(args, &w, csv, report);
+        }
+        keep(&w, csv, report)?;
+        done.push(w);
+        Ok(())
     })?;
-    if !args.json && !args.quiet {
-        let own = policies
+    if !text {
+        return Ok(());
+    }
+    summary(&done, &matches)?;
+    if !args.verbose {
+        outln!("\nEach table in full, with the recovery notes and the match with each log: retype study cantrip --verbose");
+        return Ok(());
+    }
+    outln!();
+    for w in &done {
+        print(args, w)?;
+    }
+    let own = policies
+        .iter()
+        .any(|&p| p == PolicySpec::kept(PolicyKind::ClassFit));
+    outln!(
+        "Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):"
+    );
+    for LogMatch {
+        workload: w,
+        policy: p,
+        exact: f,
+        death,
+    } in &matches
+    {
+        let why = death.map_or_else(String::new, |op| {
+            format!("  (no choice of frees agrees past request {op})")
+        });
+        outln!("  {:>5.1} %  {p:<15} {w}{why}", 100.0 * f);
+    }
+    if own {
+        outln!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
+    }
+    Ok(())
+}
+
+/// `study cantrip`'s first screen: how many logs are matched to their end,
+/// and each table's total fragmentation beside the thesis's.
+fn summary(done: &[Workload], matches: &[LogMatch]) -> anyhow::Result<()> {
+    let whole = matches
+        .iter()
+        .filter(|m| m.death.is_none() && m.exact >= 1.0)
+        .count();
+    outln!(
+        "Seed 000 from the thesis's own logs: {whole} of {} logs reproduced exactly on every request (bytes in use, slab resets, both fragmentations, failed retypes, OOMs).",
+        matches.len()
+    );
+    outln!("Total fragmentation in KiB, peak / average: ours, and the thesis's in brackets where it publishes them.");
+    let headlines: Vec<Headline> = done.iter().map(Headline::of).collect();
+    let width = headlines.iter().map(|h| h.table.len()).max().unwrap_or(0);
+    for h in &headlines {
+        let cells: Vec<String> = h
+            .runs
             .iter()
-            .any(|&p| p == PolicySpec::kept(PolicyKind::ClassFit));
-        outln!("Exact per-op agreement with the logs (bytes in use, slab resets, both fragmentations):");
-        for LogMatch {
-            workload: w,
-            policy: p,
-            exact: f,
-            death,
-        } in &matches
-        {
-            let why = death.map_or_else(String::new, |op| {
-                format!("  (no choice of frees agrees past request {op})")
-            });
-            outln!("  {:>5.1} %  {p:<15} {w}{why}", 100.0 * f);
-        }
-        if own {
-            outln!("\n(class-fit is retype's own policy; see docs/reproduction-000.md for its goal against best fit.)");
-        }
+            .map(|r| {
+                let thesis = r
+                    .thesis
+                    .map_or_else(String::new, |(p, a)| format!(" [{p:.2} / {a:.2}]"));
+                format!("{}: {:.2} / {:.2}{thesis}", r.policy, r.ours.0, r.ours.1)
+            })
+            .collect();
+        outln!("  {:<width$}  {}", h.table, cells.join("; "));
+    }
+    let differs = headlines.iter().flat_map(|h| &h.runs).any(|r| {
+        r.thesis
+            .is_some_and(|(p, a)| (p - r.ours.0).abs() > 0.005 || (a - r.ours.1).abs() > 0.005)
+    });
+    if differs {
+        outln!("Where ours and the thesis's differ, docs/reproduction-000.md says why.");
     }
     Ok(())
 }

@@ -215,3 +215,58 @@ fn accounting_line() -> String {
         quirks.join("; ")
     )
 }
+
+/// One table of the study in a line: per policy, the total fragmentation
+/// (peak and average, KiB) beside the thesis's where it has them.
+pub struct Headline {
+    /// The table's name (the first line of its title).
+    pub table: String,
+    /// Best fit and the original next fit, then the other policy with the
+    /// lowest average total fragmentation, if any ran.
+    pub runs: Vec<HeadlineRun>,
+}
+
+/// One policy's figures in a [`Headline`].
+pub struct HeadlineRun {
+    pub policy: PolicySpec,
+    /// Peak and average total fragmentation, KiB.
+    pub ours: (f64, f64),
+    /// The thesis's, where it publishes them.
+    pub thesis: Option<(f64, f64)>,
+}
+
+impl Headline {
+    /// The headline of workload `w` as [`run`] hands it over: its first two
+    /// runs are best fit's and next fit's, the others the other policies'.
+    pub fn of(w: &Workload) -> Headline {
+        let kib = |r: &super::run::Run| {
+            let s = &r.summary;
+            (s.peak_frag_total as f64 / 1024.0, s.avg_frag_total / 1024.0)
+        };
+        let mut runs: Vec<HeadlineRun> = w
+            .runs
+            .iter()
+            .zip(&w.published)
+            .take(2)
+            .map(|(r, p)| HeadlineRun {
+                policy: r.policy,
+                ours: kib(r),
+                thesis: p.map(|p| (p.peak[2], p.avg[2])),
+            })
+            .collect();
+        let lowest = w.runs[2..].iter().min_by(|a, b| {
+            a.summary
+                .avg_frag_total
+                .total_cmp(&b.summary.avg_frag_total)
+        });
+        runs.extend(lowest.map(|r| HeadlineRun {
+            policy: r.policy,
+            ours: kib(r),
+            thesis: None,
+        }));
+        Headline {
+            table: w.title.lines().next().unwrap_or_default().to_string(),
+            runs,
+        }
+    }
+}

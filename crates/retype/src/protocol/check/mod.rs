@@ -2,9 +2,13 @@
 //! (seed 001 chapter 5), every interleaving of the real node code.
 //!
 //! - [`model`]: states, actions and properties, for stateright.
+//! - `search`, `symmetry`, `live`: the exhaustive search, the symmetry reduction (a state's
+//!   class under renaming of operation ids) and the livelock check over the graph it leaves;
+//!   `explore` ties the model to the search and the reduction.
 //! - this file: the start state (booted through the node code), the run,
 //!   and a counterexample as a numbered message sequence.
 
+mod explore;
 mod live;
 pub mod model;
 mod search;

@@ -18,8 +18,7 @@ use retype_core::caps::protocol::{Input, Msg, Node, NodeId, Outcome, Request, Sl
 use retype_core::caps::types::{CapType, PAGE};
 use stateright::{Model, Property};
 
-use super::search::{fingerprint, Canon, Explore, TASKS};
-use super::symmetry;
+use super::search::TASKS;
 
 /// What is checked, and how big.
 #[derive(Clone, Copy, Debug)]
@@ -369,33 +368,4 @@ impl Model for CapModel {
 /// Property `I` of [`PROPERTIES`] is not broken in `s`.
 fn holds<const I: usize>(_: &CapModel, s: &State) -> bool {
     s.broken.as_ref().is_none_or(|b| b.0 != PROPERTIES[I])
-}
-
-impl Explore for CapModel {
-    fn canon(&self, s: &State) -> Canon {
-        match self.cfg.symmetry {
-            Symmetry::On => symmetry::canon(s),
-            Symmetry::Off => Canon {
-                key: fingerprint(s),
-                rank: std::array::from_fn(|i| i as u8),
-            },
-        }
-    }
-
-    fn running(&self, s: &State) -> u8 {
-        let running = |(i, o): (usize, &Op)| matches!(o, Op::Running { .. }).then_some(1 << i);
-        s.ops.iter().enumerate().filter_map(running).sum()
-    }
-
-    fn busy(&self, s: &State) -> u64 {
-        let busy = |(i, c): (usize, &VecDeque<Msg>)| (!c.is_empty()).then_some(1 << i);
-        s.chans.iter().enumerate().filter_map(busy).sum()
-    }
-
-    fn channel(&self, a: &Action) -> Option<u8> {
-        match *a {
-            Action::Deliver { from, to } => Some(from * self.cfg.nodes + to),
-            Action::Start { .. } => None,
-        }
-    }
 }
