@@ -1,4 +1,4 @@
-//! `retype bench mdb`: the mapping-database benchmark ([`crate::bench::mdb`])
+//! `retype bench mdb`: the mapping-database benchmark (`crate::bench::mdb`)
 //! as text or JSON lines, in TSC cycles and nanoseconds.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! `retype bench mm`: the cost of one memory-manager request per policy, at
-//! seed 000's 22 slabs and at many more ([`crate::bench::mm`]), as text,
+//! seed 000's 22 slabs and at many more (`crate::bench::mm`), as text,
 //! JSON lines or a page.
 
 use anyhow::Context;

@@ -1,5 +1,5 @@
 //! `retype bench`: the benchmarks, one subcommand each, printing what the
-//! measurements of [`crate::bench`] (and the protocol's latency study) give.
+//! measurements of `crate::bench` (and the protocol's latency study) give.
 
 pub mod mdb;
 pub mod mm;

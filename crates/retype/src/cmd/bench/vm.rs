@@ -1,4 +1,4 @@
-//! `retype bench vm`: seed 001 §3.6 on Linux ([`crate::bench::vm`]) as
+//! `retype bench vm`: seed 001 §3.6 on Linux (`crate::bench::vm`) as
 //! tables or JSON lines. Capabilities that map real memory
 //! (`crates/retype-vm`) beside raw Linux system calls, both in the same run,
 //! alternated: Appel and Li's trap benchmarks (Figure 3.2), map, protect and
