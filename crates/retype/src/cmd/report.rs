@@ -182,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let page = Page {
         title: "retype report",
-        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, the capability protocol's latencies when caps protocol-bench has been run, and seed 003's real-time experiment when study tlm has been run.",
+        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, the capability protocol's latencies when bench protocol has been run, and seed 003's real-time experiment when study tlm has been run.",
         parts,
     };
     std::fs::write(&args.output, page.html())

@@ -7,7 +7,7 @@
 //! (invariants 4.1–4.3). A node is a deterministic state machine
 //! ([`Node::step`]): one local request or one message in, the messages to
 //! send and the finished requests out. The simulator ([`sim`]), the thread
-//! runtime of `retype caps protocol-bench` and the model checker all drive
+//! runtime of `retype bench protocol` and the model checker all drive
 //! this same code.
 //!
 //! The modules, bottom-up; each imports only those before it:
