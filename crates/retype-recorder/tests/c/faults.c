@@ -4,6 +4,8 @@
  *   exit       returns 0
  *   segv       writes through a null pointer (SIGSEGV)
  *   abort      calls abort() (SIGABRT)
+ *   doublefree frees a block twice: glibc aborts inside free, that is inside
+ *              the recorder's hook
  *   kill       prints "ready PID" and waits to be killed (SIGKILL, which no
  *              handler sees)
  *   fsize      returns 0; RLIMIT_FSIZE was set to 512 KiB before the
@@ -66,6 +68,11 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "exit") || !strcmp(mode, "fsize")) return 0;
     if (!strcmp(mode, "segv")) *(volatile int *)0 = 1;
     if (!strcmp(mode, "abort")) abort();
+    if (!strcmp(mode, "doublefree")) {
+        char *volatile p = malloc(64);
+        free(p);
+        free(p);
+    }
     if (!strcmp(mode, "kill")) {
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
