@@ -8,7 +8,9 @@
 //! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
 //! (default 32; 0: no stacks). `retype record` sets them. A forked child writes
 //! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
-//! process's file.
+//! process's file. When the file cannot be written (a full disk, the file-size
+//! limit, the program closed its descriptor), recording stops with one line on
+//! stderr and the program runs on.
 //!
 //! The modules, bottom-up: each imports only those listed before it.
 //!
@@ -17,7 +19,8 @@
 //! - [`recording`]: whether events are recorded now;
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
-//! - [`output`]: the trace file: naming, header, continuation across exec;
+//! - [`output`]: the trace file: naming, header, continuation across exec,
+//!   and the stop, for good, when it cannot be written;
 //! - [`stack_table`]: each distinct stack once, with its id;
 //! - [`cfi`]: the rule that leads from a frame to its caller's, from an
 //!   object's call-frame information (gimli);

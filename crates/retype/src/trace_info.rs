@@ -73,5 +73,6 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         "stacks": t.stacks.len(),
         "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
         "modules": t.modules.len(),
+        "cut_short": t.cut_short.map(|c| json!({"at_byte": c.at_byte, "events": c.events})),
     })
 }

@@ -316,6 +316,10 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.events,
         s.threads.len()
     );
+    if let Some(c) = t.cut_short {
+        let (at, n, last) = (c.at_byte, c.events, ns(s.duration_ns));
+        let _ = writeln!(o, "  cut short: the file ends before its end record; it reads to byte {at}, {n} events, the last {last} after the first");
+    }
     for key in ["source", "allocator"] {
         if let Some(v) = t.meta_value(key) {
             let _ = writeln!(o, "  {key}: {v}");
