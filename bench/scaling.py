@@ -6,13 +6,14 @@ the best median of the other allocators on the same machine), printed, tabled an
 log axis; the first row the geometric mean over the programs; from the machine with the most
 cores when the CSVs come from several).
 
-usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note TEXT] --svg OUT.svg
+usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note TEXT] --snmalloc V --svg OUT.svg
        --md OUT.md scaling.csv [more.csv ...]
 """
 import argparse
 import csv
 import math
 import statistics
+import subprocess
 import sys
 from collections import defaultdict
 
@@ -148,6 +149,15 @@ def chart(machine, cores, benches, threads, rat):
             + "\n".join(body) + "\n</svg>\n")
 
 
+def versions():
+    """The Debian packages the peers came from (on the machine that writes the doc)."""
+    pkgs = {"glibc": "libc6", "jemalloc": "libjemalloc2", "mimalloc": "libmimalloc2.0", "tcmalloc": "libtcmalloc-minimal4"}
+    got = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\n", *pkgs.values()],
+                         capture_output=True, text=True).stdout.split("\n")
+    found = dict(line.split(" ", 1) for line in got if " " in line)
+    return ", ".join(f"{a} {found.get(p, '?')}" for a, p in pkgs.items())
+
+
 def doc(args, med, rat, cores, reps, commands, chart_machine):
     """docs/scaling.md's lines: what ran where, how to read it, the chart, the two tables."""
     machines = list(dict.fromkeys(k[0] for k in med))
@@ -164,11 +174,11 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
         top.append(f"**Smoke run, not a measurement:** `QUICK=1` (tiny parameters, one repetition, "
                    f"{' and '.join(map(str, threads))} threads) on {where} listed below. It shows that the "
                    "script, the six allocators and the report work end to end; its ratios are noise-dominated.")
-    if args.note:
-        top.append(args.note)
     if smallest < 16:
         top.append(f"The 16-thread figures need a machine with 16 cores (32 for 32 threads); "
                    f"{'this one has' if len(machines) == 1 else 'the smallest here has'} {smallest}.")
+    if args.note:
+        top.append(args.note)
     w(" ".join(top) + "\n")
     w(f"Command: `{args.command}`. Load average at the start {args.load_start}, at the end {load_end}.\n")
     w("Machines (every figure below names the one it came from):\n")
@@ -180,7 +190,9 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
       "at once. Throughput does not: the threads take turns on the cores, so it measures time slicing "
       "(and how an allocator's locks behave when their holder is descheduled), not parallel scaling.\n")
     w("Each figure is the median over the repetitions, allocators alternated run by run (glibc, jemalloc, "
-      "mimalloc, tcmalloc, snmalloc, retype, then again), all through `LD_PRELOAD`. **Ratio to the best peer**: "
+      "mimalloc, tcmalloc, snmalloc, retype, then again), all through `LD_PRELOAD`: Debian's packages "
+      f"({versions()}), snmalloc built by `bench/snmalloc.sh` from the sources that the Rust crate "
+      f"snmalloc-sys {args.snmalloc} vendors (Debian does not package it), retype-malloc from this tree. **Ratio to the best peer**: "
       "an allocator's median divided by the best median among the other five at the same program, thread count "
       "and machine; throughput (operations per second as the program counts them) above 1 beats every other "
       "allocator, peak RSS (GNU time's `%M`) below 1 does. Every thread does the same work at every thread "
@@ -238,6 +250,7 @@ def main():
     ap.add_argument("--command", required=True)
     ap.add_argument("--load-start", required=True)
     ap.add_argument("--note", default="")
+    ap.add_argument("--snmalloc", required=True, help="the snmalloc-sys version bench/snmalloc.sh built")
     ap.add_argument("--quick", action="store_true", help="the figures come from QUICK=1: say so first")
     ap.add_argument("--svg", required=True)
     ap.add_argument("--md", required=True)

@@ -94,4 +94,4 @@ for entry in "${SET[@]}"; do
 done
 
 python3 bench/scaling.py $([ "${QUICK:-0}" = 1 ] && echo --quick) --command "$CMD" --load-start "$LOAD_START" --note "${NOTE:-}" \
-  --svg docs/img/scaling.svg --md docs/scaling.md "$CSV" ${MERGE:-}
+  --snmalloc "$(basename "${ALLOC[snmalloc]}" .so | sed 's/.*-//')" --svg docs/img/scaling.svg --md docs/scaling.md "$CSV" ${MERGE:-}
