@@ -5,8 +5,8 @@
 # the same work at every thread count (kmeans: the same points shared among them). Prints each
 # figure as a ratio to the best peer, writes target/bench/scaling.csv, docs/scaling.md and
 # docs/img/scaling.svg.
-#   bench/scaling.sh                  3 repetitions (each program about 0.3 s a run at 1 thread;
-#                                     some 15 minutes on 16 cores, estimated)
+#   bench/scaling.sh                  3 repetitions (a run takes about 0.3 s while threads <= cores;
+#                                     10 to 15 minutes on 16 cores, estimated from 2-thread runs)
 #   REPS=5 bench/scaling.sh           more repetitions
 #   THREADS="4 16" bench/scaling.sh   these thread counts only
 #   QUICK=1 bench/scaling.sh          tiny parameters, 1 and 2 threads, 1 repetition (a smoke test)
