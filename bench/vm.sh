@@ -37,9 +37,9 @@ else
 fi
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 {
-  "$bin/retype" vm bench --json --only appel --reps 5
-  "$bin/retype" vm bench --json --only mpu --max-mib "$max" --reps 9
-  "$bin/retype" vm bench --json --only gups --max-mib "$max" --updates $((1 << 24))
-  "$bin/retype" vm bench --json --only gc --gc-max 5
+  "$bin/retype" bench vm --json --only appel --reps 5
+  "$bin/retype" bench vm --json --only mpu --max-mib "$max" --reps 9
+  "$bin/retype" bench vm --json --only gups --max-mib "$max" --updates $((1 << 24))
+  "$bin/retype" bench vm --json --only gc --gc-max 5
 } > "$out"
 echo "wrote $out ($(wc -l < "$out") rows)" >&2

@@ -7,10 +7,11 @@
 //! - [`untyped`]: seL4's untyped retype rule (watermark, alignment, reset).
 //! - [`kernel`]: the minimal seL4 kernel the memory manager drives.
 //! - [`mm`]: the CantripOS memory manager: slabs, bookkeeping, placement policies.
-//! - [`workload`]: request streams: the uniform generator, scripts, log recovery.
+//! - [`workload`]: request streams: the uniform generator, scripts.
 //! - [`rng`]: SplitMix64, the generator behind every synthetic workload.
 //! - [`caps`]: Barrelfish-style typed capabilities and the mapping database.
 //! - [`heap`]: heap allocators over real memory.
+//! - [`cheri`]: CHERI compressed capabilities (Morello, CHERI-RISC-V).
 //!
 //! Definitions, test vectors and the layering rules: `docs/design.md`.
 #![no_std]
@@ -20,6 +21,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod caps;
+pub mod cheri;
 pub mod heap;
 pub mod kernel;
 pub mod mm;

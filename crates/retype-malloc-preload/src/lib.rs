@@ -201,18 +201,60 @@ pub extern "C" fn malloc_trim(_pad: size_t) -> c_int {
     1
 }
 
-/// `mallinfo2`: all zero (retype-malloc reports through `RETYPE_MALLOC_STATS`).
+/// `mallinfo2`: the statistics in glibc's fields, as `retype_malloc::Mallinfo` defines them.
 #[no_mangle]
 pub extern "C" fn mallinfo2() -> libc::mallinfo2 {
-    // SAFETY: an all-zero mallinfo2 is valid (plain integers).
-    unsafe { core::mem::zeroed() }
+    let m = rm::stats().mallinfo();
+    libc::mallinfo2 {
+        arena: m.arena,
+        ordblks: m.ordblks,
+        smblks: m.smblks,
+        hblks: m.hblks,
+        hblkhd: m.hblkhd,
+        usmblks: m.usmblks,
+        fsmblks: m.fsmblks,
+        uordblks: m.uordblks,
+        fordblks: m.fordblks,
+        keepcost: m.keepcost,
+    }
 }
 
-/// `mallinfo`: all zero.
+/// `mallinfo`: [`mallinfo2`]'s fields as C `int`s, each at most `INT_MAX` (glibc wraps them).
 #[no_mangle]
 pub extern "C" fn mallinfo() -> libc::mallinfo {
-    // SAFETY: an all-zero mallinfo is valid (plain integers).
-    unsafe { core::mem::zeroed() }
+    let m = mallinfo2();
+    let int = |v: usize| c_int::try_from(v).unwrap_or(c_int::MAX);
+    libc::mallinfo {
+        arena: int(m.arena),
+        ordblks: int(m.ordblks),
+        smblks: int(m.smblks),
+        hblks: int(m.hblks),
+        hblkhd: int(m.hblkhd),
+        usmblks: int(m.usmblks),
+        fsmblks: int(m.fsmblks),
+        uordblks: int(m.uordblks),
+        fordblks: int(m.fordblks),
+        keepcost: int(m.keepcost),
+    }
+}
+
+/// `malloc_info`: the statistics in glibc's XML form on `stream`, one `<heap>` per thread
+/// heap (see `retype_malloc::Stats::write_xml`); EINVAL unless `options` is 0, as glibc.
+///
+/// # Safety
+/// `stream` must be an open C stream.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_info(options: c_int, stream: *mut libc::FILE) -> c_int {
+    if options != 0 {
+        return libc::EINVAL;
+    }
+    // Taken before anything is written: the stream may allocate its buffer.
+    let stats = rm::stats();
+    stats.write_xml(&mut |piece| {
+        // SAFETY: the caller's stream; `piece` is valid for its length.
+        unsafe { libc::fwrite(piece.as_ptr().cast(), 1, piece.len(), stream) };
+    });
+    0
 }
 
 /// `malloc_stats`: the statistics report, on standard error.

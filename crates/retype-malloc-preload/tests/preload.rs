@@ -337,8 +337,8 @@ const HARDENED_UNTIMED: [(&str, &str); 2] = [
 ];
 
 /// A free-list link rewritten after free is followed by default (the next mallocs hand out
-/// the address written); in hardened mode the quarantine holds the block back, and without
-/// the quarantine the link is checked before it is followed.
+/// the address written); in hardened mode the quarantine holds the block back (and checks it
+/// at exit), and without the quarantine the link is checked before it is followed.
 #[test]
 fn hardened_mode_checks_free_list_links() {
     let unquarantined = [
@@ -351,7 +351,12 @@ fn hardened_mode_checks_free_list_links() {
         if !cfg!(debug_assertions) {
             assert_eq!(seen(&[]), "poisoned\n", "default {size}");
         }
-        assert_eq!(seen(&HARDENED), "not poisoned\n", "hardened {size}");
+        // The quarantine holds the block back, and finds the link written at exit.
+        let out = harden("poison", size, &HARDENED);
+        assert_eq!(text(&out.stdout), "not poisoned\n", "hardened {size}");
+        let what = format!("poison {size}");
+        let message = "write after free (quarantine, at exit)";
+        assert_caught(&out, libc::SIGABRT, message, &what);
         let out = harden("poison", size, &unquarantined);
         let what = format!("poison {size} without quarantine");
         assert_caught(
@@ -710,4 +715,329 @@ fn valgrind_memcheck_finds_no_errors_in_the_allocator() {
     .arg(compile("semantics"));
     let out = run(cmd, true);
     assert_ok(&out, "semantics under valgrind");
+}
+
+/// The heap errors of `tests/c/errors.c`, and what hardened mode must do with each on a block
+/// of 8 B, 4 KiB and 1 MiB: abort with the message given, fault (`SIGSEGV`: a guard page or
+/// an inaccessible block), or, for a read or a realloc, print what the program saw.
+const ERRORS: [(&str, [&str; 3]); 18] = [
+    (
+        "overflow-1",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-32",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-1-memcpy",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "overflow-32-memcpy",
+        [
+            "heap overflow (canary)",
+            "heap overflow (canary)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-1",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-32",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-1-memcpy",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "underflow-32-memcpy",
+        [
+            "heap underflow (canary of the block before)",
+            "heap underflow (canary of the block before)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "write-after-free",
+        [
+            "write after free (quarantine, at exit)",
+            "write after free (quarantine, at exit)",
+            "SIGSEGV",
+        ],
+    ),
+    (
+        "write-after-free-malloc",
+        [
+            "write after free (quarantine)",
+            "write after free (quarantine)",
+            "SIGSEGV",
+        ],
+    ),
+    ("read-after-free", ["clean", "clean", "SIGSEGV"]),
+    ("uninitialized-read", ["clean", "clean", "clean"]),
+    ("double-free", ["double free", "double free", "double free"]),
+    (
+        "invalid-free",
+        [
+            "invalid free (not allocated by retype-malloc)",
+            "invalid free (not allocated by retype-malloc)",
+            "invalid free (not allocated by retype-malloc)",
+        ],
+    ),
+    (
+        "interior-free",
+        [
+            "invalid free (misaligned)",
+            "invalid free (inside a block)",
+            "invalid free (inside a large block)",
+        ],
+    ),
+    ("realloc-moves", ["moved", "moved", "moved"]),
+    ("malloc0-write", ["SIGSEGV", "SIGSEGV", "SIGSEGV"]),
+    ("malloc0-read", ["SIGSEGV", "SIGSEGV", "SIGSEGV"]),
+];
+
+/// What became of `errors.c` committing `kind` on `size` bytes: the message it aborted with,
+/// `SIGSEGV`, or the last line it printed ("missed" when nothing stopped it).
+fn error_outcome(kind: &str, size: usize, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("60")
+        .arg(compile("errors"))
+        .args([kind, &size.to_string()])
+        .envs(env.iter().copied());
+    let out = run(cmd, true);
+    let err = text(&out.stderr);
+    match out.status.signal() {
+        Some(libc::SIGABRT) => match err.split_once("retype-malloc: ") {
+            Some((_, m)) => m
+                .split(" of pointer")
+                .next()
+                .unwrap_or(m)
+                .trim()
+                .to_string(),
+            None => format!("SIGABRT ({})", err.trim()),
+        },
+        Some(libc::SIGSEGV) => "SIGSEGV".to_string(),
+        Some(s) => format!("signal {s}"),
+        None => match text(&out.stdout).lines().last() {
+            Some(line) if out.status.success() => line.to_string(),
+            _ => format!("exit {:?}: {}", out.status.code(), err.trim()),
+        },
+    }
+}
+
+/// Every error kind in all three sizes under the default mode and hardened mode: prints the
+/// table (docs/hardening.md holds a copy) and checks hardened mode's column against [`ERRORS`].
+#[test]
+fn what_each_mode_catches() {
+    let sizes = [8, 4096, 1 << 20];
+    let mut table = String::from("| error | size | default | hardened |\n|---|---|---|---|\n");
+    let mut wrong = Vec::new();
+    for (kind, expected) in ERRORS {
+        for (size, expect) in sizes.into_iter().zip(expected) {
+            let default = error_outcome(kind, size, &[]);
+            let hardened = error_outcome(kind, size, &HARDENED);
+            let shown = match size {
+                8 => "8 B".to_string(),
+                4096 => "4 KiB".to_string(),
+                _ => "1 MiB".to_string(),
+            };
+            table += &format!("| {kind} | {shown} | {default} | {hardened} |\n");
+            if hardened != expect {
+                wrong.push(format!("{kind} {size}: {hardened:?}, expected {expect:?}"));
+            }
+        }
+    }
+    println!("{table}");
+    assert!(wrong.is_empty(), "hardened mode:\n{}", wrong.join("\n"));
+}
+
+/// The measures `errors.c` shows at work, each off in hardened mode and on alone. (Without
+/// `ZERO_ON_MALLOC` a small block is still clean in hardened mode: free blocks are zero.)
+#[test]
+fn the_new_measures_have_their_own_switches() {
+    let hardened_but = |var| [("RETYPE_MALLOC_HARDENED", "1"), (var, "0")];
+    let cases = [
+        (
+            "RETYPE_MALLOC_REALLOC_MOVES",
+            "realloc-moves",
+            8,
+            "same",
+            "moved",
+        ),
+        (
+            "RETYPE_MALLOC_ZERO_ON_MALLOC",
+            "uninitialized-read",
+            1 << 20,
+            "stale",
+            "clean",
+        ),
+        (
+            "RETYPE_MALLOC_ZERO_ON_FREE",
+            "write-after-free-malloc",
+            4096,
+            "write after free (quarantine)",
+            "heap overflow or write after free (fill of a free block)",
+        ),
+        (
+            "RETYPE_MALLOC_EXIT_CHECK",
+            "write-after-free",
+            8,
+            "missed",
+            "missed",
+        ),
+    ];
+    for (var, kind, size, off, alone) in cases {
+        let seen = error_outcome(kind, size, &hardened_but(var));
+        assert_eq!(seen, off, "{kind} {size} with {var}=0 in hardened mode");
+        let seen = error_outcome(kind, size, &[(var, "1")]);
+        assert_eq!(seen, alone, "{kind} {size} with {var}=1 alone");
+    }
+    // The check at exit needs the quarantine, which holds the block.
+    let env = [
+        ("RETYPE_MALLOC_EXIT_CHECK", "1"),
+        ("RETYPE_MALLOC_QUARANTINE_BYTES", "65536"),
+    ];
+    let seen = error_outcome("write-after-free", 4096, &env);
+    assert_eq!(seen, "write after free (quarantine, at exit)");
+}
+
+/// The fields a line of `mallinfo.c` prints after `when`: name and value pairs.
+fn mallinfo_fields(stdout: &str, when: &str) -> BTreeMap<String, u64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{when} ")))
+        .unwrap_or_else(|| panic!("no {when} line in\n{stdout}"));
+    let words: Vec<&str> = line.split(' ').skip(1).collect();
+    words
+        .chunks(2)
+        .map(|kv| (kv[0].to_string(), kv[1].parse().unwrap()))
+        .collect()
+}
+
+/// The `size` (and `count`) of the XML's last element `<name type="kind" .../>`: the
+/// totals follow the heaps.
+fn xml_total(xml: &str, name: &str, kind: &str) -> (u64, u64) {
+    let start = format!("<{name} type=\"{kind}\"");
+    let line = xml
+        .lines()
+        .rev()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("no {start} in\n{xml}"));
+    let attr = |k: &str| {
+        line.split(&format!(" {k}=\""))
+            .nth(1)
+            .and_then(|v| v.split('"').next())
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    (attr("count"), attr("size"))
+}
+
+/// Four threads leave 1000 blocks each of 100 to 400 bytes and a 3 MiB block is made:
+/// `mallinfo2` counts them (as `retype_malloc::Mallinfo` defines its fields), `mallinfo` as
+/// ints, `malloc_info`'s XML has glibc's shape and the same totals, and the statistics
+/// written at exit in JSON (`RETYPE_MALLOC_STATS=….json`) agree with the last `mallinfo2`.
+#[test]
+fn mallinfo2_and_malloc_info_agree_with_the_statistics() {
+    let file = tmp("stats").join("mallinfo.json");
+    let _ = std::fs::remove_file(&file);
+    let mut cmd = Command::new(compile("mallinfo"));
+    cmd.env("RETYPE_MALLOC_STATS", &file);
+    let out = run(cmd, true);
+    assert_ok(&out, "mallinfo");
+    let stdout = text(&out.stdout);
+    let (before, after) = (
+        mallinfo_fields(&stdout, "before"),
+        mallinfo_fields(&stdout, "after"),
+    );
+    // Block sizes of the classes of 100, 200, 300 and 400 bytes.
+    let model: u64 = [112, 208, 320, 416].iter().map(|b| 1000 * b).sum();
+    let grew = after["uordblks"] - before["uordblks"];
+    assert!(
+        (model..model + 64 * 1024).contains(&grew),
+        "uordblks grew by {grew}, the model by {model}\n{stdout}"
+    );
+    assert_eq!(after["hblks"] - before["hblks"], 1, "{stdout}");
+    assert!(after["hblkhd"] - before["hblkhd"] >= 3 << 20, "{stdout}");
+    for m in [&before, &after] {
+        assert_eq!(m["arena"], m["uordblks"] + m["fordblks"], "{stdout}");
+    }
+    let ints = mallinfo_fields(&stdout, "int");
+    for k in ["arena", "uordblks", "hblkhd"] {
+        assert_eq!(ints[k], after[k], "mallinfo's {k}");
+    }
+
+    let xml = &stdout[stdout.find("<malloc").expect("malloc_info's XML")..];
+    assert!(xml.starts_with("<malloc version=\"1\">\n"), "{xml}");
+    assert!(
+        xml.trim_end().ends_with("OK") && xml.contains("</malloc>\n"),
+        "{xml}"
+    );
+    assert_eq!(
+        xml.matches("<heap nr=").count(),
+        xml.matches("</heap>").count()
+    );
+    let fast = xml_total(xml, "total", "fast");
+    let rest = xml_total(xml, "total", "rest");
+    assert_eq!(
+        (fast.0, fast.1),
+        (after["smblks"], after["fsmblks"]),
+        "{xml}"
+    );
+    assert_eq!(fast.1 + rest.1, after["fordblks"], "{xml}");
+    assert_eq!(
+        xml_total(xml, "total", "mmap"),
+        (after["hblks"], after["hblkhd"])
+    );
+    let mapped = xml_total(xml, "system", "current").1;
+    assert_eq!(mapped, after["arena"] + after["hblkhd"], "{xml}");
+
+    let json = std::fs::read_to_string(&file).expect("statistics file");
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let at_exit = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {json}"));
+    assert_eq!(at_exit("large_blocks"), after["hblks"], "{json}");
+    assert_eq!(at_exit("large_mapped"), after["hblkhd"], "{json}");
+    assert_eq!(
+        v["heap_total"]["in_use"].as_u64(),
+        Some(after["uordblks"]),
+        "{json}"
+    );
+    assert!(at_exit("small_live") >= model, "{json}");
+    let heaps = v["heaps"].as_array().unwrap();
+    assert_eq!(xml.matches("<heap nr=").count(), heaps.len(), "{json}");
+    let held: u64 = heaps.iter().map(|h| h["held"].as_u64().unwrap()).sum();
+    assert_eq!(v["heap_total"]["held"].as_u64(), Some(held));
+    // The heaps add up to the total (which heap holds which thread's blocks depends on who
+    // adopted whose: main's heap too, parked while it joins, may serve a thread and come back).
+    let in_use: u64 = heaps.iter().map(|h| h["in_use"].as_u64().unwrap()).sum();
+    assert_eq!(in_use, after["uordblks"], "{json}");
 }

@@ -5,22 +5,18 @@
 //!
 //! A small or medium block keeps its last [`TAIL`] bytes for a tag: the size asked for and a
 //! keyed check value, so the check needs no metadata beside the block and the tag cannot be
-//! forged or shifted by an overflow without knowing the secret. The first [`GUARD`] bytes
-//! after the size (those before the tag) hold a keyed pattern: an overflow that runs on from
-//! the end of the block writes the byte right after it, so these catch it, and sealing and
-//! checking cost the same whatever the slack. A large block (whose header keeps its size)
-//! has only the pattern, in all the slack of its first and last pages.
+//! forged or shifted by an overflow without knowing the secret. All the bytes between the
+//! size and the tag hold a keyed pattern, so a write anywhere past the end inside the block,
+//! next to it or further on, is caught when the block is freed. A large block (whose header
+//! keeps its size) has only the pattern, in all the slack of its first and last pages.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use crate::os;
 use crate::secret::{self, mix};
-use crate::{config, os};
 
 /// Bytes at the end of a small or medium block taken by the tag.
 pub(crate) const TAIL: usize = 8;
-
-/// Most bytes of pattern after the size of a small or medium block.
-const GUARD: usize = 16;
 
 /// The fill pattern of the block at `block`, eight bytes placed by address. No byte is zero,
 /// so a stray string terminator is caught too.
@@ -141,8 +137,7 @@ pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
                 Some(block_size),
             );
         }
-        let end = block.add(block_size - TAIL);
-        fill(pat, block.add(size), guard_end(block, size, end));
+        fill(pat, block.add(size), block.add(block_size - TAIL));
         tail.store(tag(pat, size), Ordering::Relaxed);
     }
 }
@@ -177,13 +172,10 @@ pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
 }
 
 /// Whether the pattern after `size` bytes of the block at `block` of `block_size` bytes
-/// (pattern `pat`) is intact.
+/// (pattern `pat`), up to its tag, is intact.
 unsafe fn guard_intact(pat: u64, block: *const u8, block_size: usize, size: usize) -> bool {
     // SAFETY: the caller's contract: the block is `block_size` bytes long and holds `size`.
-    unsafe {
-        let end = block.add(block_size - TAIL);
-        first_broken(pat, block.add(size), guard_end(block, size, end)).is_none()
-    }
+    unsafe { first_broken(pat, block.add(size), block.add(block_size - TAIL)).is_none() }
 }
 
 /// What the tail of a block holds.
@@ -231,7 +223,7 @@ pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
 }
 
 /// Whether the block at `block` of `block_size` bytes has its free tag.
-unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
+pub(crate) unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
     // SAFETY: the caller's contract.
     matches!(unsafe { read_tag(block, block_size) }, Tag::Free)
 }
@@ -253,46 +245,6 @@ unsafe fn tail_word<'a>(block: *const u8, block_size: usize) -> &'a AtomicU64 {
     // SAFETY: the word is 8-aligned and in memory of ours that outlives the caller's use (a
     // page's first block has a tag before it, in a gap kept for it: see `page::gap`).
     unsafe { AtomicU64::from_ptr(word) }
-}
-
-/// Where the pattern after `size` bytes of `block` ends: [`GUARD`] bytes on, or at the tag.
-fn guard_end(block: *const u8, size: usize, tail: *const u8) -> *mut u8 {
-    block.wrapping_add(size + GUARD).min(tail).cast_mut()
-}
-/// The byte freed blocks are filled with: keyed by the secret, 0x80 or more (never zero,
-/// never ASCII, so freed text does not read as text). One byte, not the words of
-/// [`pattern`], so that filling is a `memset` and checking a `memcmp` of the block against
-/// itself shifted by one, both of them the C library's vectorised routines.
-fn junk() -> u8 {
-    (mix(secret::get()) >> 56) as u8 | 0x80
-}
-
-/// How much of a freed block of `size` bytes the junk fills: all of it, or all but its tag
-/// when blocks carry canaries.
-fn junk_len(size: usize) -> usize {
-    if config::canary() {
-        size - TAIL
-    } else {
-        size
-    }
-}
-
-/// Fills the freed block at `block`, `size` bytes, with the junk byte (but its free tag).
-pub(crate) unsafe fn fill_freed(block: *mut u8, size: usize) {
-    // SAFETY: the block is the caller's to write.
-    unsafe { block.write_bytes(junk(), junk_len(size)) }
-}
-
-/// Whether the block filled by [`fill_freed`] still holds the junk byte throughout (its first
-/// byte does, and every byte equals the one before it) and its free tag.
-pub(crate) unsafe fn freed_intact(block: *const u8, size: usize) -> bool {
-    let n = junk_len(size);
-    // SAFETY: the block is the caller's to read, `size` bytes long.
-    unsafe {
-        let head = core::slice::from_raw_parts(block, n - 1);
-        let tail = core::slice::from_raw_parts(block.add(1), n - 1);
-        *block == junk() && head == tail && (!config::canary() || free_intact(block, size))
-    }
 }
 
 /// Fills the slack `[from, to)` around the large block at `block` with its pattern.

@@ -25,6 +25,19 @@ pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
 /// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
 /// default: as `RETYPE_MALLOC_HARDENED`).
 pub(crate) static ZERO_FAULT: AtomicBool = AtomicBool::new(false);
+/// Freed small and medium blocks are zeroed (and freshly carved ones), and checked still zero
+/// when handed out again (`RETYPE_MALLOC_ZERO_ON_FREE`, default: as `RETYPE_MALLOC_HARDENED`;
+/// see `freed`).
+pub(crate) static ZERO_ON_FREE: AtomicBool = AtomicBool::new(false);
+/// Every block is zeroed when handed out (`RETYPE_MALLOC_ZERO_ON_MALLOC`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static ZERO_ON_MALLOC: AtomicBool = AtomicBool::new(false);
+/// `realloc` always moves the block, so it never hands back the address it frees
+/// (`RETYPE_MALLOC_REALLOC_MOVES`, default: as `RETYPE_MALLOC_HARDENED`).
+pub(crate) static REALLOC_MOVES: AtomicBool = AtomicBool::new(false);
+/// The calling thread's quarantine is checked at exit (`RETYPE_MALLOC_EXIT_CHECK`, default: as
+/// `RETYPE_MALLOC_HARDENED`).
+pub(crate) static EXIT_CHECK: AtomicBool = AtomicBool::new(false);
 /// Milliseconds an empty segment or large block is cached with its pages before they go
 /// back to the OS (`RETYPE_MALLOC_PURGE_DELAY`, default 100; see `cache`).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
@@ -43,6 +56,8 @@ const HARDENED_QUARANTINE_BYTES: u64 = 1 << 20;
 pub(crate) static RESERVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// Descriptor for the statistics report at exit, or -1 (`RETYPE_MALLOC_STATS`).
 pub(crate) static STATS_FD: AtomicI32 = AtomicI32::new(-1);
+/// The report at exit in JSON (`RETYPE_MALLOC_STATS=json`, or a path ending in `.json`).
+pub(crate) static STATS_JSON: AtomicBool = AtomicBool::new(false);
 /// Count live bytes for the report: every malloc and free takes the slow path (on with
 /// `RETYPE_MALLOC_STATS`).
 pub(crate) static COUNTED: AtomicBool = AtomicBool::new(false);
@@ -86,6 +101,26 @@ pub(crate) fn zero_fault() -> bool {
 #[inline]
 pub(crate) fn guard() -> bool {
     GUARD.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn zero_on_free() -> bool {
+    ZERO_ON_FREE.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn zero_on_malloc() -> bool {
+    ZERO_ON_MALLOC.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn realloc_moves() -> bool {
+    REALLOC_MOVES.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn exit_check() -> bool {
+    EXIT_CHECK.load(Ordering::Relaxed)
 }
 
 /// The value of environment variable `name` as bytes, if set.
@@ -143,9 +178,17 @@ pub(crate) fn load() {
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);
     let guard = flag(c"RETYPE_MALLOC_GUARD", all);
     let zero_fault = flag(c"RETYPE_MALLOC_ZERO_FAULT", all);
+    let zero_on_free = flag(c"RETYPE_MALLOC_ZERO_ON_FREE", all);
+    let zero_on_malloc = flag(c"RETYPE_MALLOC_ZERO_ON_MALLOC", all);
+    let realloc_moves = flag(c"RETYPE_MALLOC_REALLOC_MOVES", all);
+    let exit_check = flag(c"RETYPE_MALLOC_EXIT_CHECK", all);
     CANARY.store(canary, Ordering::Relaxed);
     GUARD.store(guard, Ordering::Relaxed);
     ZERO_FAULT.store(zero_fault, Ordering::Relaxed);
+    ZERO_ON_FREE.store(zero_on_free, Ordering::Relaxed);
+    ZERO_ON_MALLOC.store(zero_on_malloc, Ordering::Relaxed);
+    REALLOC_MOVES.store(realloc_moves, Ordering::Relaxed);
+    EXIT_CHECK.store(exit_check, Ordering::Relaxed);
     let default_bytes = if all { HARDENED_QUARANTINE_BYTES } else { 0 };
     let bytes = env(c"RETYPE_MALLOC_QUARANTINE_BYTES").and_then(number);
     let bytes = bytes.unwrap_or(default_bytes) as usize;
@@ -153,7 +196,15 @@ pub(crate) fn load() {
     if let Some(ms) = env(c"RETYPE_MALLOC_QUARANTINE_MS").and_then(number) {
         QUARANTINE_MS.store(ms, Ordering::Relaxed);
     }
-    let any = all || canary || guard || zero_fault || bytes > 0;
+    let any = all
+        || canary
+        || guard
+        || zero_fault
+        || bytes > 0
+        || zero_on_free
+        || zero_on_malloc
+        || realloc_moves
+        || exit_check;
     HARDENED.store(any, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
@@ -177,22 +228,30 @@ pub(crate) fn load() {
 /// their standard streams must not take it over.
 const STATS_FD_MIN: i32 = 200;
 
-/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` is a copy of stderr,
-/// anything else a file path; -1 when unset or unusable.
+/// Opens the statistics destination named by `RETYPE_MALLOC_STATS`: `1` (or `json`, for the
+/// JSON form) is a copy of stderr, anything else a file path (in JSON if it ends in
+/// `.json`); -1 when unset or unusable.
 fn open_stats() -> i32 {
     // SAFETY: getenv returns null or a NUL-terminated string from the environment.
     let raw = unsafe { libc::getenv(c"RETYPE_MALLOC_STATS".as_ptr()) };
     let fd = match env(c"RETYPE_MALLOC_STATS") {
         None | Some(b"") | Some(b"0") => return -1,
         Some(b"1") => 2,
-        // SAFETY: `raw` is the NUL-terminated path just read from the environment.
-        Some(_) => unsafe {
-            libc::open(
-                raw,
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o644,
-            )
-        },
+        Some(b"json") => {
+            STATS_JSON.store(true, Ordering::Relaxed);
+            2
+        }
+        Some(path) => {
+            STATS_JSON.store(path.ends_with(b".json"), Ordering::Relaxed);
+            // SAFETY: `raw` is the NUL-terminated path just read from the environment.
+            unsafe {
+                libc::open(
+                    raw,
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    0o644,
+                )
+            }
+        }
     };
     if fd < 0 {
         return -1;

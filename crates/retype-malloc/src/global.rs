@@ -8,7 +8,9 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{cache, canary, config, large, os, pool, quarantine, registry, secret, stats, zero};
+use crate::{
+    cache, canary, census, config, large, os, pool, quarantine, registry, secret, stats, zero,
+};
 
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NONE: u8 = 0;
@@ -52,6 +54,10 @@ pub fn init() {
     // These two may allocate; the allocator is usable now.
     // SAFETY: the handlers only take and release our own locks.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release)) };
+    if config::exit_check() {
+        // SAFETY: `check_at_exit` is a plain function that does not unwind.
+        unsafe { libc::atexit(check_at_exit) };
+    }
     if config::STATS_FD.load(Ordering::Relaxed) >= 0 {
         // SAFETY: `report_at_exit` is a plain function that does not unwind.
         unsafe { libc::atexit(report_at_exit) };
@@ -154,9 +160,25 @@ pub fn park() {
     }
 }
 
+/// Writes the report at exit, as text or JSON (see `census`).
 extern "C" fn report_at_exit() {
     let fd = config::STATS_FD.load(Ordering::Relaxed);
-    stats::report(&mut |line| os::write_all(fd, line), config::counted());
+    let out = &mut |line: &[u8]| os::write_all(fd, line);
+    if config::STATS_JSON.load(Ordering::Relaxed) {
+        census::take().write_json(out);
+    } else {
+        stats::report(out, config::counted());
+    }
+}
+
+/// At exit (`RETYPE_MALLOC_EXIT_CHECK`): checks the blocks the exiting thread's quarantine
+/// holds, so a write after free that no later free or malloc met is caught.
+extern "C" fn check_at_exit() {
+    let heap = heap::current();
+    if !heap::is_empty(heap) {
+        // SAFETY: the heap is the calling thread's own, and so is its quarantine.
+        unsafe { quarantine::check_all((*heap).quarantine) };
+    }
 }
 
 /// Takes every global lock so that no other thread holds one while the process forks.

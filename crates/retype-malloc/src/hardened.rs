@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering;
 use crate::consts::SEGMENT_MASK;
 use crate::page::{self, Page, FLAG_ALIGNED, FLAG_LARGE};
 use crate::segment::{self, Segment, KIND_LARGE, KIND_SMALL};
-use crate::{config, large, os, registry};
+use crate::{canary, config, freed, large, os, registry};
 
 /// Aborts with the message for `what` at `p` (the size class is not known here).
 fn die_at(what: &str, p: *const u8) -> ! {
@@ -81,38 +81,48 @@ fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
 /// carved block of the page. Links live in freed blocks, where an overflow from the block
 /// before or a write after free can rewrite them; checked so, a rewritten link can neither
 /// hand out memory outside the page nor a block in use. With canaries, the block's tag says
-/// whether it is live (`canary::seal` checks it), and the bitmap is not kept.
+/// whether it is live (`canary::seal` checks it), and the bitmap is not kept; the tags of
+/// its neighbours are checked too, so an overflow or underflow into a block that is never
+/// freed is caught at the next malloc beside it. Then the block's fill is checked and it
+/// is zeroed, as `freed` says.
 pub(crate) unsafe fn remember_block(page: *mut Page, block: *mut u8) {
     // SAFETY: the bitmap belongs to the page's segment; the page is the caller's.
     unsafe {
-        if !config::canary() {
+        if config::canary() {
+            check_neighbours(page, block);
+        } else {
             let (first, word, bit) = bit_of(page, block);
             let bits = &(*segment::bitmap(segment::of(block), first))[word];
             if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
                 die_at("heap corruption (free list holds a live block)", block);
             }
         }
-        check_link(page, block, (*page).free.cast());
+        page::check_link(page, block, (*page).free.cast());
+        freed::reuse(block, (*page).block_size as usize);
     }
 }
 
-/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
-/// carved block of the page.
-pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
-    if next.is_null() {
-        return;
-    }
-    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, bs, capacity) = unsafe {
-        (
-            (*page).area as usize,
-            (*page).block_size as usize,
-            (*page).capacity as usize,
-        )
-    };
-    let off = (next as usize).wrapping_sub(area);
-    if off >= capacity * bs || !off.is_multiple_of(bs) {
-        os::die("heap corruption (free list link)", block, Some(bs));
+/// Aborts unless the blocks either side of `block` in `page`, live or free, hold sound tags
+/// (blocks with canaries): the one before (a page's first block has a tag before it too),
+/// which an underflow of `block` breaks first, and the one after, if carved, which an
+/// overflow past `block`'s own canary breaks. Tags are whole words, written atomically, so
+/// this holds whichever thread frees either neighbour meanwhile.
+pub(crate) unsafe fn check_neighbours(page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a block of `page`, in use; carved blocks have tags.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        if !canary::tag_sound(block.wrapping_sub(bs), bs) {
+            os::die(
+                "heap underflow (canary of the block before)",
+                block,
+                Some(bs),
+            );
+        }
+        let after = block.wrapping_add(bs);
+        let carved_end = (*page).area as usize + (*page).capacity as usize * bs;
+        if (after as usize) < carved_end && !canary::tag_sound(after, bs) {
+            os::die("heap overflow (canary of the block after)", block, Some(bs));
+        }
     }
 }
 

@@ -1,25 +1,26 @@
 //! Thread heaps: each thread allocates from its own heap, without locks. A heap keeps, per
 //! size class, a queue of pages with free blocks (the first page is the "direct" page the
-//! fast path pops from), plus one list of full pages.
-//!
-//! A free by the owning thread is a push onto the page's free list. A free by another thread
-//! is a compare-and-swap onto the page's `thread_free` list; if the page was in the full list,
-//! that thread also puts the page on the heap's `notified` stack so the owner moves it back.
+//! fast path pops from), plus one list of full pages, which a free by another thread takes a
+//! page back from through the heap's `notified` stack (see `free`). Here: malloc's slow
+//! path; pages moving between their class queue, the full list, the ring of kept pages (see
+//! `kept`) and their segment; spills given back to their pages after a while (see `spill`);
+//! the batch that counts live bytes; and the checks of a class queue and of the full list,
+//! which debug builds run as they change (the full check of a heap is `consistency`'s).
 //!
 //! Until its first malloc a thread sees a read-only empty heap. Giving it a real one (from
 //! `pool`, registering the thread-exit hook) is done above this module, by
 //! `global::alloc_slow`, so that nothing here calls upwards.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-use crate::consts::SLICE_SIZE;
+use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
-use crate::{canary, config, hardened, large, os, quarantine, stats, tls};
+use crate::{config, hardened, os, quarantine, stats, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -27,40 +28,45 @@ pub(crate) struct Heap {
     /// while that holds blocks (see [`spill`]), else the first page of its class's queue, or
     /// [`EMPTY`] when there is none, for slot 0 and in hardened mode, which sends every
     /// malloc to the slow path.
-    direct: [*mut Page; CLASSES],
+    pub direct: [*mut Page; CLASSES],
     queues: [Queue<Page>; CLASSES],
     /// Per class, the pages the heap holds (in its queue or full): a class with several gets
     /// larger pages (see [`size_class::span_of`]).
-    pages: [u32; CLASSES],
-    /// Bytes of the pages the heap holds.
-    held: usize,
+    pub pages: [u32; CLASSES],
+    /// Bytes of the pages the heap holds: written by its owner alone (see [`add_held`]), read
+    /// by the statistics from any thread.
+    held: AtomicUsize,
     full: Queue<Page>,
-    full_count: usize,
+    pub full_count: usize,
     /// Full pages that received a remote free, pushed by the freeing thread.
-    notified: AtomicPtr<Page>,
+    pub notified: AtomicPtr<Page>,
     /// Segments of this heap with free slices.
-    segments: Queue<Segment>,
+    pub segments: Queue<Segment>,
     /// Link in the pool's stack of abandoned heaps.
     pub next_in_pool: *mut Heap,
+    /// Link in the pool's list of every heap made (heaps are never unmade), set once.
+    pub next_made: *mut Heap,
+    /// In the pool's stack of abandoned heaps (written under the pool's lock).
+    pub pooled: bool,
     /// The thread that parked it while it waited (see `global::park`), until that thread
     /// takes it back: it does so first, even after another thread adopted it meanwhile and
     /// exited. 0: none.
     pub home: usize,
     /// Empty pages kept for reuse, oldest first.
-    kept: Kept,
+    pub kept: Kept,
     /// Per class from [`spill::FIRST_CLASS`], blocks freed into its full pages (see [`spill`]).
-    spills: [Spill; spill::CLASSES_SPILLING],
+    pub spills: [Spill; spill::CLASSES_SPILLING],
     /// Whether a spill may hold blocks: set by a push, cleared by a look that finds none.
-    spilling: bool,
+    pub spilling: bool,
     /// The clock (`os::now_ms`, truncated) as last read, which spills are stamped with.
-    clock: u32,
+    pub clock: u32,
     /// Spill pushes, and pops by the slow path (the fast path's are not seen), since the
     /// clock was last read.
     ticks: u32,
     /// When the spills were last looked at for stale ones.
     scanned_at: u32,
     /// Hardened mode: blocks this heap's thread freed, not yet reusable (null until needed).
-    quarantine: *mut quarantine::Ring,
+    pub quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
     uncounted: isize,
 }
@@ -78,12 +84,14 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     direct: [EMPTY; CLASSES],
     queues: [const { Queue::EMPTY }; CLASSES],
     pages: [0; CLASSES],
-    held: 0,
+    held: AtomicUsize::new(0),
     full: Queue::EMPTY,
     full_count: 0,
     notified: AtomicPtr::new(ptr::null_mut()),
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
+    next_made: ptr::null_mut(),
+    pooled: false,
     home: 0,
     kept: Kept::EMPTY,
     spills: [const { Spill::empty() }; spill::CLASSES_SPILLING],
@@ -98,7 +106,7 @@ const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
 /// `heap` as the pages and segments it owns record it.
 #[inline(always)]
-fn id(heap: *mut Heap) -> *mut HeapId {
+pub(crate) fn id(heap: *mut Heap) -> *mut HeapId {
     heap.cast()
 }
 
@@ -130,6 +138,35 @@ pub(crate) unsafe fn make(at: *mut Heap) {
     unsafe { ptr::copy_nonoverlapping(EMPTY_HEAP_PTR, at, 1) };
 }
 
+/// Bytes of the pages `heap` holds, as its owner last set them (any thread may ask).
+pub(crate) fn held(heap: *mut Heap) -> usize {
+    // SAFETY: heaps are never unmapped; the field is atomic.
+    unsafe { (*heap).held.load(Ordering::Relaxed) }
+}
+
+/// Adds `delta` to the bytes of the pages `heap` holds. Its owner alone writes them, so a
+/// plain load and store do (as `page::set_flag`'s), which other threads may read meanwhile.
+pub(crate) unsafe fn add_held(heap: *mut Heap, delta: isize) {
+    // SAFETY: the caller owns `heap`.
+    let held = unsafe { &(*heap).held };
+    let now = held.load(Ordering::Relaxed).wrapping_add_signed(delta);
+    held.store(now, Ordering::Relaxed);
+}
+
+/// Calls `each` on every page `heap` holds: those of its class queues, then its full list.
+pub(crate) unsafe fn each_page(heap: *mut Heap, mut each: impl FnMut(*mut Page)) {
+    // SAFETY: the caller owns `heap` (or holds the pool's lock over a heap in the pool).
+    unsafe {
+        for q in (*heap).queues.iter().chain(core::iter::once(&(*heap).full)) {
+            let mut page = q.first;
+            while !page.is_null() {
+                each(page);
+                page = (*page).links.next;
+            }
+        }
+    }
+}
+
 /// The page the fast path of `slot` pops from: a live page of `heap`, or the empty page.
 #[inline(always)]
 pub(crate) unsafe fn direct(heap: *mut Heap, slot: usize) -> *mut Page {
@@ -137,235 +174,13 @@ pub(crate) unsafe fn direct(heap: *mut Heap, slot: usize) -> *mut Page {
     unsafe { *(*heap).direct.get_unchecked(slot) }
 }
 
-/// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
-#[inline(always)]
-pub(crate) unsafe fn free(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // The thread's heap as stored (null before its first malloc: a page in use never has a
-    // null owner, so such a free goes to the slow path, as every free by a non-owner does).
-    let heap = tls::get().cast::<Heap>();
-    // SAFETY: `p` is a live block of `page`; owner-only fields are touched only by the owner.
-    unsafe {
-        if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == id(heap) {
-            let b = p.cast::<Block>();
-            (*b).next = (*page).free;
-            (*page).free = b;
-            (*page).used -= 1;
-            if (*page).used == 0 {
-                retire(heap, page);
-            }
-            return;
-        }
-        free_slow(seg, page, p)
-    }
-}
-
-/// `free` when the page has a flag set or another owner: first the common case, the owner's
-/// free into a full page of few blocks, kept lean; the others out of line.
-unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // SAFETY: as for `free`.
-    unsafe {
-        let heap = current();
-        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL | FLAG_SPILLS
-            && (*page).heap == id(heap)
-        {
-            return spill_block(heap, page, p.cast());
-        }
-        free_special(seg, page, p)
-    }
-}
-
-/// `free` in the cases the flags of `page` say: a large block, an aligned pointer, counted
-/// or hardened mode, a full page; or a free by a thread that does not own the page.
-#[cold]
-#[inline(never)]
-unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // SAFETY: as for `free`; the flags say which special case applies.
-    unsafe {
-        let flags = (*page).flags.load(Ordering::Relaxed);
-        let heap = current();
-        if flags & page::FLAG_LARGE != 0 {
-            if config::hardened() {
-                hardened::forget_large(seg);
-            }
-            return large::free(seg);
-        }
-        let block = if flags & page::FLAG_ALIGNED != 0 {
-            page::block_start(page, p)
-        } else {
-            p
-        };
-        if flags & page::FLAG_COUNTED != 0 {
-            count(heap, -((*page).block_size as isize));
-        }
-        if flags & page::FLAG_CHECKED != 0 {
-            if config::canary() {
-                check_canaries(page, block);
-            } else {
-                hardened::forget_block(seg, page, block);
-            }
-            if config::quarantine() && !is_empty(heap) {
-                let now = os::now_ms() as u32;
-                let bs = (*page).block_size as usize;
-                if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
-                    while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
-                        let seg = segment::of(b);
-                        release(heap, segment::page_of(seg, b), b);
-                    }
-                    return;
-                }
-            }
-        }
-        release(heap, page, block)
-    }
-}
-
-/// Puts the freed `block` of `page` back: on its free list, or on its remote list when
-/// `heap`, the calling thread's, does not own it.
-unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
-    // SAFETY: `block` is a freed block of `page`, still counted as used.
-    unsafe {
-        if (*page).heap != id(heap) {
-            return remote_free(page, block.cast());
-        }
-        if spill::takes(page) {
-            return spill_block(heap, page, block.cast());
-        }
-        give_to_page(heap, page, block.cast());
-    }
-}
-
-/// Puts `b`, a freed block of `page` (owned by `heap`, the calling thread's), on the page's
-/// free list; the page leaves the full list if it was there, and retires if now empty.
-unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
-    // SAFETY: `b` is a freed block of `page`, still counted as used.
-    unsafe {
-        (*b).next = (*page).free;
-        (*page).free = b;
-        (*page).used -= 1;
-        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
-            unfull(heap, page);
-        }
-        if (*page).used == 0 {
-            retire(heap, page);
-        }
-    }
-}
-
 /// The spill of `class`, if its pages can be of few enough blocks to spill.
-unsafe fn spill_of<'a>(heap: *mut Heap, class: usize) -> Option<&'a mut Spill> {
+pub(crate) unsafe fn spill_of<'a>(heap: *mut Heap, class: usize) -> Option<&'a mut Spill> {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
         (*heap)
             .spills
             .get_mut(class.checked_sub(spill::FIRST_CLASS)?)
-    }
-}
-
-/// Adds `b`, a freed block of the full `page` of `heap`, to its class's spill.
-unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
-    // SAFETY: `b` is a freed block of the heap's own page, still counted as used; a page
-    // that spills is of a class that does.
-    unsafe {
-        let class = (*page).class as usize;
-        let sp = &mut (*heap).spills[class - spill::FIRST_CLASS];
-        (*heap).spilling = true;
-        if sp.push(b, (*heap).clock) {
-            set_direct(heap, class);
-        }
-        tick(heap);
-    }
-}
-
-/// Spill pushes and pops between two readings of the clock.
-const TICKS_PER_READING: u32 = 256;
-
-/// Counts a spill push (or a pop by the slow path); reads the clock every [`TICKS_PER_READING`].
-unsafe fn tick(heap: *mut Heap) {
-    // SAFETY: the heap is the calling thread's own.
-    unsafe {
-        (*heap).ticks += 1;
-        if (*heap).ticks >= TICKS_PER_READING {
-            read_clock(heap);
-        }
-    }
-}
-
-/// Reads the clock and, every half purge delay, gives back the spills no malloc took from
-/// for a whole delay: their class does not use them, and their pages, once empty, retire
-/// and go back to the OS as any others do.
-unsafe fn read_clock(heap: *mut Heap) {
-    // SAFETY: the heap is the calling thread's own.
-    unsafe {
-        let now = os::now_ms() as u32;
-        (*heap).clock = now;
-        (*heap).ticks = 0;
-        let delay = config::PURGE_DELAY_MS
-            .load(Ordering::Relaxed)
-            .min(u32::MAX as u64) as u32;
-        if now.wrapping_sub((*heap).scanned_at) < delay / 2 {
-            return;
-        }
-        let last = core::mem::replace(&mut (*heap).scanned_at, now);
-        let mut spilling = false;
-        for i in 0..spill::CLASSES_SPILLING {
-            if (*heap).spills[i].stale(last, now, delay) {
-                unspill(heap, spill::FIRST_CLASS + i);
-            }
-            spilling |= !(*heap).spills[i].is_empty();
-        }
-        (*heap).spilling = spilling;
-    }
-}
-
-/// Gives the blocks of the spill of `class` back to their pages.
-unsafe fn unspill(heap: *mut Heap, class: usize) {
-    // SAFETY: the spill's blocks are freed blocks of the heap's own pages, counted as used.
-    unsafe {
-        let Some(sp) = spill_of(heap, class) else {
-            return;
-        };
-        let mut b = sp.take();
-        set_direct(heap, class);
-        while !b.is_null() {
-            let next = (*b).next;
-            give_to_page(heap, segment::page_of(segment::of(b.cast()), b.cast()), b);
-            b = next;
-        }
-    }
-}
-
-/// Checks the canary of `block`, freed, and tags it free (aborting if it was free already);
-/// then the tag of the block before it, live or free (the first block has one before it
-/// too), which an underflow of `block` overwrites first.
-unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
-    // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
-    unsafe {
-        let bs = (*page).block_size as usize;
-        canary::unseal(block, bs);
-        if !canary::tag_sound(block.wrapping_sub(bs), bs) {
-            os::die(
-                "heap underflow (canary of the block before)",
-                block,
-                Some(bs),
-            );
-        }
-    }
-}
-
-/// A free by a thread that does not own the page.
-unsafe fn remote_free(page: *mut Page, block: *mut Block) {
-    // SAFETY: until `block` is pushed its owner counts it used, so the page and heap stay alive.
-    unsafe {
-        if (*page).full_state.load(Ordering::SeqCst) == FULL
-            && (*page)
-                .full_state
-                .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-        {
-            let heap = (*page).heap.cast::<Heap>();
-            list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
-        }
-        page::push_remote(page, block);
     }
 }
 
@@ -390,7 +205,7 @@ unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
 }
 
 /// Points the fast path of `class`, at each of its slots, at the first page of its queue.
-unsafe fn set_direct(heap: *mut Heap, class: usize) {
+pub(crate) unsafe fn set_direct(heap: *mut Heap, class: usize) {
     // SAFETY: the heap is the caller's own.
     unsafe {
         let page = direct_of(heap, class);
@@ -403,7 +218,7 @@ unsafe fn set_direct(heap: *mut Heap, class: usize) {
 /// Moves an exhausted page to the full list. Returns false (and puts it back at the end of
 /// its queue) if a remote free arrived meanwhile.
 unsafe fn mark_full(heap: *mut Heap, page: *mut Page) -> bool {
-    // SAFETY: owner-only lists; the state handshake is with `remote_free`.
+    // SAFETY: owner-only lists; the state handshake is with `free::remote_free`.
     unsafe {
         let class = (*page).class as usize;
         (*heap).queues[class].remove(page);
@@ -574,7 +389,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
                 return page;
             }
             (*heap).pages[class] += 1;
-            (*heap).held += span_bytes(page);
+            add_held(heap, page::span_bytes(page) as isize);
             (*heap).queues[class].push_front(page);
             page::extend(page);
         }
@@ -585,113 +400,41 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
     }
 }
 
-/// Live bytes a heap adds up before it adds them to the statistics' count.
-const COUNT_BATCH: usize = 64 * 1024;
-
-/// Counted mode: adds `delta` live bytes through `heap`'s batch (the empty heap of a thread
-/// that never allocated adds them at once), so threads do not contend on every call.
-unsafe fn count(heap: *mut Heap, delta: isize) {
-    if is_empty(heap) {
-        return stats::live(false, delta);
-    }
-    // SAFETY: the heap is the calling thread's own.
+/// Puts `b`, a freed block of `page` (owned by `heap`, the calling thread's), on the page's
+/// free list; the page leaves the full list if it was there, and retires if now empty.
+pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
+    // SAFETY: `b` is a freed block of `page`, still counted as used.
     unsafe {
-        (*heap).uncounted += delta;
-        if (*heap).uncounted.unsigned_abs() >= COUNT_BATCH {
-            stats::live(false, (*heap).uncounted);
-            (*heap).uncounted = 0;
+        (*b).next = (*page).free;
+        (*page).free = b;
+        (*page).used -= 1;
+        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
+            unfull(heap, page);
+        }
+        if (*page).used == 0 {
+            retire(heap, page);
         }
     }
-}
-
-/// Empty pages a heap keeps, with their class and carved blocks, instead of giving them
-/// back to their segments at once: a program that fills and empties pages of many classes
-/// in turn (`rptest`: batches of a thousand blocks of random sizes) claimed, carved and
-/// released a page for every 20 mallocs. A ring, oldest first, of at most [`KEEP_PAGES`]
-/// pages, [`KEEP_BYTES`] and a [`KEEP_SHARE`]th of the bytes of the heap's pages; a page
-/// leaves it when a newer one needs its room, and goes back to its segment then if it is
-/// still empty. A kept page reused meanwhile stays in the ring (it is marked `kept`, so it is
-/// never in it twice), which only makes the ring smaller.
-///
-/// The share bounds what keeping costs in memory: a class's kept page is memory another
-/// class cannot use, so kept pages add up to the classes' peaks. With the share, `rptest 2
-/// 2000 1000` took 2 % less time than without keeping on a quiet machine (10-13 % on a
-/// loaded one) for 7 % more memory, `churn 2 1024 25` 5 % more memory, and `churn 1 32768
-/// 10` 17 % less (its pages of up to eight slices are no longer cut up by other classes);
-/// with 4 MiB whatever the heap, rptest took a little less time and every program more
-/// memory; with an eighth, rptest took more time than without keeping.
-struct Kept {
-    pages: [*mut Page; KEEP_PAGES],
-    first: usize,
-    len: usize,
-    bytes: usize,
-}
-
-const KEEP_PAGES: usize = 64;
-const KEEP_BYTES: usize = 4 << 20;
-const KEEP_SHARE: usize = 4;
-
-impl Kept {
-    const EMPTY: Kept = Kept {
-        pages: [ptr::null_mut(); KEEP_PAGES],
-        first: 0,
-        len: 0,
-        bytes: 0,
-    };
-
-    /// Adds `page`, of `bytes`, as the newest.
-    fn push(&mut self, page: *mut Page, bytes: usize) {
-        self.pages[(self.first + self.len) % KEEP_PAGES] = page;
-        self.len += 1;
-        self.bytes += bytes;
-    }
-
-    /// Takes the oldest page out.
-    fn pop(&mut self) -> Option<*mut Page> {
-        if self.len == 0 {
-            return None;
-        }
-        let page = self.pages[self.first];
-        self.first = (self.first + 1) % KEEP_PAGES;
-        self.len -= 1;
-        self.bytes -= span_bytes(page);
-        Some(page)
-    }
-
-    /// Takes the oldest page out if the ring has no room for `bytes` more within `limit`.
-    fn make_room(&mut self, bytes: usize, limit: usize) -> Option<*mut Page> {
-        if self.len < KEEP_PAGES && self.bytes + bytes <= limit {
-            return None;
-        }
-        self.pop()
-    }
-}
-
-/// Bytes of the slices `page` spans.
-fn span_bytes(page: *mut Page) -> usize {
-    // SAFETY: `page` is a live page descriptor.
-    unsafe { (*page).span as usize * SLICE_SIZE }
 }
 
 /// A page whose last block was freed stays if it is the page its class allocates from (so a
 /// program that allocates and frees a batch does not claim, carve and release a page every
 /// time) or if a remote thread still holds it on the notified stack; else it is kept (see
-/// [`Kept`]), at the back of its queue, behind the pages that hold blocks.
+/// [`kept`]), at the back of its queue, behind the pages that hold blocks.
 ///
-/// `extern "C"`, as `free_slow`: see `alloc_slow` in the crate root.
-unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
+/// `extern "C"`, as `free::free_slow`: see `alloc_slow` in the crate root.
+pub(crate) unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
         if (*page).kept || !is_idle(heap, page) {
             return;
         }
         let class = (*page).class as usize;
-        let bytes = span_bytes(page);
-        let limit = |heap: *mut Heap| KEEP_BYTES.min((*heap).held / KEEP_SHARE);
-        while let Some(old) = (*heap).kept.make_room(bytes, limit(heap)) {
+        let bytes = page::span_bytes(page);
+        while let Some(old) = (*heap).kept.make_room(bytes, kept::limit(held(heap))) {
             let_go(heap, old);
         }
-        if (*heap).kept.bytes + bytes > limit(heap) {
+        if (*heap).kept.bytes() + bytes > kept::limit(held(heap)) {
             return give_back(heap, page);
         }
         let q = &mut (*heap).queues[class];
@@ -709,23 +452,6 @@ unsafe fn let_go(heap: *mut Heap, page: *mut Page) {
         (*page).kept = false;
         if is_idle(heap, page) {
             give_back(heap, page);
-        }
-    }
-}
-
-/// Gives back the blocks of `heap`'s spills and the empty pages it keeps (`heap` is the
-/// calling thread's): `malloc_trim`.
-pub(crate) unsafe fn trim(heap: *mut Heap) {
-    // SAFETY: the heap is the calling thread's own.
-    unsafe {
-        for i in 0..spill::CLASSES_SPILLING {
-            if !(*heap).spills[i].is_empty() {
-                unspill(heap, spill::FIRST_CLASS + i);
-            }
-        }
-        (*heap).spilling = false;
-        while let Some(page) = (*heap).kept.pop() {
-            let_go(heap, page);
         }
     }
 }
@@ -749,8 +475,102 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
         (*heap).queues[class].remove(page);
         set_direct(heap, class);
         (*heap).pages[class] -= 1;
-        (*heap).held -= span_bytes(page);
+        add_held(heap, -(page::span_bytes(page) as isize));
         segment::release_page(&mut (*heap).segments, page);
+    }
+}
+
+/// Spill pushes and pops between two readings of the clock.
+const TICKS_PER_READING: u32 = 256;
+
+/// Counts a spill push (or a pop by the slow path); reads the clock every [`TICKS_PER_READING`].
+pub(crate) unsafe fn tick(heap: *mut Heap) {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        (*heap).ticks += 1;
+        if (*heap).ticks >= TICKS_PER_READING {
+            read_clock(heap);
+        }
+    }
+}
+
+/// Reads the clock and, every half purge delay, gives back the spills no malloc took from
+/// for a whole delay: their class does not use them, and their pages, once empty, retire
+/// and go back to the OS as any others do.
+unsafe fn read_clock(heap: *mut Heap) {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        let now = os::now_ms() as u32;
+        (*heap).clock = now;
+        (*heap).ticks = 0;
+        let delay = config::PURGE_DELAY_MS
+            .load(Ordering::Relaxed)
+            .min(u32::MAX as u64) as u32;
+        if now.wrapping_sub((*heap).scanned_at) < delay / 2 {
+            return;
+        }
+        let last = core::mem::replace(&mut (*heap).scanned_at, now);
+        let mut spilling = false;
+        for i in 0..spill::CLASSES_SPILLING {
+            if (*heap).spills[i].stale(last, now, delay) {
+                unspill(heap, spill::FIRST_CLASS + i);
+            }
+            spilling |= !(*heap).spills[i].is_empty();
+        }
+        (*heap).spilling = spilling;
+    }
+}
+
+/// Gives the blocks of the spill of `class` back to their pages.
+unsafe fn unspill(heap: *mut Heap, class: usize) {
+    // SAFETY: the spill's blocks are freed blocks of the heap's own pages, counted as used.
+    unsafe {
+        let Some(sp) = spill_of(heap, class) else {
+            return;
+        };
+        let mut b = sp.take();
+        set_direct(heap, class);
+        while !b.is_null() {
+            let next = (*b).next;
+            give_to_page(heap, segment::page_of(segment::of(b.cast()), b.cast()), b);
+            b = next;
+        }
+    }
+}
+
+/// Gives back the blocks of `heap`'s spills and the empty pages it keeps (`heap` is the
+/// calling thread's): `malloc_trim`.
+pub(crate) unsafe fn trim(heap: *mut Heap) {
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        for i in 0..spill::CLASSES_SPILLING {
+            if !(*heap).spills[i].is_empty() {
+                unspill(heap, spill::FIRST_CLASS + i);
+            }
+        }
+        (*heap).spilling = false;
+        while let Some(page) = (*heap).kept.pop() {
+            let_go(heap, page);
+        }
+    }
+}
+
+/// Live bytes a heap adds up before it adds them to the statistics' count.
+const COUNT_BATCH: usize = 64 * 1024;
+
+/// Counted mode: adds `delta` live bytes through `heap`'s batch (the empty heap of a thread
+/// that never allocated adds them at once), so threads do not contend on every call.
+pub(crate) unsafe fn count(heap: *mut Heap, delta: isize) {
+    if is_empty(heap) {
+        return stats::live(false, delta);
+    }
+    // SAFETY: the heap is the calling thread's own.
+    unsafe {
+        (*heap).uncounted += delta;
+        if (*heap).uncounted.unsigned_abs() >= COUNT_BATCH {
+            stats::live(false, (*heap).uncounted);
+            (*heap).uncounted = 0;
+        }
     }
 }
 
@@ -787,34 +607,11 @@ pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
     }
 }
 
-/// Segments seen by [`check`], without allocating; past `SEEN_MAX` the rest go uncounted.
-struct Seen {
-    segments: [*mut Segment; SEEN_MAX],
-    len: usize,
-    overflow: bool,
-}
-
-const SEEN_MAX: usize = 128;
-
-impl Seen {
-    fn add(&mut self, seg: *mut Segment) {
-        if self.segments[..self.len].contains(&seg) {
-            return;
-        }
-        if self.len == SEEN_MAX {
-            self.overflow = true;
-            return;
-        }
-        self.segments[self.len] = seg;
-        self.len += 1;
-    }
-}
-
 /// Checks the queue of `class`: its links (`list::Queue::check`); every page a page in use of
 /// this heap (`page::check_fields`, or with `deep` `page::check`, free list included) of this
 /// class and not marked full; and the direct page its first (or the empty page). Calls `each`
 /// on every page; returns how many there are.
-unsafe fn check_class(
+pub(crate) unsafe fn check_class(
     heap: *mut Heap,
     class: usize,
     deep: bool,
@@ -859,7 +656,7 @@ unsafe fn check_class(
 
 /// Checks the full list as [`check_class`] a class queue: every page marked full (its state
 /// FULL, or NOTIFIED by a remote free), and `full_count` its length.
-unsafe fn check_full(
+pub(crate) unsafe fn check_full(
     heap: *mut Heap,
     deep: bool,
     mut each: impl FnMut(*mut Page),
@@ -887,105 +684,11 @@ unsafe fn check_full(
     }
 }
 
-/// Checks all of `heap`: every class queue and the full list with the pages' free lists
-/// ([`check_class`], [`check_full`]), the list of segments with free slices, every segment
-/// holding its pages (`segment::check`), and that the pages in use in those segments are
-/// exactly the pages in its queues (so no page is lost or queued twice). The `notified` stack
-/// and the pages' `thread_free` lists are not walked: other threads push onto them meanwhile.
-pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
-    let mut seen = Seen {
-        segments: [ptr::null_mut(); SEEN_MAX],
-        len: 0,
-        overflow: false,
-    };
-    let mut queued = 0;
-    let mut marked = 0;
-    // SAFETY: the calling thread owns `heap` and everything reachable from its lists.
-    unsafe {
-        let mut page_bytes = 0;
-        let mut each = |p: *mut Page| {
-            seen.add(segment::of(p.cast()));
-            marked += usize::from((*p).kept);
-            page_bytes += span_bytes(p);
-        };
-        for class in 0..CLASSES {
-            queued += check_class(heap, class, true, &mut each)?;
-        }
-        queued += check_full(heap, true, &mut each)?;
-        (*heap).segments.check(|s| {
-            if !(*s).listed {
-                return Err("heap: a segment in its list is not marked listed");
-            }
-            seen.add(s);
-            Ok(())
-        })?;
-        let mut in_use = 0;
-        for &s in &seen.segments[..seen.len] {
-            in_use += segment::check(s, id(heap))?;
-            if (*s).listed && !(*heap).segments.contains(s) {
-                return Err("heap: a segment marked listed is not in its list");
-            }
-        }
-        if !seen.overflow && in_use != queued {
-            return Err("heap: the pages in use in its segments are not the pages in its queues");
-        }
-        if page_bytes != (*heap).held {
-            return Err("heap: the bytes of its pages are not as counted");
-        }
-        let kept = &(*heap).kept;
-        let mut bytes = 0;
-        for i in 0..kept.len {
-            let page = kept.pages[(kept.first + i) % KEEP_PAGES];
-            if !(*page).kept || (*page).heap != id(heap) || (*page).in_use == 0 {
-                return Err("heap: a kept page not marked kept, or not a page of the heap");
-            }
-            bytes += span_bytes(page);
-        }
-        if marked != kept.len || bytes != kept.bytes || bytes > KEEP_BYTES {
-            return Err("heap: the kept pages are not as counted, or too many");
-        }
-        check_spills(heap)
-    }
-}
-
-/// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
-/// when frees spill at all), as many as counted, and none unless the heap knows it spills.
-/// (That the fast path pops from a spill holding blocks is [`check_class`]'s.)
-unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
-    // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
-    unsafe {
-        for (i, sp) in (*heap).spills.iter().enumerate() {
-            let class = spill::FIRST_CLASS + i;
-            let mut b = sp.first();
-            let mut n = 0;
-            while !b.is_null() {
-                let page = segment::page_of(segment::of(b.cast()), b.cast());
-                if (*page).heap != id(heap)
-                    || (*page).class as usize != class
-                    || !spill::takes(page)
-                {
-                    return Err("heap: a spilled block not of a full small page of its class");
-                }
-                n += 1;
-                if n > sp.len() {
-                    return Err("heap: a spill longer than counted (a cycle?)");
-                }
-                b = (*b).next;
-            }
-            if n != sp.len() {
-                return Err("heap: a spill shorter than counted");
-            }
-            if n > 0 && !(*heap).spilling {
-                return Err("heap: a spill holds blocks, and the heap does not look at it");
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::consts::SLICE_SIZE;
+    use crate::kept::{KEEP_BYTES, KEEP_SHARE};
 
     /// A class the heap holds few pages of gets pages of eight blocks; once it holds
     /// [`size_class::BUSY_PAGES`], of sixteen; and the count goes down as pages go back.
@@ -1066,12 +769,11 @@ mod tests {
             "at most KEEP_BYTES stay: {before} {}",
             pages()
         );
-        // SAFETY: the heap is this thread's own.
-        unsafe { assert_eq!(check(current()), Ok(())) };
+        crate::check_consistency();
         free(base);
         assert!(
             // SAFETY: as above.
-            unsafe { (*current()).kept.bytes } <= unsafe { (*current()).held } / KEEP_SHARE,
+            unsafe { (*current()).kept.bytes() } <= held(current()) / KEEP_SHARE,
             "a heap emptied keeps at most its share"
         );
         // SAFETY: the heap is this thread's own.
@@ -1081,132 +783,5 @@ mod tests {
             "trim gives them back: {before} {}",
             pages()
         );
-    }
-
-    /// A block freed into a full page of few blocks is the next malloc's of its class, taken
-    /// from the class's spill (no page moves between lists, and the block is likely still in
-    /// the cache); blocks freed in bulk stay spilled until no malloc took from the spill for
-    /// the purge delay, then go back to their pages, which retire.
-    #[test]
-    fn frees_into_full_pages_of_few_blocks_serve_the_next_mallocs() {
-        let size = 8 * 1024;
-        let class = size_class::class_of(size);
-        let per_page = size_class::span_of(class, 0) * SLICE_SIZE / size;
-        assert!(per_page <= spill::PAGE_BLOCKS as usize);
-        // SAFETY: blocks of this thread's heap, each freed once; the heap is its own.
-        unsafe {
-            let mut blocks: Vec<*mut u8> = (0..4 * per_page).map(|_| crate::malloc(size)).collect();
-            let heap = current();
-            let pages = move || (*heap).pages[class] as usize;
-            let is_full = |p: *mut u8| {
-                (*segment::page_of(segment::of(p), p))
-                    .flags
-                    .load(Ordering::Relaxed)
-                    & FLAG_FULL
-                    != 0
-            };
-            // The thread's heap may be one adopted from an earlier test's thread: allocate
-            // until the fast path has a page with a free block and a block lies in a full one.
-            while (*direct(heap, class)).free.is_null() || !blocks.iter().any(|&p| is_full(p)) {
-                blocks.push(crate::malloc(size));
-            }
-            let i = blocks.iter().position(|&p| is_full(p)).unwrap();
-            let p = blocks.swap_remove(i);
-            crate::free(p);
-            // A fresh reference each time: mallocs and frees change the spill meanwhile.
-            let sp = move || spill_of(heap, class).unwrap();
-            assert_eq!(sp().len(), 1);
-            assert!(
-                direct(heap, class) == sp().page(),
-                "the fast path takes from the spill"
-            );
-            (*heap).spilling = false;
-            assert!(check(heap).unwrap_err().contains("does not look"));
-            (*heap).spilling = true;
-            let q = crate::malloc(size);
-            assert_eq!(
-                q, p,
-                "the block freed into a full page serves the next malloc"
-            );
-            assert!(sp().is_empty());
-            assert_eq!(check(heap), Ok(()));
-
-            // A bulk free: blocks of full pages stay in the spill, their pages with the heap.
-            blocks.push(q);
-            let during = pages();
-            blocks.iter().for_each(|&p| crate::free(p));
-            assert!(!sp().is_empty());
-            assert_eq!(check(heap), Ok(()));
-            // A purge delay later, the heap looks at its clock when other classes look for
-            // pages: the spill goes back to its pages, which retire (but what the ring keeps).
-            let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
-            std::thread::sleep(std::time::Duration::from_millis(delay + 10));
-            let mut others = Vec::new();
-            while !sp().is_empty() && others.len() < 1000 {
-                others.push(crate::malloc(96 * 1024));
-            }
-            assert!(sp().is_empty(), "a stale spill was given back");
-            let ring = KEEP_BYTES / (size_class::span_of(class, 0) * SLICE_SIZE);
-            assert!(
-                pages() + 4 <= during || pages() <= ring,
-                "{during} -> {}",
-                pages()
-            );
-            assert_eq!(check(heap), Ok(()));
-            others.iter().for_each(|&p| crate::free(p));
-        }
-    }
-
-    /// The heap check can fail: each corruption of a live heap is reported, then undone (this
-    /// test's heap is its thread's own; nothing allocates from it while it is corrupt).
-    #[test]
-    fn corrupt_heaps_are_reported() {
-        // SAFETY: the blocks are this thread's; every field changed below is restored before
-        // the next malloc or free.
-        unsafe {
-            let blocks: [*mut u8; 3] = core::array::from_fn(|_| crate::malloc(48));
-            let heap = current();
-            assert_eq!(check(heap), Ok(()));
-            let seg = segment::of(blocks[0]);
-            let page = segment::page_of(seg, blocks[0]);
-            let class = (*page).class as usize;
-
-            (*page).used += 1;
-            assert!(check(heap).unwrap_err().contains("used"));
-            (*page).used -= 1;
-
-            let head = (*page).free;
-            (*page).free = blocks[0].cast(); // a block in use on the free list: one too many
-            (*blocks[0].cast::<Block>()).next = head;
-            assert!(check(heap).unwrap_err().contains("capacity"));
-            (*page).free = head;
-
-            let index = segment::locate(page).1;
-            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
-            assert!(check(heap).unwrap_err().contains("segment"));
-            (*seg).slice_page[index + (*page).span as usize - 1] ^= 1;
-
-            (*heap).full_count += 1;
-            assert!(check(heap).unwrap_err().contains("full_count"));
-            (*heap).full_count -= 1;
-
-            (*heap).held += 1;
-            assert!(check(heap).unwrap_err().contains("bytes of its pages"));
-            (*heap).held -= 1;
-
-            let direct = (*heap).direct[class];
-            (*heap).direct[class] = ptr::NonNull::dangling().as_ptr(); // neither first nor EMPTY
-            assert!(check(heap).unwrap_err().contains("direct"));
-            (*heap).direct[class] = direct;
-
-            let prev = (*page).links.prev;
-            (*page).links.prev = page; // a back link to itself
-            assert!(check(heap).unwrap_err().contains("back link"));
-            (*page).links.prev = prev;
-
-            assert_eq!(check(heap), Ok(()));
-            blocks.iter().for_each(|&b| crate::free(b));
-            crate::check_consistency();
-        }
     }
 }

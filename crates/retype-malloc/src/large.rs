@@ -48,8 +48,8 @@ const LOOKS: usize = 16;
 /// alternating blocks of two or more kinds is still seen freeing each kind.
 const LOOK_EVERY: usize = 61;
 
-/// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` asks for zeroed
-/// memory: fresh mappings are, reused ones are cleared here.
+/// Maps a block of `size` bytes aligned to `align` (a power of two). `zero` (or
+/// `ZERO_ON_MALLOC`) asks for zeroed memory: fresh mappings are, reused ones are cleared here.
 pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     let guarded = config::guard() && align <= OS_PAGE;
     let huge = on_huge_pages(size, guarded);
@@ -119,7 +119,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         if huge && dense(size) {
             advise_huge(seg, offset);
         }
-        if zero && !m.zeroed {
+        if (zero || config::zero_on_malloc()) && !m.zeroed {
             p.write_bytes(0, size);
         }
         if config::canary() {
@@ -129,6 +129,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         }
         // Live first: a new peak of the bytes mapped records the live bytes with it.
         stats::live(true, size.max(1) as isize);
+        stats::add(&stats::LARGE_BLOCKS, 1);
         stats::raise(&stats::LARGE_BYTES, &stats::LARGE_BYTES_PEAK, m.len);
         p
     }
@@ -409,6 +410,7 @@ unsafe fn move_to_boundary(seg: *mut Segment, p: *mut u8, size: usize) -> Option
             os::unmap(after, base.add(len) as usize - after as usize);
         }
         stats::lower(&stats::LARGE_BYTES, len);
+        stats::lower(&stats::LARGE_BLOCKS, 1);
         stats::live(true, -(old as isize));
         Some(q)
     }
@@ -475,7 +477,7 @@ pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
 
 /// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
 /// has checked it first). With quarantine its pages become inaccessible and the mapping
-/// waits in the quarantine before it can be reused.
+/// waits in the quarantine before it can be reused; else with `ZERO_ON_FREE` it is zeroed.
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
@@ -485,6 +487,10 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
         look_at_density(seg);
         let (base, len) = (seg.cast::<u8>(), (*seg).map_len);
         stats::live(true, -((*seg).large_size as isize));
+        if config::zero_on_free() && !config::quarantine() {
+            (*seg).large_ptr.write_bytes(0, (*seg).large_size);
+        }
+        stats::lower(&stats::LARGE_BLOCKS, 1);
         if config::quarantine() {
             let p = (*seg).large_ptr;
             let from = p.sub(p as usize & (OS_PAGE - 1));

@@ -11,13 +11,17 @@
 //!   blocks at random;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
-//! - `quarantine`: hardened mode's freed blocks, held back and filled with a pattern;
+//! - `freed`: hardened mode's fill of free blocks (zero, or the quarantine's junk), checked
+//!   when a block is handed out again, and blocks zeroed when handed out;
+//! - `quarantine`: hardened mode's freed blocks, held back filled, checked as they leave (and
+//!   at exit);
 //! - `list`: the intrusive lists (page and segment queues, the lock-free stacks of remote
 //!   frees) with their invariants and consistency checks;
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
 //!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
 //!   cap;
-//! - `page`: per-page free lists, a lock-free list for frees from other threads;
+//! - `page`: per-page free lists (in hardened mode a link is checked before it is followed),
+//!   a lock-free list for frees from other threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
@@ -26,32 +30,34 @@
 //!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages; realloc
 //!   resizes them in their mapping or moves their pages;
 //! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
-//! - `heap`: one heap per thread, no lock on malloc or free; it keeps up to 4 MiB of its
-//!   emptied pages, carved, for reuse by their class;
+//! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
+//!   (up to 4 MiB);
+//! - `heap`: one heap per thread, no lock on malloc or free: its page queues and full list,
+//!   malloc's slow path, emptied pages retiring (kept, or back to their segment), spills
+//!   given back after a while, the count of live bytes;
+//! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
+//!   counts held against each other), for tests;
+//! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
+//!   frees by other threads onto the page's lock-free list;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
-//!   new threads;
+//!   new threads; the list of every heap made;
+//! - `census`: the statistics as figures ([`Stats`], from the counters and the heaps, each
+//!   heap's bytes) and their JSON form;
+//! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s
+//!   XML;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
-//! - this file: the malloc family and its fast paths.
+//! - this file: the malloc family and malloc's fast path (free's, in `free`, is inlined
+//!   here).
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
 //! inconsistency); [`check_consistency`] runs the full check of the calling thread's heap.
 //!
-//! # Environment variables
-//! | variable | default | meaning |
-//! |---|---|---|
-//! | `RETYPE_MALLOC_HUGEPAGES` | `1` | segments on huge pages once the heap passes 48 MiB of segments, most of their pages resident (`MADV_HUGEPAGE`, earlier segments collapsed), and large blocks as below; `0` never |
-//! | `RETYPE_MALLOC_HUGEPAGES_LARGE` | as `HUGEPAGES` | `1`: every block of 2 MiB or more starts on a 2 MiB boundary and is advised for huge pages (`MADV_HUGEPAGE`; the kernel grants them within its THP mode): at 32 MiB or more from the first one, below once a freed block had most of its pages touched; `0`: neither |
-//! | `RETYPE_MALLOC_HUGEPAGES_MIN_MIB` | `48` | heap size (MiB of segments, at most 128) from which huge pages are used if the heap is dense; `0` = from the start |
-//! | `RETYPE_MALLOC_PURGE_DELAY` | `100` | milliseconds an empty segment or freed large block stays cached with its pages for reuse; then its pages go back to the OS (`MADV_DONTNEED`), and ten delays after its free it is unmapped; `0` unmaps at once. Also how long a spill (see `spill`) waits for a malloc of its class before going back to its pages; `0`: no spills |
-//! | `RETYPE_MALLOC_CACHE_MIB` | `128` | MiB of empty segments and freed large blocks cached with their pages at most, or what those in use lack of their recent peak if more; past it the oldest ones' pages go back to the OS at once |
-//! | `RETYPE_MALLOC_HARDENED` | `0` | `1`: hardened mode, every measure below on, fresh blocks handed out in a random order, and free-list links (the only metadata inside freed blocks) checked before they are followed; every free and realloc is validated, aborting with a message on a double or invalid free |
-//! | `RETYPE_MALLOC_CANARY` | as `HARDENED` | `1`: a canary after each block (a small or medium block grows by at least 8 bytes; a large block's canaries fill the slack of its first and last pages), checked on free and realloc: an overflow aborts with "heap overflow (canary)", an underflow into the block before (live or free: every block's last 8 bytes hold a keyed tag, and a page's first block has one before it) or a large block's first page with "heap underflow (canary…)"; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_ZERO_FAULT` | as `HARDENED` | `1`: `malloc(0)` (and `calloc` of 0 bytes) returns a pointer into an inaccessible range: any access through it faults (SIGSEGV); free and realloc of it work; it is the same pointer every time; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_QUARANTINE_BYTES` | `0`; `1048576` when `HARDENED` | bytes of freed small and medium blocks each thread holds back (at most 1024 blocks), filled with a keyed byte, before they can be reused; a block leaving with its junk broken aborts with "write after free (quarantine)"; freed large blocks are made inaccessible and held under the same bounds, process-wide; `0` turns the quarantine off, a number alone turns it on |
-//! | `RETYPE_MALLOC_QUARANTINE_MS` | `1000` | a quarantined block older than this leaves at its thread's next free |
-//! | `RETYPE_MALLOC_GUARD` | as `HARDENED` | `1`: an inaccessible page before and after each large block (over 128 KiB, aligned to at most 4 KiB), which ends at its last page's end: an access past either end faults (SIGSEGV) at the access; `0` turns it off in hardened mode |
-//! | `RETYPE_MALLOC_RESERVE` | `0` | bytes (suffix `K`, `M`, `G` allowed) mapped at start-up, advised for huge pages (unless `HUGEPAGES=0`) and faulted in, for segments and large blocks; never returned to the OS nor counted against `CACHE_MIB`, so once warmed up a program whose memory fits in it makes no system call to allocate (see [`system_calls`]; hardened mode's guard pages and quarantine still protect pages). A block of 2 MiB or more takes 2 MiB more of it (its header's) |
-//! | `RETYPE_MALLOC_STATS` | unset | `1`: statistics at exit on a copy of stderr taken at start-up; any other value: a file path to write them to. They give peak RSS against peak live bytes, and where the bytes mapped were at their peak (live blocks, free blocks in thread heaps' pages, free slices of segments, the cache of empty segments and of freed large blocks, large mappings beyond the bytes asked for); to count live bytes every malloc and free takes the slow path, so the program runs slower |
+//! # Settings
+//! Environment variables read once at start-up (huge pages, the cache and purge delay, a
+//! reserve, hardened mode and each of its measures, statistics): each is documented once, in
+//! the repository's `docs/environment.md`. Without a reserve a program's system calls to
+//! allocate are counted by [`system_calls`]; with `RETYPE_MALLOC_STATS` set, [`stats()`] also
+//! knows the live bytes of small blocks.
 //!
 //! Each measure may be switched on alone (it brings the validation of frees with it, which it
 //! relies on) or off in hardened mode. A failed check writes one line to standard error,
@@ -69,7 +75,8 @@
     clippy::missing_safety_doc
 )]
 
-// The layers, bottom up: each group imports only from the groups above it.
+// The layers, bottom up, as listed above: each group imports only from the groups above
+// it (a group's modules are in alphabetical order, as rustfmt keeps them).
 mod consts;
 mod lock;
 mod tls;
@@ -80,9 +87,12 @@ mod stats;
 
 mod os;
 
-mod canary;
 mod secret;
+
+mod canary;
 mod zero;
+
+mod freed;
 
 mod quarantine;
 
@@ -91,6 +101,7 @@ mod registry;
 
 mod cache;
 mod page;
+
 mod spill;
 
 mod segment;
@@ -99,17 +110,30 @@ mod large;
 
 mod hardened;
 
+mod kept;
+
 mod heap;
 
+mod consistency;
+
+mod free;
+
 mod pool;
+
+mod census;
+
+mod mallinfo;
 
 mod global;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+pub use census::{HeapBytes, HeapState, HeapStats, Stats};
+pub use consistency::check_consistency;
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
 pub use global::{init, park};
+pub use mallinfo::Mallinfo;
 pub use os::enomem_if_null;
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
 
@@ -133,7 +157,7 @@ unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
 /// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
 ///
 /// The functions the fast paths end in (this, [`alloc_large`], [`free_checked`],
-/// `heap::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
+/// `free::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
 /// aborts), so a C entry point that inlines a fast path needs no landing pad around the
 /// call, and the call is a jump: the fast path sets up no stack frame.
 #[cold]
@@ -235,7 +259,7 @@ pub unsafe fn free(p: *mut u8) {
             return free_checked(p);
         }
         let seg = header_of(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -250,7 +274,7 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
     // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
     unsafe {
         let seg = hardened::validate(p);
-        heap::free(seg, segment::page_of(seg, p), p)
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -302,7 +326,7 @@ pub unsafe fn usable_size(p: *mut u8) -> usize {
 }
 
 /// Resizes the block at `p` (non-null) to `size` bytes (≥ 1), in place when it fits and would
-/// not waste more than half the block; a large block staying large is resized in its
+/// not waste more than half the block (never with `RETYPE_MALLOC_REALLOC_MOVES`); a large block staying large is resized in its
 /// mapping or has its pages moved (see `large::realloc`); otherwise the block is copied.
 /// Null (and `p` untouched) when out of memory.
 ///
@@ -312,7 +336,11 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `p` is live; the copy stays within both blocks.
     unsafe {
         let usable = usable_size(p);
-        if size <= usable && size >= usable / 2 && !large::misplaced(p, size) {
+        if size <= usable
+            && size >= usable / 2
+            && !large::misplaced(p, size)
+            && !config::realloc_moves()
+        {
             return p;
         }
         // Hardened mode copies: its guard pages, canaries and registry follow blocks as made.
@@ -355,20 +383,19 @@ pub fn system_calls() -> usize {
     stats::system_calls()
 }
 
-/// Writes the statistics report (as at exit with `RETYPE_MALLOC_STATS`) to descriptor `fd`.
+/// Writes the statistics report (the text form of the report at exit with
+/// `RETYPE_MALLOC_STATS`) to descriptor `fd`.
 pub fn print_stats(fd: i32) {
     stats::report(&mut |line| os::write_all(fd, line), config::counted());
 }
 
-/// Checks the calling thread's heap and panics, naming the first inconsistency, if its page
-/// queues, full list, segment list, segments or free lists disagree (see `heap::check`). Only
-/// reads the heap; its cost grows with the heap, so it is for tests. Unlike the checks that
-/// debug builds run as the heap changes, it checks in release builds too.
-pub fn check_consistency() {
-    // SAFETY: the calling thread's heap (or the read-only empty heap) is its own to read.
-    if let Err(what) = unsafe { heap::check(heap::current()) } {
-        panic!("retype-malloc: inconsistent heap: {what}");
-    }
+/// The statistics now, as figures: the bytes mapped and where, the large blocks, each thread
+/// heap's bytes (the calling thread's, and those in the pool, walked; see [`HeapState`]),
+/// and the live bytes of small and medium blocks when `RETYPE_MALLOC_STATS` is set (see
+/// [`Stats::small_live`]). In JSON: [`Stats::write_json`]; as glibc's `mallinfo2` and
+/// `malloc_info`: [`Stats::mallinfo`], [`Stats::write_xml`]. It allocates (the list of heaps).
+pub fn stats() -> Stats {
+    census::take()
 }
 
 /// retype-malloc as a Rust global allocator:

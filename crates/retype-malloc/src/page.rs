@@ -11,9 +11,10 @@
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
+use crate::consts::SLICE_SIZE;
 use crate::list::{self, Linked, Links};
 use crate::size_class::{self, CLASSES};
-use crate::{canary, config, hardened, os, secret};
+use crate::{canary, config, freed, os, secret};
 
 /// The thread heap owning a page or segment, as this layer and `segment` see it: an identity
 /// to store and compare, never dereferenced. Only `heap`, which defines the heap (with its
@@ -125,6 +126,12 @@ pub(crate) unsafe fn set_flag(page: *mut Page, flag: u8, on: bool) {
     flags.store(if on { old | flag } else { old & !flag }, Ordering::Relaxed);
 }
 
+/// Bytes of the slices `page` spans.
+pub(crate) fn span_bytes(page: *mut Page) -> usize {
+    // SAFETY: `page` is a live page descriptor.
+    unsafe { (*page).span as usize * SLICE_SIZE }
+}
+
 /// [`gap`] with canaries.
 pub(crate) const CANARY_GAP: usize = 16;
 
@@ -211,7 +218,8 @@ pub(crate) unsafe fn extend(page: *mut Page) {
 }
 
 /// Carves the next `n` blocks of the area onto the free list, the `k`-th taken being the
-/// `index(k)`-th of the run; with canaries, each gets its free tag.
+/// `index(k)`-th of the run; filled if free blocks are (see `freed`); with canaries, each gets
+/// its free tag.
 unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
     if n == 0 {
         return;
@@ -221,6 +229,9 @@ unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
         let bs = (*page).block_size as usize;
         let first = (*page).area.add((*page).capacity as usize * bs);
         let block = |k: usize| first.add(index(k) * bs).cast::<Block>();
+        if freed::filled() {
+            (0..n).for_each(|k| freed::fill(block(k).cast(), bs));
+        }
         for k in 1..n {
             (*block(k - 1)).next = block(k);
         }
@@ -249,7 +260,7 @@ pub(crate) unsafe fn collect(page: *mut Page) {
         let mut n = 1u32;
         while !(*tail).next.is_null() {
             if checked {
-                hardened::check_link(page, tail.cast(), (*tail).next.cast());
+                check_link(page, tail.cast(), (*tail).next.cast());
                 if n >= (*page).capacity {
                     os::die("heap corruption (free list loops)", tail.cast(), None);
                 }
@@ -260,6 +271,26 @@ pub(crate) unsafe fn collect(page: *mut Page) {
         (*tail).next = (*page).free;
         (*page).free = list;
         (*page).used -= n;
+    }
+}
+
+/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
+/// carved block of the page.
+pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
+    if next.is_null() {
+        return;
+    }
+    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
+    let (area, bs, capacity) = unsafe {
+        (
+            (*page).area as usize,
+            (*page).block_size as usize,
+            (*page).capacity as usize,
+        )
+    };
+    let off = (next as usize).wrapping_sub(area);
+    if off >= capacity * bs || !off.is_multiple_of(bs) {
+        os::die("heap corruption (free list link)", block, Some(bs));
     }
 }
 

@@ -1,7 +1,8 @@
 //! The heap pool: heaps of exited threads wait here, whole (with their pages still in use),
 //! until a new thread adopts one; so do the heaps of threads parked while they wait (see
 //! `global::park`), which their thread takes back first if no other did. New heaps are cut
-//! from 256 KiB mappings. Its spin lock is taken only when a thread gets or gives up its
+//! from 256 KiB mappings, and never unmade: the pool lists them all, for the statistics. Its
+//! spin lock is taken only when a thread gets or gives up its
 //! heap, and around fork.
 
 use core::ptr;
@@ -14,6 +15,8 @@ use crate::{os, stats};
 pub(crate) struct Pool {
     /// A stack linked through `Heap::next_in_pool`.
     abandoned: *mut Heap,
+    /// Every heap made, newest first, linked through `Heap::next_made`.
+    pub made: *mut Heap,
     bump: *mut u8,
     end: *mut u8,
 }
@@ -22,6 +25,7 @@ unsafe impl Send for Pool {}
 
 pub(crate) static POOL: SpinLock<Pool> = SpinLock::new(Pool {
     abandoned: ptr::null_mut(),
+    made: ptr::null_mut(),
     bump: ptr::null_mut(),
     end: ptr::null_mut(),
 });
@@ -44,6 +48,7 @@ pub(crate) fn acquire(me: usize) -> *mut Heap {
             }
             let heap = *link;
             *link = (*heap).next_in_pool;
+            (*heap).pooled = false;
             if (*heap).home == me {
                 (*heap).home = 0;
             }
@@ -67,7 +72,9 @@ pub(crate) fn acquire(me: usize) -> *mut Heap {
     unsafe {
         pool.bump = pool.bump.add(size);
         heap::make(heap);
+        (*heap).next_made = pool.made;
     }
+    pool.made = heap;
     stats::add(&stats::HEAPS_CREATED, 1);
     heap
 }
@@ -90,6 +97,9 @@ pub(crate) unsafe fn park(heap: *mut Heap) {
     unsafe { heap::settle_count(heap) };
     let mut pool = POOL.lock();
     // SAFETY: the calling thread owns `heap`; afterwards the pool does.
-    unsafe { (*heap).next_in_pool = pool.abandoned };
+    unsafe {
+        (*heap).next_in_pool = pool.abandoned;
+        (*heap).pooled = true;
+    }
     pool.abandoned = heap;
 }

@@ -1,10 +1,11 @@
 //! Quarantine (`RETYPE_MALLOC_QUARANTINE_BYTES`, `RETYPE_MALLOC_QUARANTINE_MS`, hardened
-//! mode): a freed small or medium block is not handed out again at once. It is filled with a
-//! keyed byte and waits in its freeing thread's quarantine, oldest first, until the
+//! mode): a freed small or medium block is not handed out again at once. Filled (see `freed`),
+//! it waits in its freeing thread's quarantine, oldest first, until the
 //! quarantine holds more than its bytes or blocks, or the block is older than the time bound
-//! (checked at that thread's next free). When it leaves, the junk is checked: a write
-//! after free stops the program there; a read after free, meanwhile, reads the junk,
-//! never a new owner's data.
+//! (checked at that thread's next free). When it leaves, the fill is checked: a write
+//! after free stops the program there; a read after free, meanwhile, reads the fill,
+//! never a new owner's data. With `RETYPE_MALLOC_EXIT_CHECK` every block still held is checked
+//! at exit too, so a write after free that no later free or malloc meets is caught as well.
 //!
 //! The ring lives in its own mapping, apart from user data, made on a heap's first
 //! quarantined free, so heaps in the default mode do not grow.
@@ -16,7 +17,7 @@ use core::sync::atomic::Ordering;
 
 use crate::config::{QUARANTINE_BYTES, QUARANTINE_MS};
 use crate::lock::SpinLock;
-use crate::{canary, os};
+use crate::{freed, os};
 
 /// Most blocks one thread's quarantine holds.
 const CAPACITY: usize = 1024;
@@ -37,7 +38,7 @@ pub(crate) struct Ring {
     bytes: usize,
 }
 
-/// Quarantines `block` of `size` bytes (a multiple of 16), freed at `now` (`os::now_ms`,
+/// Quarantines `block` of `size` bytes (a multiple of 16), freed and filled, at `now` (`os::now_ms`,
 /// truncated), in `*ring` (mapped here on first use). False if the ring could not be mapped
 /// or is full: the caller frees the block at once.
 pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, now: u32) -> bool {
@@ -53,7 +54,6 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
         if r.len == CAPACITY {
             return false; // not reached: `leaving` takes one out whenever the ring fills
         }
-        canary::fill_freed(block, size);
         let entry = Entry {
             block,
             size: size as u32,
@@ -67,7 +67,7 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 }
 
 /// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
-/// block past the time bound at `now`; its junk is checked first (aborting on a write after
+/// block past the time bound at `now`; its fill is checked first (aborting on a write after
 /// free).
 pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     if ring.is_null() {
@@ -88,14 +88,32 @@ pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     r.len -= 1;
     r.bytes -= oldest.size as usize;
     // SAFETY: the block was filled when admitted and is still ours.
-    if unsafe { !canary::freed_intact(oldest.block, oldest.size as usize) } {
-        os::die(
-            "write after free (quarantine)",
-            oldest.block,
-            Some(oldest.size as usize),
-        );
-    }
+    unsafe { check(oldest, "write after free (quarantine)") };
     Some(oldest.block)
+}
+
+/// Aborts with `what` unless the quarantined block of `entry` still holds its fill.
+unsafe fn check(entry: Entry, what: &str) {
+    let (block, size) = (entry.block, entry.size as usize);
+    // SAFETY: the caller's contract: the block is in the quarantine, filled and ours.
+    if unsafe { !freed::untouched(block, size) } {
+        os::die(what, block, Some(size));
+    }
+}
+
+/// Checks every block in `ring` (the calling thread's), at exit: aborts on a write after free.
+pub(crate) unsafe fn check_all(ring: *mut Ring) {
+    if ring.is_null() {
+        return;
+    }
+    // SAFETY: the ring is the calling thread's own; its blocks are filled and ours.
+    unsafe {
+        let r = &*ring;
+        for i in 0..r.len {
+            let entry = r.entries[(r.head + i) % CAPACITY];
+            check(entry, "write after free (quarantine, at exit)");
+        }
+    }
 }
 
 /// Most large blocks held at once.

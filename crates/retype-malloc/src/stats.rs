@@ -25,6 +25,8 @@ pub(crate) static SEGMENTS_PEAK: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static SEGMENTS_CACHED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static LARGE_BYTES: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static LARGE_BYTES_PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Large blocks live.
+pub(crate) static LARGE_BLOCKS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static PAGES_CLAIMED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static HEAPS_CREATED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) static HEAPS_ADOPTED: AtomicUsize = AtomicUsize::new(0);
@@ -44,7 +46,7 @@ pub(crate) static LIVE_SMALL: AtomicIsize = AtomicIsize::new(0);
 pub(crate) static LIVE_LARGE: AtomicIsize = AtomicIsize::new(0);
 pub(crate) static LIVE_PEAK: AtomicUsize = AtomicUsize::new(0);
 /// The bytes mapped at their peak, and where they were then.
-static MAPPED_PEAK: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MAPPED_PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Taken only when the bytes mapped reach a new peak (and around fork).
 pub(crate) static AT_PEAK: SpinLock<Footprint> = SpinLock::new(Footprint::ZERO);
 
@@ -154,7 +156,7 @@ pub(crate) fn system_calls() -> usize {
 /// A line of the report, formatted without allocating.
 type Line = retype_stackstr::StackStr<256>;
 
-fn get(c: &AtomicUsize) -> usize {
+pub(crate) fn get(c: &AtomicUsize) -> usize {
     c.load(Ordering::Relaxed)
 }
 

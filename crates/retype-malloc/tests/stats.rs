@@ -98,6 +98,12 @@ fn the_report_gives_peak_live_bytes_and_where_mapped_bytes_were() {
     .sum();
     assert_eq!(parts, value(&text, "bytes mapped, peak"), "{text}");
     assert!(text.contains("kernel VmHWM:"), "{text}");
+    let figures = rm::stats();
+    assert_eq!(figures.live_peak, Some(live), "{figures:?}");
+    assert!(
+        figures.small_live.is_some_and(|n| n < 64 * 1024),
+        "{figures:?}"
+    );
 }
 
 #[test]

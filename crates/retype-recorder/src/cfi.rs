@@ -2,21 +2,18 @@
 //! from the object's DWARF call-frame information (`.eh_frame`, which
 //! compilers emit for C, C++ and Rust with or without frame pointers),
 //! looked up through `.eh_frame_hdr`'s sorted table and evaluated by gimli
-//! in fixed storage (no allocation). Compiled x86-64 code needs three
+//! in fixed storage (no allocation) that the caller owns and uses for one
+//! lookup at a time (the object table keeps it under its lock). Compiled x86-64 code needs three
 //! numbers a frame: the caller's stack pointer (the CFA) is the stack or
 //! frame pointer plus an offset, the return address is just below it, and
 //! the caller's frame pointer is saved at an offset from it (or untouched).
 //! Code without call-frame information (hand-written assembly, JIT code)
 //! gets the frame-pointer rule.
 
-use std::cell::UnsafeCell;
-
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, Pointer, Register, RegisterRule,
     UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
 };
-
-use crate::modules::Locked;
 
 /// What kind of rule a [`Rule`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,13 +67,31 @@ impl<T: gimli::ReaderOffset> UnwindContextStorage<T> for Fixed {
     type Stack = [UnwindTableRow<T, Self>; 4];
 }
 
-type Context = UnwindContext<usize, Fixed>;
+/// gimli's evaluation state, made on first use: one for all lookups, which
+/// its owner makes one at a time.
+pub struct Evaluator(Option<UnwindContext<usize, Fixed>>);
 
-/// The one evaluation context, used under the object table's lock.
-struct Shared(UnsafeCell<Option<Context>>);
-// SAFETY: used only by the holder of the object table's lock (see `rule`).
-unsafe impl Sync for Shared {}
-static CONTEXT: Shared = Shared(UnsafeCell::new(None));
+impl Evaluator {
+    pub const fn new() -> Evaluator {
+        Evaluator(None)
+    }
+}
+
+/// An object's unwind tables, `.eh_frame_hdr` and `.eh_frame`, read in place
+/// where the loader mapped them (empty when it has none).
+#[derive(Clone, Copy)]
+pub struct Tables {
+    pub eh_frame_hdr: &'static [u8],
+    pub eh_frame: &'static [u8],
+}
+
+impl Tables {
+    /// The tables of an object without call-frame information.
+    pub const NONE: Tables = Tables {
+        eh_frame_hdr: &[],
+        eh_frame: &[],
+    };
+}
 
 /// The address of `.eh_frame`, from `.eh_frame_hdr` (`hdr`, mapped at `hdr_at`).
 pub fn eh_frame_address(hdr: &[u8], hdr_at: u64) -> Option<u64> {
@@ -92,37 +107,31 @@ pub fn eh_frame_address(hdr: &[u8], hdr_at: u64) -> Option<u64> {
 }
 
 /// The rule for code address `at` (for a return address, the address of the
-/// call: one byte before it), and whether `at` lies outside every known object.
-pub fn rule(objects: &Locked, at: u64) -> (Rule, bool) {
-    let Some(o) = objects.find(at) else {
-        return (FRAME_POINTER, true);
-    };
-    if o.eh_frame.is_empty() {
-        return (FRAME_POINTER, false);
+/// call: one byte before it) in the object whose tables are `tables`.
+pub fn rule(tables: &Tables, evaluator: &mut Evaluator, at: u64) -> Rule {
+    if tables.eh_frame.is_empty() {
+        return FRAME_POINTER;
     }
     let bases = BaseAddresses::default()
-        .set_eh_frame_hdr(o.eh_frame_hdr.as_ptr() as u64)
-        .set_eh_frame(o.eh_frame.as_ptr() as u64);
-    let Some(hdr) = EhFrameHdr::new(o.eh_frame_hdr, LittleEndian)
+        .set_eh_frame_hdr(tables.eh_frame_hdr.as_ptr() as u64)
+        .set_eh_frame(tables.eh_frame.as_ptr() as u64);
+    let Some(hdr) = EhFrameHdr::new(tables.eh_frame_hdr, LittleEndian)
         .parse(&bases, 8)
         .ok()
     else {
-        return (FRAME_POINTER, false);
+        return FRAME_POINTER;
     };
     let Some(table) = hdr.table() else {
-        return (FRAME_POINTER, false);
+        return FRAME_POINTER;
     };
-    let eh_frame = EhFrame::new(o.eh_frame, LittleEndian);
-    // SAFETY: `objects` proves we hold the table's lock, which guards CONTEXT.
-    let ctx = unsafe { &mut *CONTEXT.0.get() }.get_or_insert_with(Context::new_in);
-    let r =
-        match table.unwind_info_for_address(&eh_frame, &bases, ctx, at, EhFrame::cie_from_offset) {
-            Ok(row) => translate(row),
-            // Code the object gives no call-frame information for.
-            Err(gimli::Error::NoUnwindInfoForAddress) => FRAME_POINTER,
-            Err(_) => Rule::of(Kind::Unknown),
-        };
-    (r, false)
+    let eh_frame = EhFrame::new(tables.eh_frame, LittleEndian);
+    let ctx = evaluator.0.get_or_insert_with(UnwindContext::new_in);
+    match table.unwind_info_for_address(&eh_frame, &bases, ctx, at, EhFrame::cie_from_offset) {
+        Ok(row) => translate(row),
+        // Code the object gives no call-frame information for.
+        Err(gimli::Error::NoUnwindInfoForAddress) => FRAME_POINTER,
+        Err(_) => Rule::of(Kind::Unknown),
+    }
 }
 
 /// The rule a row of the unwind table amounts to.

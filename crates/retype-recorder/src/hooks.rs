@@ -12,29 +12,25 @@
 //! allocator calling malloc itself, or a libc function the recorder uses) are
 //! forwarded without a record: they are not the program's.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
-use crate::local::{local, Busy};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
-use crate::{buffer, rseq, stacks, sys};
-
-/// Events are being recorded (set after the trace file is open).
-pub static RECORDING: AtomicBool = AtomicBool::new(false);
+use crate::thread::local::{local, Busy};
+use crate::thread::own;
+use crate::{process, recording, rseq, settings, stacks, sys};
 
 /// Runs `call`, recording the event `event` builds from its result; `at`
 /// is where the program called from.
 #[inline(always)]
 fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
-    if !RECORDING.load(Ordering::Relaxed) {
-        if !crate::process::not_started() {
+    if !recording::is_on() {
+        if !process::not_started() {
             return call();
         }
-        crate::process::start();
-        if !RECORDING.load(Ordering::Relaxed) {
+        process::start();
+        if !recording::is_on() {
             return call();
         }
     }
@@ -43,8 +39,8 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
         return call();
     };
     // The stack is taken outside the timed call: latencies stay the allocator's.
-    let stack = if stacks::enabled() {
-        buffer::stack_state(l).map_or(0, |t| stacks::capture(t, at))
+    let stack = if settings::get().records_stacks() {
+        own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
     } else {
         0
     };
@@ -53,7 +49,7 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
     let v = call();
     let t1 = sys::ticks();
     let descheduled = rseq::descheduled(mark);
-    buffer::append(l, || Event {
+    own::append(l, || Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),

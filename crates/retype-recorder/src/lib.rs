@@ -3,27 +3,36 @@
 //! allocator in line (`dlsym(RTLD_NEXT)`), so it measures whichever allocator
 //! the program runs on (seed 003's TLM).
 //!
-//! Environment: `RETYPE_TRACE_FILE` names the trace (no variable, no recording);
-//! `RETYPE_ALLOCATOR` is copied into the trace's metadata; `RETYPE_STACK_DEPTH`
-//! is the most frames a call stack keeps (default 32; 0: no stacks).
-//! `retype record` sets it. A forked child writes `FILE.PID` (`FILE.PID.N` if
-//! taken); an exec'd image goes on appending to its process's file.
+//! Environment ([`settings`], read once at start): `RETYPE_TRACE_FILE` names
+//! the trace (no variable, no recording); `RETYPE_ALLOCATOR` is copied into the
+//! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
+//! (default 32; 0: no stacks). `retype record` sets them. A forked child writes
+//! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
+//! process's file. When the file cannot be written (a full disk, the file-size
+//! limit, the program closed its descriptor), recording stops with one line on
+//! stderr and the program runs on.
 //!
+//! The modules, bottom-up: each imports only those listed before it.
+//!
+//! - [`sys`]: small wrappers over raw system calls and clocks;
+//! - [`settings`]: the environment, read once at start;
+//! - [`recording`]: whether events are recorded now;
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
-//! - [`hooks`]: the exported malloc family;
-//! - [`local`]: this thread's state (one thread-local);
-//! - [`buffer`]: per-thread event buffers (mmap'd, no allocation inside the hooks,
-//!   encoded a batch at a time);
-//! - [`output`]: the trace file: naming, header, continuation across exec;
-//! - [`thread`]: per-thread CPU, wait time and context switches at thread exit;
-//! - [`process`]: fork, exec, `_exit`, fatal signals, process exit (`execl`,
-//!   `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`, built by `build.rs`);
-//! - [`stacks`]: each call's stack, walked with per-thread cached rules that
-//!   [`cfi`] derives from each object's call-frame information (gimli);
-//!   [`stack_table`]: each distinct stack once, with its id; [`modules`]: the
-//!   loaded objects, for the unwinder and for offline symbolization;
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
-//! - [`sys`]: small wrappers over raw system calls and clocks.
+//! - [`output`]: the trace file: naming, header, continuation across exec,
+//!   and the stop, for good, when it cannot be written;
+//! - [`stack_table`]: each distinct stack once, with its id;
+//! - [`cfi`]: the rule that leads from a frame to its caller's, from an
+//!   object's call-frame information (gimli);
+//! - [`modules`]: the loaded objects, for the unwinder and for offline symbolization;
+//! - [`stacks`]: each call's stack, walked with per-thread cached rules;
+//! - [`thread`]: each thread's start and cost, its event buffer (mmap'd, no
+//!   allocation inside the hooks, encoded a batch at a time), its state (one
+//!   thread-local) and its exit;
+//! - [`process`]: start, fork, exec, `_exit`, fatal signals, process exit
+//!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
+//!   built by `build.rs`);
+//! - [`hooks`]: the exported malloc family.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
@@ -31,15 +40,15 @@
 // links above resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
-mod buffer;
 mod cfi;
 mod hooks;
-mod local;
 mod modules;
 mod output;
 mod process;
 mod real;
+mod recording;
 mod rseq;
+mod settings;
 mod stack_table;
 mod stacks;
 mod sys;

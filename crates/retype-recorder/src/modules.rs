@@ -3,7 +3,7 @@
 //! segment as a module record (path, load bias, address range, build id) for
 //! offline symbolization, and into a fixed table with its unwind tables
 //! (`.eh_frame_hdr` and `.eh_frame`, read in place where the loader mapped
-//! them), where [`crate::cfi`] finds the rule of an address.
+//! them), from which [`cfi`] derives the rule of an address.
 //!
 //! The objects are scanned when a segment begins, when an address outside
 //! every known object is unwound while the loader's count of loads and
@@ -20,38 +20,37 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use libc::{c_int, c_void, dl_phdr_info, size_t, Elf64_Phdr};
 use retype_trace::codec;
 
+use crate::cfi::{self, Evaluator, Rule, Tables};
 use crate::{output, sys};
 
 /// The most objects the table holds; further ones are written to the trace
 /// but unwound through with frame pointers.
 const MAX_OBJECTS: usize = 1024;
 
-/// An object and where its unwind tables are.
+/// An object: its load bias, its address range `[start, end)` and its unwind tables.
 #[derive(Clone, Copy)]
-pub struct Object {
-    pub base: u64,
-    pub start: u64,
-    pub end: u64,
-    /// `.eh_frame_hdr` and `.eh_frame` as mapped (empty when it has none).
-    pub eh_frame_hdr: &'static [u8],
-    pub eh_frame: &'static [u8],
+struct Object {
+    base: u64,
+    start: u64,
+    end: u64,
+    tables: Tables,
 }
 
 const NO_OBJECT: Object = Object {
     base: 0,
     start: 0,
     end: 0,
-    eh_frame_hdr: &[],
-    eh_frame: &[],
+    tables: Tables::NONE,
 };
 
-/// The objects, sorted by start address, and room for a scan's (only
-/// touched while [`LOCK`] is held; static, so a scan inside a hook takes
-/// little of the program's stack).
+/// The objects, sorted by start address, room for a scan's, and the state
+/// rules are evaluated in (only touched while [`LOCK`] is held; static, so
+/// a scan inside a hook takes little of the program's stack).
 struct Table {
     objects: [Object; MAX_OBJECTS],
     len: usize,
     scratch: [Object; MAX_OBJECTS],
+    evaluator: Evaluator,
 }
 
 struct Shared(UnsafeCell<Table>);
@@ -61,6 +60,7 @@ static TABLE: Shared = Shared(UnsafeCell::new(Table {
     objects: [NO_OBJECT; MAX_OBJECTS],
     len: 0,
     scratch: [NO_OBJECT; MAX_OBJECTS],
+    evaluator: Evaluator::new(),
 }));
 
 /// Held while the table is read or changed.
@@ -80,12 +80,21 @@ impl Drop for Locked {
 }
 
 impl Locked {
-    /// The object holding address `at`.
-    pub fn find(&self, at: u64) -> Option<&Object> {
-        let objects = &self.0.objects[..self.0.len];
-        let i = objects.partition_point(|o| o.start <= at).checked_sub(1)?;
-        Some(&objects[i]).filter(|o| at < o.end)
+    /// The rule for code address `at` (see [`cfi::rule`]), and whether `at`
+    /// lies outside every known object (then: the frame-pointer rule).
+    pub fn rule(&mut self, at: u64) -> (Rule, bool) {
+        let t = &mut *self.0;
+        match find(&t.objects[..t.len], at) {
+            Some(o) => (cfi::rule(&o.tables, &mut t.evaluator, at), false),
+            None => (cfi::FRAME_POINTER, true),
+        }
     }
+}
+
+/// The object of `objects` (sorted by start) that holds address `at`.
+fn find(objects: &[Object], at: u64) -> Option<&Object> {
+    let i = objects.partition_point(|o| o.start <= at).checked_sub(1)?;
+    Some(&objects[i]).filter(|o| at < o.end)
 }
 
 /// Takes the table's lock.
@@ -174,14 +183,15 @@ unsafe extern "C" fn visit(info: *mut dl_phdr_info, _: size_t, data: *mut c_void
     // SAFETY: as above.
     let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
     let base = info.dlpi_addr;
-    let loads = || phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD);
-    let (Some(lo), Some(hi)) = (
-        loads().map(|p| p.p_vaddr).min(),
-        loads().map(|p| p.p_vaddr + p.p_memsz).max(),
-    ) else {
+    let Some((lo, hi)) = extent(phdrs) else {
         return 0;
     };
-    let o = object(base, base.wrapping_add(lo), base.wrapping_add(hi), phdrs);
+    let o = Object {
+        base,
+        start: base.wrapping_add(lo),
+        end: base.wrapping_add(hi),
+        tables: unwind_tables(base, phdrs),
+    };
     if !s
         .old
         .iter()
@@ -229,9 +239,17 @@ fn write_record(o: &Object, name: &[u8], phdrs: &[Elf64_Phdr]) {
     }
 }
 
+/// The addresses an object's loaded segments span, `[lo, hi)` before its
+/// load bias; `None` if it has none.
+fn extent(phdrs: &[Elf64_Phdr]) -> Option<(u64, u64)> {
+    let loads = || phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD);
+    let lo = loads().map(|p| p.p_vaddr).min()?;
+    let hi = loads().map(|p| p.p_vaddr + p.p_memsz).max()?;
+    Some((lo, hi))
+}
+
 /// Copies the GNU build id of the object at `base` into `out`; returns its length.
 fn build_id(base: u64, phdrs: &[Elf64_Phdr], out: &mut [u8]) -> usize {
-    const NT_GNU_BUILD_ID: u32 = 3;
     for p in phdrs.iter().filter(|p| p.p_type == libc::PT_NOTE) {
         // SAFETY: a PT_NOTE segment lies in the object's mapped image.
         let notes = unsafe {
@@ -240,49 +258,48 @@ fn build_id(base: u64, phdrs: &[Elf64_Phdr], out: &mut [u8]) -> usize {
                 p.p_memsz as usize,
             )
         };
-        let word = |i: usize| {
-            notes
-                .get(i..i + 4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        };
-        let mut at = 0;
-        while let (Some(namesz), Some(descsz), Some(kind)) = (word(at), word(at + 4), word(at + 8))
-        {
-            let name = at + 12;
-            let desc = name + namesz.next_multiple_of(4);
-            if kind == NT_GNU_BUILD_ID as usize && notes.get(name..name + namesz) == Some(b"GNU\0")
-            {
-                let Some(id) = notes.get(desc..desc + descsz) else {
-                    break;
-                };
-                let n = id.len().min(out.len());
-                out[..n].copy_from_slice(&id[..n]);
-                return n;
-            }
-            at = desc + descsz.next_multiple_of(4);
+        if let Some(id) = gnu_build_id(notes) {
+            let n = id.len().min(out.len());
+            out[..n].copy_from_slice(&id[..n]);
+            return n;
         }
     }
     0
 }
 
-/// Object `[start, end)` at load bias `base` with its unwind tables.
-fn object(base: u64, start: u64, end: u64, phdrs: &[Elf64_Phdr]) -> Object {
-    let mut o = Object {
-        base,
-        start,
-        end,
-        ..NO_OBJECT
+/// The GNU build id among the ELF notes `notes` (a PT_NOTE segment), if one is there whole.
+fn gnu_build_id(notes: &[u8]) -> Option<&[u8]> {
+    const NT_GNU_BUILD_ID: usize = 3;
+    let word = |i: usize| {
+        notes
+            .get(i..i + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
+    let mut at = 0;
+    while let (Some(namesz), Some(descsz), Some(kind)) = (word(at), word(at + 4), word(at + 8)) {
+        let name = at + 12;
+        let desc = name + namesz.next_multiple_of(4);
+        if kind == NT_GNU_BUILD_ID && notes.get(name..name + namesz) == Some(b"GNU\0") {
+            return notes.get(desc..desc + descsz);
+        }
+        at = desc + descsz.next_multiple_of(4);
+    }
+    None
+}
+
+/// The unwind tables of the object at load bias `base` (none if it has no
+/// `PT_GNU_EH_FRAME` header, or its `.eh_frame` cannot be found).
+fn unwind_tables(base: u64, phdrs: &[Elf64_Phdr]) -> Tables {
     let Some(hdr) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) else {
-        return o;
+        return Tables::NONE;
     };
     let hdr_at = base.wrapping_add(hdr.p_vaddr);
     // SAFETY: PT_GNU_EH_FRAME lies in a loaded, read-only segment of the
     // object, mapped while the object is loaded.
     let hdr_bytes: &'static [u8] =
         unsafe { std::slice::from_raw_parts(hdr_at as *const u8, hdr.p_memsz as usize) };
-    let Some(frame_at) = crate::cfi::eh_frame_address(hdr_bytes, hdr_at) else {
-        return o;
+    let Some(frame_at) = cfi::eh_frame_address(hdr_bytes, hdr_at) else {
+        return Tables::NONE;
     };
     // .eh_frame runs at most to the end of the file-backed part of its segment.
     let end = phdrs.iter().find_map(|p| {
@@ -290,16 +307,144 @@ fn object(base: u64, start: u64, end: u64, phdrs: &[Elf64_Phdr]) -> Object {
         let end = start + p.p_filesz;
         (p.p_type == libc::PT_LOAD && (start..end).contains(&frame_at)).then_some(end)
     });
-    if let Some(end) = end {
-        o.eh_frame_hdr = hdr_bytes;
-        // SAFETY: [frame_at, end) lies in a loaded segment, as above.
-        o.eh_frame =
-            unsafe { std::slice::from_raw_parts(frame_at as *const u8, (end - frame_at) as usize) };
+    match end {
+        Some(end) => Tables {
+            eh_frame_hdr: hdr_bytes,
+            // SAFETY: [frame_at, end) lies in a loaded segment, as above.
+            eh_frame: unsafe {
+                std::slice::from_raw_parts(frame_at as *const u8, (end - frame_at) as usize)
+            },
+        },
+        None => Tables::NONE,
     }
-    o
 }
 
 /// In a fork child: a thread that held the lock does not exist there.
 pub fn after_fork_child() {
     LOCK.store(false, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use libc::Elf64_Phdr;
+    use proptest::prelude::*;
+
+    use super::{extent, find, gnu_build_id, lock, scan, Object, NO_OBJECT};
+    use crate::cfi::{Kind, Rule, FRAME_POINTER};
+
+    fn object(start: u64, end: u64) -> Object {
+        Object {
+            start,
+            end,
+            ..NO_OBJECT
+        }
+    }
+
+    fn segment(p_type: u32, p_vaddr: u64, p_memsz: u64) -> Elf64_Phdr {
+        Elf64_Phdr {
+            p_type,
+            p_flags: 0,
+            p_offset: 0,
+            p_vaddr,
+            p_paddr: p_vaddr,
+            p_filesz: p_memsz,
+            p_memsz,
+            p_align: 4096,
+        }
+    }
+
+    /// One ELF note: sizes, type, then name and descriptor, each padded to 4 bytes.
+    fn note(name: &[u8], kind: u32, desc: &[u8]) -> Vec<u8> {
+        let mut n = Vec::new();
+        for word in [name.len() as u32, desc.len() as u32, kind] {
+            n.extend_from_slice(&word.to_le_bytes());
+        }
+        for part in [name, desc] {
+            n.extend_from_slice(part);
+            n.resize(n.len().next_multiple_of(4), 0);
+        }
+        n
+    }
+
+    #[test]
+    fn an_address_is_found_in_the_object_whose_range_holds_it() {
+        let objects = [
+            object(0x1000, 0x2000),
+            object(0x2000, 0x3000),
+            object(0x5000, 0x6000),
+        ];
+        let start_of = |at| find(&objects, at).map(|o| o.start);
+        assert_eq!(start_of(0xfff), None);
+        assert_eq!(start_of(0x1000), Some(0x1000));
+        assert_eq!(start_of(0x1fff), Some(0x1000));
+        assert_eq!(start_of(0x2000), Some(0x2000));
+        assert_eq!(start_of(0x3000), None);
+        assert_eq!(start_of(0x4fff), None);
+        assert_eq!(start_of(0x5fff), Some(0x5000));
+        assert_eq!(start_of(0x6000), None);
+        assert_eq!(find(&[], 0x1000).map(|o| o.start), None);
+    }
+
+    proptest! {
+        #[test]
+        fn find_agrees_with_a_linear_search(
+            sizes in prop::collection::vec((0..64u64, 1..64u64), 0..20),
+            pick in any::<prop::sample::Index>(),
+            nudge in 0..3u64,
+        ) {
+            // Objects in address order, each after a gap (possibly none).
+            let mut objects = Vec::new();
+            let mut end = 1;
+            for (gap, size) in sizes {
+                objects.push(object(end + gap, end + gap + size));
+                end += gap + size;
+            }
+            // An address at, just before or just after an object's start or end.
+            let bounds: Vec<u64> = objects.iter().flat_map(|o| [o.start, o.end]).collect();
+            let at = if bounds.is_empty() { nudge } else { *pick.get(&bounds) + nudge - 1 };
+            let linear = objects.iter().find(|o| o.start <= at && at < o.end).map(|o| o.start);
+            prop_assert_eq!(find(&objects, at).map(|o| o.start), linear);
+        }
+    }
+
+    #[test]
+    fn an_object_spans_its_loaded_segments_only() {
+        let phdrs = [
+            segment(libc::PT_PHDR, 0x40, 0x1c0),
+            segment(libc::PT_LOAD, 0x3000, 0x500),
+            segment(libc::PT_LOAD, 0, 0x1000),
+            segment(libc::PT_NOTE, 0x10000, 0x40),
+        ];
+        assert_eq!(extent(&phdrs), Some((0, 0x3500)));
+        assert_eq!(extent(&phdrs[3..]), None);
+    }
+
+    #[test]
+    fn the_build_id_is_the_gnu_note_of_its_type() {
+        let id = [0xde, 0xad, 0xbe, 0xef, 0x01];
+        let mut notes = note(b"GNU\0", 1, &[0; 16]); // the ABI tag
+        notes.extend(note(b"Linux\0", 3, b"not an id")); // another vendor's type 3
+        notes.extend(note(b"GNU\0", 3, &id));
+        assert_eq!(gnu_build_id(&notes), Some(&id[..]));
+        assert_eq!(gnu_build_id(&notes[..notes.len() - 8]), None, "cut short");
+        assert_eq!(gnu_build_id(&note(b"GNU\0", 1, &id)), None);
+        assert_eq!(gnu_build_id(&[]), None);
+    }
+
+    /// A function of this test program (which has call-frame information).
+    extern "C" fn probe() {}
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_scan_finds_this_program_and_its_call_frame_information() {
+        scan(true);
+        // On entry to a function the caller's stack pointer is 8 bytes above ours.
+        let entry = Rule {
+            cfa: 8,
+            bp: 0,
+            kind: Kind::Sp,
+        };
+        assert_eq!(lock().rule(probe as *const () as u64), (entry, false));
+        assert_eq!(lock().rule(16), (FRAME_POINTER, true));
+    }
 }

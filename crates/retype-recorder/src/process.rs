@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use libc::{c_char, c_int, pid_t};
 use retype_trace::codec::{self, thread_fields};
 
-use crate::hooks::RECORDING;
-use crate::local::Busy;
 use crate::real::real;
-use crate::{buffer, modules, output, rseq, stack_table, stacks, sys, thread};
+use crate::thread::local::{local, Busy};
+use crate::thread::{buffer, cost, exit};
+use crate::{modules, output, recording, rseq, settings, stack_table, sys};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -41,8 +41,9 @@ pub fn start() {
     }
     let Some(_busy) = Busy::enter() else { return };
     real();
-    stacks::configure();
-    thread::init();
+    // The environment is read now, once.
+    settings::get();
+    exit::init();
     buffer::enable_fast_path();
     begin(false);
     catch_fatal_signals();
@@ -65,13 +66,13 @@ fn begin(forked: bool) {
     sys::calibrate_clock();
     rseq::init();
     if output::start(forked) {
-        if stacks::enabled() {
+        if settings::get().records_stacks() {
             // The segment names its own objects and stacks.
             stack_table::new_generation(forked);
             modules::scan(true);
         }
         FINISHED.store(false, Ordering::Release);
-        RECORDING.store(true, Ordering::Release);
+        recording::switch_on();
     }
 }
 
@@ -81,18 +82,18 @@ fn end_segment(in_signal: bool) -> bool {
     if OWNER.load(Ordering::Acquire) != sys::getpid() || FINISHED.swap(true, Ordering::AcqRel) {
         return false;
     }
-    RECORDING.store(false, Ordering::Release);
+    recording::switch_off();
     let _busy = Busy::enter();
-    if stacks::enabled() && !in_signal {
+    if settings::get().records_stacks() && !in_signal {
         // Libraries opened since the last scan, for the stacks that name them.
         modules::scan(false);
     }
     let me = sys::gettid();
-    let own = thread::claim_own_summary();
+    let own = exit::claim_own_summary();
     let events = buffer::drain(in_signal, |tid, start_ns| {
         if tid != me || own {
             let mut rec = [0u8; 1 + 8 * codec::MAX_VARINT];
-            let s = thread::summary(tid, start_ns, tid == me);
+            let s = cost::summary(tid, start_ns, tid == me);
             if let Some(n) = s
                 .and_then(|s| codec::varint_record(&mut rec, codec::TAG_THREAD, &thread_fields(&s)))
             {
@@ -155,11 +156,11 @@ pub unsafe extern "C" fn fork() -> pid_t {
     let pid = unsafe { (r.fork)() };
     if pid == 0 {
         let _busy = Busy::enter();
-        thread::started_now();
-        let recording = RECORDING.swap(false, Ordering::AcqRel);
+        cost::started_now();
+        let was_recording = recording::switch_off();
         modules::after_fork_child();
-        buffer::after_fork_child();
-        if recording {
+        buffer::after_fork_child(local().buf.get());
+        if was_recording {
             begin(true);
         }
     }

@@ -113,7 +113,7 @@ macro_rules! required {
     ($name:literal, $ty:ty) => {{
         let p = next(concat!($name, "\0").as_bytes());
         if p.is_null() {
-            crate::sys::write_all(
+            let _ = crate::sys::write_all(
                 2,
                 concat!("retype recorder: no next definition of ", $name, "\n").as_bytes(),
             );

@@ -21,13 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use retype_trace::codec;
 
 use crate::output;
+use crate::settings::MAX_STACK_DEPTH;
 
 /// Slots of the hash table (a power of two); it takes at most 3/4 of them.
 const SLOTS: usize = 1 << 18;
 /// Frames the store holds, all stacks together.
 const FRAMES: usize = 1 << 24;
-/// The most frames one stack keeps.
-pub const MAX_DEPTH: usize = 128;
 /// Bytes of stack records gathered before they are written.
 const PENDING: usize = 64 * 1024;
 
@@ -220,7 +219,7 @@ struct Records;
 impl Records {
     /// Appends the record of stack `id`, writing the pending ones first if it does not fit.
     fn append(&self, id: u32, frames: &[u64], truncated: bool) {
-        let mut rec = [0u8; (MAX_DEPTH + 3) * codec::MAX_VARINT + 1];
+        let mut rec = [0u8; (MAX_STACK_DEPTH + 3) * codec::MAX_VARINT + 1];
         let Some(at) = codec::stack_record(&mut rec, id, frames, truncated) else {
             return;
         };
@@ -301,4 +300,130 @@ pub fn new_generation(forked: bool) {
         unsafe { *RECORDS.len.get() = 0 };
     }
     GENERATION.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, MutexGuard};
+
+    use proptest::prelude::*;
+    use retype_trace::codec;
+
+    use super::{flush, intern, lock_records, mix, new_generation, RECORDS};
+    use crate::settings::MAX_STACK_DEPTH;
+
+    /// The table is one per process: the tests that use it take turns.
+    fn turn() -> MutexGuard<'static, ()> {
+        static TURN: Mutex<()> = Mutex::new(());
+        TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The hash the stack walk folds as it goes.
+    fn hash(frames: &[u64]) -> u64 {
+        frames.iter().fold(0, |h, &f| mix(h, f))
+    }
+
+    fn id(frames: &[u64], truncated: bool) -> u32 {
+        intern(frames, truncated, hash(frames))
+    }
+
+    /// The stack records not yet written.
+    fn pending() -> Vec<u8> {
+        let _held = lock_records();
+        // SAFETY: we hold the records' lock.
+        unsafe { (&*RECORDS.bytes.get())[..*RECORDS.len.get()].to_vec() }
+    }
+
+    #[test]
+    fn a_stack_keeps_its_id_and_another_stack_gets_another() {
+        let _turn = turn();
+        let a = [0xa1_0000, 0xa1_1000, 0xa1_2000];
+        let first = id(&a, false);
+        assert_ne!(first, 0);
+        assert_eq!(id(&a, false), first);
+        let others = [id(&a[..2], false), id(&a[1..], false), id(&a, true)];
+        for other in others {
+            assert_ne!(other, 0);
+            assert_ne!(other, first);
+        }
+        assert_eq!(
+            id(&a, true),
+            others[2],
+            "a truncated stack keeps its id too"
+        );
+    }
+
+    #[test]
+    fn stacks_of_one_hash_are_told_apart_by_their_frames() {
+        let _turn = turn();
+        let (a, b) = ([0xb1_0000, 0xb1_1000], [0xb2_0000]);
+        let (id_a, id_b) = (intern(&a, false, 42), intern(&b, false, 42));
+        assert_ne!(id_a, id_b);
+        assert_eq!(intern(&a, false, 42), id_a);
+        assert_eq!(intern(&b, false, 42), id_b);
+    }
+
+    #[test]
+    fn a_new_generation_gives_every_stack_a_new_id() {
+        let _turn = turn();
+        let a = [0xc1_0000, 0xc1_1000];
+        let before = id(&a, false);
+        new_generation(false);
+        let after = id(&a, false);
+        assert!(after > before, "ids only grow: {before} then {after}");
+        assert_eq!(id(&a, false), after);
+    }
+
+    #[test]
+    fn each_new_stack_is_recorded_once() {
+        let _turn = turn();
+        // Nothing is open to write to: flushing empties the pending records.
+        flush(false);
+        assert!(pending().is_empty());
+        let a = [0xd1_0000, 0xd1_1000, 0xd1_2000];
+        let id_a = id(&a, true);
+        let mut rec = [0u8; (MAX_STACK_DEPTH + 3) * codec::MAX_VARINT + 1];
+        let at = codec::stack_record(&mut rec, id_a, &a, true).unwrap();
+        let record = &rec[at];
+        assert_eq!(pending(), record);
+        assert_eq!(id(&a, true), id_a);
+        assert_eq!(pending(), record, "a known stack is not recorded again");
+    }
+
+    proptest! {
+        /// Against a map from stack to id: a stack seen before has its id
+        /// again; a new one gets an id above every id given so far.
+        #[test]
+        fn interning_agrees_with_a_map(
+            stacks in prop::collection::vec(
+                (prop::collection::vec(0xe0_0000..0xe0_0010u64, 1..4), any::<bool>()),
+                1..40,
+            ),
+        ) {
+            let _turn = turn();
+            // Every stack is new in a new generation.
+            new_generation(false);
+            let mut model = HashMap::new();
+            let mut highest = 0;
+            for (frames, truncated) in stacks {
+                let got = id(&frames, truncated);
+                match model.get(&(frames.clone(), truncated)) {
+                    Some(&known) => prop_assert_eq!(got, known),
+                    None => {
+                        prop_assert!(got > highest, "{got} after {highest}");
+                        highest = got;
+                        model.insert((frames, truncated), got);
+                    }
+                }
+            }
+        }
+
+        /// Folding one more frame never maps two frames to one hash.
+        #[test]
+        fn mix_tells_frames_apart(h in any::<u64>(), a in any::<u64>(), b in any::<u64>()) {
+            prop_assume!(a != b);
+            prop_assert_ne!(mix(h, a), mix(h, b));
+        }
+    }
 }

@@ -3,47 +3,17 @@
 //! entered) up: each frame's caller is found by the rule of its return
 //! address ([`crate::cfi`]: the object's call-frame information, or frame
 //! pointers where there is none), kept in a per-thread cache so that a frame
-//! costs a lookup and two loads once its address was seen. At most
-//! `RETYPE_STACK_DEPTH` frames are kept (default 32; 0 records no stacks, the cheapest
-//! recording). Reads stay between the current stack pointer and the top of
+//! costs a lookup and two loads once its address was seen. At most the
+//! settings' depth of frames are kept (`RETYPE_STACK_DEPTH`). Reads stay between the current stack pointer and the top of
 //! the thread's stack, so a wrong rule ends the walk, never the program.
 //! Nothing here allocates. Each stack is then interned ([`stack_table`]):
 //! events carry its id.
 
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::cfi::{self, Kind, Rule};
-use crate::modules;
-use crate::stack_table::{self, MAX_DEPTH};
-
-/// Frames kept per stack; 0: no stacks.
-static DEPTH: AtomicUsize = AtomicUsize::new(0);
-const DEFAULT_DEPTH: usize = 32;
-const ENV_DEPTH: &[u8] = b"RETYPE_STACK_DEPTH\0";
-
-/// Reads `RETYPE_STACK_DEPTH` (once per program image): a number of frames,
-/// at most [`MAX_DEPTH`]; unset or not a number: 32. Stacks are taken on
-/// x86-64 only.
-pub fn configure() {
-    let depth = crate::output::getenv(ENV_DEPTH)
-        .and_then(crate::sys::parse_num)
-        .map_or(DEFAULT_DEPTH, |d| (d as usize).min(MAX_DEPTH));
-    let supported = cfg!(target_arch = "x86_64");
-    DEPTH.store(if supported { depth } else { 0 }, Ordering::Relaxed);
-}
-
-/// The most frames a stack keeps (0: stacks are not recorded).
-#[inline(always)]
-pub fn depth() -> usize {
-    DEPTH.load(Ordering::Relaxed)
-}
-
-/// Whether stacks are recorded.
-#[inline(always)]
-pub fn enabled() -> bool {
-    depth() != 0
-}
+use crate::cfi::{Kind, Rule};
+use crate::settings::{self, MAX_STACK_DEPTH};
+use crate::{modules, stack_table};
 
 /// Rules cached per thread (a power of two): 256 KiB, room for the return
 /// addresses of an interpreter's deep and varied stacks.
@@ -103,10 +73,10 @@ impl ThreadStack {
 /// look once more.
 #[cold]
 fn miss(at: u64) -> Rule {
-    let (rule, stranger) = cfi::rule(&modules::lock(), at - 1);
+    let (rule, stranger) = modules::lock().rule(at - 1);
     if stranger && modules::loader_changed() {
         modules::scan(false);
-        return cfi::rule(&modules::lock(), at - 1).0;
+        return modules::lock().rule(at - 1).0;
     }
     rule
 }
@@ -169,8 +139,8 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
             // SAFETY: [bottom, top) is this thread's live stack, mapped.
             .then(|| unsafe { (at as *const u64).read_unaligned() })
     };
-    let depth = depth();
-    let mut frames = [MaybeUninit::<u64>::uninit(); MAX_DEPTH];
+    let depth = settings::get().stack_depth();
+    let mut frames = [MaybeUninit::<u64>::uninit(); MAX_STACK_DEPTH];
     let Some(first) = read(bottom) else { return 0 };
     frames[0].write(first);
     let (mut n, mut truncated, mut hash) = (1, false, stack_table::mix(0, first));

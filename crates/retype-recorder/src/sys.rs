@@ -204,8 +204,8 @@ pub fn membarrier() {
     unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) };
 }
 
-/// Writes all of `buf` to `fd`; false on error.
-pub fn write_all(fd: c_int, mut buf: &[u8]) -> bool {
+/// Writes all of `buf` to `fd`; the errno of the write that failed, if one did.
+pub fn write_all(fd: c_int, mut buf: &[u8]) -> Result<(), c_int> {
     while !buf.is_empty() {
         // SAFETY: `buf` is valid for `buf.len()` bytes.
         let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
@@ -213,11 +213,91 @@ pub fn write_all(fd: c_int, mut buf: &[u8]) -> bool {
             if errno() == libc::EINTR {
                 continue;
             }
-            return false;
+            return Err(errno());
         }
         buf = &buf[n as usize..];
     }
-    true
+    Ok(())
+}
+
+/// [`write_all`] to a file without the signal a file-size limit raises: a
+/// write past `RLIMIT_FSIZE` sends SIGXFSZ, whose default action kills the
+/// process, to the writing thread. Blocked for the write, the signal stays
+/// pending and the write fails with EFBIG instead; the pending signal is then
+/// taken back before the thread's mask is restored, so the program never sees it.
+pub fn write_all_to_file(fd: c_int, buf: &[u8]) -> Result<(), c_int> {
+    // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset.
+    let mut xfsz: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `old` is an out-parameter.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid sigset pointers; the mask is this thread's.
+    let blocked = unsafe {
+        libc::sigemptyset(&mut xfsz);
+        libc::sigaddset(&mut xfsz, libc::SIGXFSZ);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &xfsz, &mut old) == 0
+            && libc::sigismember(&old, libc::SIGXFSZ) == 0
+    };
+    let r = write_all(fd, buf);
+    if blocked {
+        // SAFETY: as above; a zero timeout only takes a signal already pending.
+        unsafe {
+            if r == Err(libc::EFBIG) {
+                let now = timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                libc::sigtimedwait(&xfsz, std::ptr::null_mut(), &now);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+    r
+}
+
+/// What a descriptor names: its file's device and inode (none is 0 and 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// The file `fd` names, or `None` if it is not open.
+pub fn file_id(fd: c_int) -> Option<FileId> {
+    // SAFETY: `st` is an out-parameter that fstat fills on success.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    })
+}
+
+/// Whether `path` (NUL-terminated) is a character device, such as /dev/null.
+pub fn is_char_device(path: &[u8]) -> bool {
+    debug_assert_eq!(path.last(), Some(&0));
+    // SAFETY: `path` is NUL-terminated; `st` is an out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let found = unsafe { libc::stat(path.as_ptr().cast(), &mut st) } == 0;
+    found && st.st_mode & libc::S_IFMT == libc::S_IFCHR
+}
+
+extern "C" {
+    /// glibc's English description of an errno value (never translated, so
+    /// it neither allocates nor takes the locale's lock), or null.
+    fn strerrordesc_np(errnum: c_int) -> *const libc::c_char;
+}
+
+/// The description of errno value `e` (`No space left on device`), or its number.
+pub fn error_text(e: c_int, out: &mut StackStr<64>) -> &[u8] {
+    // SAFETY: strerrordesc_np takes any value and returns a static string or null.
+    let p = unsafe { strerrordesc_np(e) };
+    if p.is_null() {
+        out.push(b"error ").push_num(e as u64);
+        return out.as_bytes();
+    }
+    // SAFETY: a NUL-terminated static string.
+    unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes()
 }
 
 /// Reads a whole small file (a NUL-terminated path) into `buf`; returns the bytes read.
@@ -296,7 +376,20 @@ pub fn parse_num(s: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::TickScale;
+    use super::{error_text, StackStr, TickScale};
+
+    #[test]
+    fn errors_read_as_glibcs_english_descriptions_or_numbers() {
+        let mut text = StackStr::<64>::new();
+        assert_eq!(
+            error_text(libc::ENOSPC, &mut text),
+            b"No space left on device"
+        );
+        let mut text = StackStr::<64>::new();
+        assert_eq!(error_text(libc::EFBIG, &mut text), b"File too large");
+        let mut text = StackStr::<64>::new();
+        assert_eq!(error_text(100_000, &mut text), b"error 100000");
+    }
 
     /// A counter of 2 GHz: 0.5 ns a tick.
     const SCALE: TickScale = TickScale {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::event::CutShort;
+
 /// A trace that could not be read: what went wrong and at which byte.
 #[derive(Debug)]
 pub struct TraceError {
@@ -15,8 +17,12 @@ pub enum TraceErrorKind {
     Io(std::io::Error),
     /// Not a retype trace, or a version this reader does not know.
     BadHeader(String),
-    /// The file ends inside a record or before the end record.
-    Truncated(&'static str),
+    /// The file ends inside a record or before the end record (`what` says
+    /// which); `cut` says how much of it reads.
+    Truncated {
+        what: &'static str,
+        cut: CutShort,
+    },
     /// A record that breaks the format.
     Corrupt(String),
 }
@@ -27,7 +33,9 @@ impl fmt::Display for TraceError {
         match &self.kind {
             TraceErrorKind::Io(e) => write!(f, "read error: {e}"),
             TraceErrorKind::BadHeader(m) => write!(f, "not a retype trace: {m}"),
-            TraceErrorKind::Truncated(what) => write!(f, "truncated trace: file ends {what}"),
+            TraceErrorKind::Truncated { what, .. } => {
+                write!(f, "truncated trace: file ends {what}")
+            }
             TraceErrorKind::Corrupt(m) => write!(f, "corrupt trace: {m}"),
         }
     }

@@ -179,6 +179,18 @@ impl Module {
     }
 }
 
+/// Where a trace that stops before its last end record stops: a recording
+/// whose process was killed (SIGKILL) or whose disk filled up. What comes
+/// before `at_byte` reads; the unfinished record after it, if any, does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutShort {
+    /// The file offset where the readable part ends: the start of the record
+    /// the file ends inside, or the file's length when it ends between records.
+    pub at_byte: u64,
+    /// The events read before it, all segments together.
+    pub events: u64,
+}
+
 /// One item of a trace stream, in file order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {

@@ -23,7 +23,7 @@ pub mod wee_alloc;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
-pub use event::{Event, Module, Op, Record, Stack, ThreadSummary};
+pub use event::{CutShort, Event, Module, Op, Record, Stack, ThreadSummary};
 pub use reader::Reader;
 pub use trace::Trace;
 pub use writer::Writer;

@@ -1,12 +1,19 @@
 //! The streaming trace reader. It never panics: every malformed input is an
 //! error that names the byte offset where reading failed.
+//!
+//! A file that ends inside a record or before its last end record (a
+//! recording cut short: its process was killed, its disk filled up) ends the
+//! stream with a [`TraceErrorKind::Truncated`] error that says how much of it
+//! reads: the records before the unfinished one, and their events
+//! ([`CutShort`]). An events record yields its events only once it is whole,
+//! so a cut never splits a batch.
 
 use std::collections::HashSet;
 use std::io::{self, Read};
 
 use crate::codec::{self, DecodeError, DeltaState, VarintError};
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{Module, Record, Stack, ThreadSummary};
+use crate::event::{CutShort, Module, Record, Stack, ThreadSummary};
 
 /// The largest record payload accepted; bigger lengths are corruption, not data.
 pub const MAX_RECORD_LEN: u64 = 1 << 26;
@@ -24,8 +31,12 @@ pub struct Reader<R: Read> {
     cursor: usize,
     /// The thread and delta state of the events record being read, if any.
     block: Option<(u32, DeltaState)>,
+    /// File offset of the record being read (of the next one between records).
+    record_at: u64,
     /// Events of the current segment so far.
     events: u64,
+    /// Events of the whole file so far.
+    events_read: u64,
     /// The current segment's number in the file, from 0.
     segment: u32,
     /// The file's format version.
@@ -70,7 +81,9 @@ impl<R: Read> Reader<R> {
             payload_at: 0,
             cursor: 0,
             block: None,
+            record_at: codec::HEADER_LEN as u64,
             events: 0,
+            events_read: 0,
             segment: 0,
             version,
             stack_ids: HashSet::new(),
@@ -107,20 +120,19 @@ impl<R: Read> Reader<R> {
                     return Err(corrupt(at, format!("unknown op code {code}")));
                 }
                 self.events += 1;
+                self.events_read += 1;
                 return Ok(Some(Record::Event(e)));
             }
             self.block = None;
         }
         let start = self.offset;
+        self.record_at = start;
         let mut tag = [0u8; 1];
         if self.read(&mut tag)? == 0 {
             return if self.ended {
                 Ok(None)
             } else {
-                Err(err(
-                    start,
-                    TraceErrorKind::Truncated("before the end record"),
-                ))
+                Err(self.truncated(start, "before the end record"))
             };
         }
         // After an end record the file may go on with a new segment (the next
@@ -145,10 +157,7 @@ impl<R: Read> Reader<R> {
             .map_err(|e| err(self.offset, TraceErrorKind::Io(e)))?;
         self.offset += got as u64;
         if (got as u64) < len {
-            return Err(err(
-                self.offset,
-                TraceErrorKind::Truncated("inside a record"),
-            ));
+            return Err(self.truncated(self.offset, "inside a record"));
         }
         self.cursor = 0;
         match tag[0] {
@@ -329,10 +338,7 @@ impl<R: Read> Reader<R> {
         let at = self.offset;
         for i in 0..bytes.len() {
             if self.read(&mut bytes[i..=i])? == 0 {
-                return Err(err(
-                    self.offset,
-                    TraceErrorKind::Truncated("inside a record header"),
-                ));
+                return Err(self.truncated(self.offset, "inside a record header"));
             }
             if bytes[i] & 0x80 == 0 {
                 break;
@@ -340,6 +346,16 @@ impl<R: Read> Reader<R> {
         }
         codec::get_varint(&bytes, &mut 0)
             .map_err(|_| corrupt(at, "record length longer than 64 bits".into()))
+    }
+
+    /// The error of a file that ends at `offset`, `what` saying where: the
+    /// records before the one being read are what reads.
+    fn truncated(&self, offset: u64, what: &'static str) -> TraceError {
+        let cut = CutShort {
+            at_byte: self.record_at,
+            events: self.events_read,
+        };
+        err(offset, TraceErrorKind::Truncated { what, cut })
     }
 
     fn read(&mut self, buf: &mut [u8]) -> Result<usize, TraceError> {

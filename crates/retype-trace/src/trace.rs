@@ -7,8 +7,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::error::TraceError;
-use crate::event::{Event, Module, Record, Stack, ThreadSummary};
+use crate::error::{TraceError, TraceErrorKind};
+use crate::event::{CutShort, Event, Module, Record, Stack, ThreadSummary};
 use crate::reader::Reader;
 use crate::writer::Writer;
 
@@ -28,6 +28,9 @@ pub struct Trace {
     pub modules: Vec<Module>,
     /// Call stacks: an event's `stack` k > 0 is `stacks[k - 1]`.
     pub stacks: Vec<Stack>,
+    /// Where the file stops, if it stops before its last end record (the
+    /// trace holds what was read before that).
+    pub cut_short: Option<CutShort>,
 }
 
 impl Trace {
@@ -36,23 +39,35 @@ impl Trace {
     /// Stack ids, which the file scopes to a segment, become indexes into
     /// `stacks`; an event naming a stack its segment does not define (its
     /// record was lost with a buffer a fatal signal could not write) gets none.
+    /// A file cut short reads up to its last whole record, and says so in
+    /// [`Trace::cut_short`]; its last segment ends there.
     pub fn read(src: impl Read) -> Result<Trace, TraceError> {
         let mut t = Trace::default();
         // Per file segment: the event it starts at, and its stack ids.
         let mut starts = vec![0];
         let mut ids: Vec<HashMap<u32, u32>> = vec![HashMap::new()];
         for r in Reader::new(src)? {
-            match r? {
-                Record::Meta(k, v) => t.meta.push((k, v)),
-                Record::Event(e) => t.events.push(e),
-                Record::Thread(s) => t.threads.push(s),
-                Record::End { .. } => {
+            let record = match r {
+                Err(TraceError {
+                    kind: TraceErrorKind::Truncated { cut, .. },
+                    ..
+                }) => {
+                    t.cut_short = Some(cut);
+                    None
+                }
+                r => Some(r?),
+            };
+            match record {
+                Some(Record::Meta(k, v)) => t.meta.push((k, v)),
+                Some(Record::Event(e)) => t.events.push(e),
+                Some(Record::Thread(s)) => t.threads.push(s),
+                Some(Record::End { .. }) | None => {
                     t.segments.push(t.events.len());
                     starts.push(t.events.len());
                     ids.push(HashMap::new());
                 }
-                Record::Module(m) => t.modules.push(m),
-                Record::Stack { id, stack } => {
+                Some(Record::Module(m)) => t.modules.push(m),
+                Some(Record::Stack { id, stack }) => {
                     t.stacks.push(stack);
                     ids[starts.len() - 1].insert(id, t.stacks.len() as u32);
                 }
@@ -98,7 +113,8 @@ impl Trace {
         Trace::read(BufReader::new(f)).with_context(|| format!("{}", path.display()))
     }
 
-    /// Writes the trace: metadata, events, thread summaries, end record.
+    /// Writes the trace: metadata, events, thread summaries, end record (a
+    /// trace read cut short is written whole).
     pub fn write(&self, out: impl Write) -> std::io::Result<()> {
         let mut w = Writer::new(out)?;
         for (k, v) in &self.meta {

@@ -1,5 +1,6 @@
-//! The binary format: round trips, and the reader on random, truncated and
-//! corrupted bytes (it must return an error naming an offset, never panic).
+//! The binary format: round trips, and the reader on random, cut and
+//! corrupted bytes (a cut trace reads up to its last whole record; anything
+//! else malformed is an error naming an offset; nothing panics).
 
 mod common;
 
@@ -7,7 +8,7 @@ use common::{event, num};
 use proptest::prelude::*;
 use retype_trace::codec::{self, get_varint, put_varint, unzigzag, zigzag};
 use retype_trace::error::TraceErrorKind;
-use retype_trace::{Event, Module, Op, Reader, Stack, ThreadSummary, Trace};
+use retype_trace::{CutShort, Event, Module, Op, Reader, Stack, ThreadSummary, Trace};
 
 /// The bytes of `e` as the format spells them, one varint at a time with
 /// `put_varint`: the reference for the encoder (which writes into a fixed room
@@ -150,6 +151,7 @@ fn trace() -> impl Strategy<Value = Trace> {
                 segments,
                 modules,
                 stacks,
+                cut_short: None,
             }
         })
 }
@@ -158,6 +160,61 @@ fn bytes_of(t: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
     t.write(&mut out).unwrap();
     out
+}
+
+/// The records of a whole file as the format frames them (tag, then the
+/// payload's length): each one's end offset, tag, and events.
+fn framing(bytes: &[u8]) -> Vec<(usize, u8, usize)> {
+    let mut records = Vec::new();
+    let mut at = codec::HEADER_LEN;
+    while at < bytes.len() {
+        let tag = bytes[at];
+        let mut pos = at + 1;
+        let len = get_varint(bytes, &mut pos).unwrap() as usize;
+        let end = pos + len;
+        let mut events = 0;
+        if tag == codec::TAG_EVENTS {
+            let thread = get_varint(bytes, &mut pos).unwrap() as u32;
+            let mut delta = codec::DeltaState::new(get_varint(bytes, &mut pos).unwrap());
+            while pos < end {
+                delta.decode(&bytes[..end], &mut pos, thread).unwrap();
+                events += 1;
+            }
+        }
+        records.push((end, tag, events));
+        at = end;
+    }
+    records
+}
+
+/// `t` (written as `bytes`) cut after `len` bytes reads as the records that
+/// end by then: the events they hold, the segments they begin, and a
+/// [`CutShort`] at the last one's end, unless that is an end record.
+fn check_cut(t: &Trace, bytes: &[u8], len: usize) -> Result<(), TestCaseError> {
+    let read = Trace::read(&bytes[..len]);
+    if len < codec::HEADER_LEN {
+        prop_assert!(read.is_err(), "a cut inside the header does not read");
+        return Ok(());
+    }
+    let head = read.map_err(|e| TestCaseError::fail(format!("cut at {len}: {e}")))?;
+    let whole: Vec<_> = framing(bytes)
+        .into_iter()
+        .take_while(|&(end, _, _)| end <= len)
+        .collect();
+    let events: usize = whole.iter().map(|&(_, _, n)| n).sum();
+    let at_byte = whole.last().map_or(codec::HEADER_LEN, |&(end, _, _)| end);
+    let after_end = whole
+        .last()
+        .is_some_and(|&(end, tag, _)| tag == codec::TAG_END && end == len);
+    let cut = (!after_end).then_some(CutShort {
+        at_byte: at_byte as u64,
+        events: events as u64,
+    });
+    prop_assert_eq!(head.cut_short, cut, "cut at {}", len);
+    prop_assert_eq!(&head.events[..], &t.events[..events], "cut at {}", len);
+    let segments: Vec<usize> = t.segments.iter().copied().filter(|&s| s < events).collect();
+    prop_assert_eq!(head.segments, segments, "cut at {}", len);
+    Ok(())
 }
 
 proptest! {
@@ -206,21 +263,31 @@ proptest! {
     }
 
     #[test]
-    fn every_truncation_is_an_error_within_the_file(t in trace(), cut in any::<prop::sample::Index>()) {
+    fn a_cut_trace_reads_its_whole_records(t in trace(), cuts in prop::collection::vec(any::<prop::sample::Index>(), 1..16)) {
+        let bytes = bytes_of(&t);
+        for cut in cuts {
+            check_cut(&t, &bytes, cut.index(bytes.len()))?;
+        }
+    }
+
+    #[test]
+    fn the_stream_reader_ends_a_cut_trace_with_an_error_within_it(t in trace(), cut in any::<prop::sample::Index>()) {
         let bytes = bytes_of(&t);
         let len = cut.index(bytes.len());
-        let e = match Trace::read(&bytes[..len]) {
+        if len < codec::HEADER_LEN {
+            return Ok(());
+        }
+        let last = Reader::new(&bytes[..len]).unwrap().last().unwrap();
+        match last {
             // A cut right after a segment's end record leaves whole segments.
-            Ok(head) => {
-                prop_assert!(t.segments.contains(&head.events.len()), "cut at {len} read as a complete trace");
-                prop_assert_eq!(&head.events[..], &t.events[..head.events.len()]);
-                return Ok(());
+            Ok(r) => prop_assert!(matches!(r, retype_trace::Record::End { .. }), "{:?}", r),
+            Err(e) => {
+                prop_assert!(matches!(e.kind, TraceErrorKind::Truncated { .. }), "{}", e);
+                prop_assert_eq!(e.offset, len as u64);
+                let named = format!("byte {len}");
+                prop_assert!(e.to_string().contains(&named), "{}", e);
             }
-            Err(e) => e,
-        };
-        prop_assert!(e.offset <= len as u64, "offset {} beyond the {} bytes", e.offset, len);
-        let named = format!("byte {}", e.offset);
-        prop_assert!(e.to_string().contains(&named), "{}", e);
+        }
     }
 
     #[test]
@@ -305,15 +372,44 @@ fn errors_name_the_offset_and_the_cause() {
         ..Trace::default()
     };
     let bytes = bytes_of(&t);
-    // Cut inside the events record: the error points at the file's end.
-    let e = Trace::read(&bytes[..20]).unwrap_err();
+    // Cut inside the events record: the stream's error points at the file's
+    // end, and the trace reads as what came before the record.
+    let e = Reader::new(&bytes[..20])
+        .unwrap()
+        .last()
+        .unwrap()
+        .unwrap_err();
     assert_eq!(e.offset, 20);
-    assert!(matches!(e.kind, TraceErrorKind::Truncated(_)), "{e}");
-    // Without the end record.
+    assert!(e.to_string().contains("file ends inside a record"), "{e}");
+    let head = Trace::read(&bytes[..20]).unwrap();
+    let at_events = codec::HEADER_LEN as u64;
+    assert_eq!(
+        head.cut_short,
+        Some(CutShort {
+            at_byte: at_events,
+            events: 0
+        })
+    );
+    assert!(head.events.is_empty());
+    // Without the end record: every event reads.
     let end_len = 3;
-    let e = Trace::read(&bytes[..bytes.len() - end_len]).unwrap_err();
-    assert_eq!(e.offset, (bytes.len() - end_len) as u64);
+    let without_end = &bytes[..bytes.len() - end_len];
+    let e = Reader::new(without_end)
+        .unwrap()
+        .last()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.offset, without_end.len() as u64);
     assert!(e.to_string().contains("before the end record"), "{e}");
+    let head = Trace::read(without_end).unwrap();
+    assert_eq!(head.events, t.events);
+    assert_eq!(
+        head.cut_short,
+        Some(CutShort {
+            at_byte: without_end.len() as u64,
+            events: 3
+        })
+    );
     // A bad op code in the first event (header 12, tag, len, thread, base).
     let mut bad = bytes.clone();
     bad[codec::HEADER_LEN + 4] = 77;
@@ -324,6 +420,85 @@ fn errors_name_the_offset_and_the_cause() {
     let e = Trace::read(&b"Alloc(5),\n"[..]).unwrap_err();
     assert_eq!(e.offset, 0);
     assert!(e.to_string().contains("not a retype trace"), "{e}");
+}
+
+/// Two segments (the second after an exec) with modules, stacks, several
+/// threads' events records and thread summaries, cut at every byte.
+#[test]
+fn a_trace_cut_at_every_byte_reads_its_whole_records() {
+    // Even events allocate a block, odd ones free it.
+    let event = |thread, i: u64, stack| {
+        Event {
+            op: [Op::Malloc, Op::Free][i as usize % 2],
+            thread,
+            time_ns: 1_000 + 10 * i,
+            latency_ns: 5,
+            size: 24 + i,
+            ptr: 0x1000 + 16 * (i - i % 2),
+            ret: 0x1000 + 16 * i,
+            stack,
+            ..Event::default()
+        }
+        .canonical()
+    };
+    let stack = |frames: Vec<u64>, segment| Stack {
+        frames,
+        truncated: false,
+        segment,
+    };
+    let t = Trace {
+        meta: vec![("pid".into(), "7".into()), ("cmdline".into(), "a b".into())],
+        // Threads 1 and 2 by tens; every third event names its segment's stack.
+        events: (0..40)
+            .map(|i| {
+                let stack = if i % 3 == 0 { 1 + (i / 20) as u32 } else { 0 };
+                event(1 + (i / 10) as u32 % 2, i, stack)
+            })
+            .collect(),
+        threads: vec![ThreadSummary {
+            thread: 1,
+            end_ns: 9,
+            ..ThreadSummary::default()
+        }],
+        segments: vec![20],
+        modules: vec![Module {
+            path: "/bin/x".into(),
+            start: 0x1000,
+            end: 0x2000,
+            ..Module::default()
+        }],
+        stacks: vec![stack(vec![0x1010, 0x1020], 0), stack(vec![0x1030], 1)],
+        cut_short: None,
+    };
+    let bytes = bytes_of(&t);
+    assert_eq!(Trace::read(&bytes[..]).unwrap(), t);
+    for len in 0..bytes.len() {
+        check_cut(&t, &bytes, len).unwrap();
+    }
+}
+
+/// A record that breaks the format stays an error, even with a whole trace
+/// after it (only a file's end makes a cut).
+#[test]
+fn a_corrupt_record_before_the_end_is_an_error() {
+    let t = Trace {
+        meta: vec![("k".into(), "v".into())],
+        events: vec![
+            Event {
+                op: Op::Free,
+                ptr: 16,
+                ..Event::default()
+            };
+            4
+        ],
+        ..Trace::default()
+    };
+    let mut bytes = bytes_of(&t);
+    // The meta record's tag becomes an unknown one.
+    bytes[codec::HEADER_LEN] = 99;
+    let e = Trace::read(&bytes[..]).unwrap_err();
+    assert_eq!(e.offset, codec::HEADER_LEN as u64);
+    assert!(e.to_string().contains("unknown record tag 99"), "{e}");
 }
 
 #[test]

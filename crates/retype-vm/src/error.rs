@@ -30,7 +30,7 @@ pub enum VmError {
 
 impl VmError {
     /// The last OS error of `call`.
-    pub(crate) fn os(call: &'static str) -> VmError {
+    pub fn os(call: &'static str) -> VmError {
         VmError::Os {
             call,
             err: io::Error::last_os_error(),

@@ -25,14 +25,12 @@
 //! - [`fault`]: SIGSEGV (and SIGBUS) to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
-//! - [`bench`](mod@bench): seed 001 §3.6 against raw Linux (Figures 3.2, 3.3).
 //! - [`probe`]: can this address be read, written? (without faulting)
 //! - `ranges`: which parts of the window take minor faults.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("retype-vm is Linux only");
 
-pub mod bench;
 pub mod error;
 pub mod fault;
 pub mod memory;

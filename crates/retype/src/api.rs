@@ -13,14 +13,15 @@ use retype_trace::format;
 use retype_trace::summary::Summary;
 use retype_trace::Trace;
 
-use crate::cmd::study;
 use crate::names::{self, List};
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 use crate::study::data::Prepared;
+use crate::study::run;
 use crate::study::series;
 pub use crate::study::series::Column;
-use crate::study::spec::{Policies, PolicySpec, Workloads};
+use crate::study::spec::{parse_layout, Policies, PolicySpec, Workloads};
+use crate::trace_info;
 
 /// One run of `retype study --json`: its JSON object, and on request the
 /// per-request series (the columns of `--csv`).
@@ -49,9 +50,9 @@ impl Study {
     ) -> Result<Study> {
         let [w] = one("workload", Workloads::from_str(workload)?.0)?;
         let [policy] = one("policy", Policies::from_str(policy)?.0)?;
-        let layout = study::parse_layout(layout.unwrap_or("cantrip"))?;
+        let layout = parse_layout(layout.unwrap_or("cantrip"))?;
         let arch = names::one_of::<Arch>("architecture", arch.unwrap_or("riscv32"))?;
-        let config = study::config_for(arch);
+        let config = run::config_for(arch);
         let workload = Prepared::from_spec(&w, config, &layout)?;
         Ok(Study {
             workload,
@@ -63,7 +64,7 @@ impl Study {
 
     /// Runs it.
     pub fn run(&self, with_series: bool) -> Result<StudyRun> {
-        let run = study::run_one(
+        let run = run::run_one(
             &self.workload,
             self.policy,
             self.config,
@@ -71,7 +72,7 @@ impl Study {
             false,
         )?;
         Ok(StudyRun {
-            metrics: study::json(&run),
+            metrics: run::json(&run),
             series: with_series.then(|| series::columns(&run.steps)),
         })
     }
@@ -119,7 +120,7 @@ pub fn heaps(list: &str) -> Result<Vec<String>> {
 /// `retype trace info --json FILE`, with the trace itself.
 pub fn trace(path: &Path) -> Result<(Trace, serde_json::Value)> {
     let trace = format::load(path, None)?;
-    let info = crate::cmd::trace::info_json(path, &trace, &Summary::of(&trace));
+    let info = trace_info::json(path, &trace, &Summary::of(&trace));
     Ok((trace, info))
 }
 

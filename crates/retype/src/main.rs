@@ -38,12 +38,14 @@ enum Command {
     /// Inspect, convert and analyse allocation traces: info, sites, leaks, diff, flame graphs
     #[command(subcommand)]
     Trace(cmd::trace::Command),
-    /// Barrelfish-style capabilities: the mapping database benchmark.
+    /// Barrelfish-style capabilities: the cross-core protocol model-checked.
     Caps(cmd::caps::CapsArgs),
     /// One HTML page with the study, the heap replays and the benchmarks, drawn.
     Report(cmd::report::Args),
-    /// Capabilities that map real memory, measured beside raw Linux (seed 001 §3.6).
+    /// The old name of `retype bench vm` (until the next release).
     Vm(cmd::vm::VmArgs),
+    /// CHERI compressed capabilities (seed 004): set bounds, decode.
+    Cheri(cmd::cheri::CheriArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Caps(a) => cmd::caps::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Vm(a) => cmd::vm::run(a),
+        Command::Cheri(a) => cmd::cheri::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
 //! Timing of short operations: the time-stamp counter, its rate and the
 //! cost of reading it, and the order statistics the benchmarks report.
-//! Shared by `caps bench` and `caps protocol-bench`, whose node threads
+//! Shared by `bench mdb` and `bench protocol`, whose node threads
 //! stamp events with the same counter.
 
 use std::time::{Duration, Instant};

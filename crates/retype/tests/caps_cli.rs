@@ -1,7 +1,9 @@
-//! `retype caps bench` and `caps protocol-bench` as a user runs them: one
-//! JSON line per result with the documented keys, a table row per result,
-//! and a clear error for bad input. Nothing here depends on how fast the
-//! machine is: the figures are only checked to be consistent.
+//! `retype bench mdb`, `bench protocol` and `caps check` as a user runs
+//! them: one JSON line per result with the documented keys, a table row per
+//! result, and a clear error for bad input; and the benchmarks' old names
+//! (`caps bench`, `caps protocol-bench`), which still work and name the new
+//! ones. Nothing here depends on how fast the machine is: the figures are
+//! only checked to be consistent.
 
 mod common;
 
@@ -10,8 +12,8 @@ use common::{json_lines, retype, stderr, stdout};
 #[test]
 fn bench_json_has_the_documented_keys() {
     let out = retype(&[
-        "caps",
         "bench",
+        "mdb",
         "--json",
         "--caps",
         "64,128",
@@ -53,13 +55,13 @@ fn bench_json_has_the_documented_keys() {
 
 #[test]
 fn bad_sizes_are_refused() {
-    let out = retype(&["caps", "bench", "--caps", "1"]);
+    let out = retype(&["bench", "mdb", "--caps", "1"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("retype: error: --caps"), "{err}");
 }
 
-/// Every (op, case) of `caps protocol-bench`, in its order.
+/// Every (op, case) of `bench protocol`, in its order.
 const PROTOCOL_CASES: [(&str, &str); 20] = [
     ("noop", "noop"),
     ("delete", "local-copies"),
@@ -86,8 +88,8 @@ const PROTOCOL_CASES: [(&str, &str); 20] = [
 #[test]
 fn protocol_bench_json_has_every_case_with_consistent_figures() {
     let out = retype(&[
-        "caps",
-        "protocol-bench",
+        "bench",
+        "protocol",
         "--json",
         "--caps",
         "256,512",
@@ -136,7 +138,7 @@ fn protocol_bench_json_has_every_case_with_consistent_figures() {
 
 #[test]
 fn protocol_bench_prints_a_row_per_case() {
-    let out = retype(&["caps", "protocol-bench", "--caps", "256", "--samples", "5"]);
+    let out = retype(&["bench", "protocol", "--caps", "256", "--samples", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let rows: Vec<Vec<&str>> = text
@@ -162,7 +164,7 @@ fn protocol_bench_refuses_bad_input() {
         (&["--seed=-1"], "--seed"),
         (&["--fast"], "--fast"),
     ] {
-        let out = retype(&[&["caps", "protocol-bench"][..], args].concat());
+        let out = retype(&[&["bench", "protocol"][..], args].concat());
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = stderr(&out);
         assert!(
@@ -211,4 +213,43 @@ fn check_prints_its_counts_and_refuses_bad_configurations() {
     let out = retype(&["caps", "check", "--regions", "reduced", "--mem", "2"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--mem 3"), "{}", stderr(&out));
+}
+
+/// `retype OLD…` still runs the benchmark, and says once on standard error
+/// what it is called now.
+fn runs_under_its_old_name(old: &[&str], new: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = retype(&[old, args].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let notice = format!(
+        "retype: 'retype {}' is now 'retype {new}'; the old name goes in the next release\n",
+        old.join(" ")
+    );
+    assert!(stderr(&out).starts_with(&notice), "{}", stderr(&out));
+    assert_eq!(stderr(&out).matches("is now").count(), 1);
+    json_lines(&out)
+}
+
+#[test]
+fn caps_bench_is_bench_mdb_under_its_old_name() {
+    let rows = runs_under_its_old_name(
+        &["caps", "bench"],
+        "bench mdb",
+        &["--json", "--caps", "64", "--samples", "4"],
+    );
+    let impls: Vec<&str> = rows.iter().map(|r| r["impl"].as_str().unwrap()).collect();
+    assert_eq!(impls, ["tree", "list"]);
+}
+
+#[test]
+fn caps_protocol_bench_is_bench_protocol_under_its_old_name() {
+    let rows = runs_under_its_old_name(
+        &["caps", "protocol-bench"],
+        "bench protocol",
+        &["--json", "--caps", "256", "--samples", "3"],
+    );
+    let names: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["op"].as_str().unwrap(), r["case"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, PROTOCOL_CASES);
 }

@@ -1,5 +1,5 @@
 //! What the laboratory prints, held against what it printed before: the main
-//! job (`study cantrip`), the heap replays, a recording's sites and leaks and
+//! job (`study cantrip --verbose`: its summary, then every table), the heap replays, a recording's sites and leaks and
 //! the report, each compared with a file under `tests/golden/`. A change that
 //! moves code must leave these outputs as they were; a change that means to
 //! alter one regenerates its file with `RETYPE_BLESS=1 cargo test --release
@@ -66,7 +66,7 @@ fn printed(args: &[&str]) -> String {
 
 #[test]
 fn study_cantrip_prints_what_it_printed_before() {
-    let text = printed(&["study", "cantrip"]);
+    let text = printed(&["study", "cantrip", "--verbose"]);
     let masked: String = text
         .lines()
         .map(|l| {

@@ -122,8 +122,8 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
     std::fs::copy(repo().join("traces/malloclab/short1-bal.rep"), &trace).unwrap();
     let protocol = dir.join("protocol.jsonl");
     let o = retype(&[
-        "caps",
-        "protocol-bench",
+        "bench",
+        "protocol",
         "--json",
         "--caps",
         "256",
@@ -179,8 +179,8 @@ fn retype_report_draws_the_study_the_heaps_and_the_benchmarks() {
 fn protocol_bench_report_draws_every_chart() {
     let html = scratch("protocol-report").join("p.html");
     let o = retype(&[
-        "caps",
-        "protocol-bench",
+        "bench",
+        "protocol",
         "--caps",
         "256,512",
         "--samples",

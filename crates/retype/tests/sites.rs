@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use prost::Message;
-use retype::cmd::trace::pprof::Profile;
-use retype::cmd::trace::symbols::Symbolizer;
+use retype::sites::pprof::Profile;
+use retype::sites::symbols::Symbolizer;
 use serde_json::Value;
 
 use common::recording::{compile, record};

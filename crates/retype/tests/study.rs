@@ -107,24 +107,38 @@ fn sequence_one_from_the_applications_matches_its_log() {
 }
 
 #[test]
-fn study_cantrip_prints_the_thesis_beside_ours() {
-    let o = retype(&[
-        "study",
-        "cantrip",
-        "--policy",
-        "best-fit,blind-next-fit,class-fit",
-    ]);
+fn study_cantrip_prints_its_summary_first_and_the_tables_with_verbose() {
+    let policies = "best-fit,blind-next-fit,class-fit";
+    let o = retype(&["study", "cantrip", "--policy", policies]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = stdout(&o);
+    let summary = stdout(&o);
+    let first = summary.lines().next().unwrap();
+    let (matched, of) = first
+        .split_once(" logs reproduced exactly")
+        .and_then(|(head, _)| head.rsplit_once(": ")?.1.split_once(" of "))
+        .expect("the first line says how many logs are matched");
+    assert_eq!(matched, of, "every log matched: {first}");
     for t in [
         "Table 4.3/4.4: uniform, seed 42, 1000 requests, 16 % frees",
         "Table 4.5: application sequence 3",
         "Standalone application mltest",
     ] {
-        assert!(out.contains(t), "missing {t}");
+        assert!(summary.contains(t), "missing {t}");
     }
+    // Table 4.3's 16 % run: next fit's peak total 1584.36 KiB, ours and the thesis's.
+    assert!(summary.contains("blind-next-fit: 1584.36 / 706.98 [1584.36 / 706.98]"));
+    assert!(summary.contains("retype study cantrip --verbose"));
+    assert!(
+        !summary.contains("Exact per-op agreement"),
+        "the detail waits for --verbose"
+    );
+
+    let o = retype(&["study", "cantrip", "--policy", policies, "--verbose"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = stdout(&o);
+    assert!(out.starts_with(first), "the summary comes first");
     // Table 4.3's best fit, 16 %: peak watermarking 553.80 KiB, printed in the thesis column.
-    assert!(out.contains("553.80") && out.contains("1584.36") && out.contains("(thesis)"));
+    assert!(out.contains("553.80") && out.contains("(thesis)"));
     assert!(out.contains("Exact per-op agreement with the logs"));
     // The quirks the comparison followed are named, the figures are the thesis's.
     assert!(

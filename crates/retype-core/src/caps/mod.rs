@@ -7,7 +7,7 @@
 //! One of two capability models, on purpose. [`Caps`] is the whole system of
 //! one core: slots addressed through CSpaces, every capability in the mapping
 //! database, every invocation checked before it changes anything. It is what
-//! the cross-core protocol ([`distributed`], one replica per core) extends.
+//! the cross-core protocol ([`protocol`], one replica per core) extends.
 //! [`crate::kernel`] is the flat seL4 kernel that only the memory manager
 //! drives, kept apart so its requests stay cheap; the two have their own
 //! `CapId` and `CapError` (an arena slot here, a bare index there) and share
@@ -15,22 +15,20 @@
 //!
 //! - [`types`]: the capability types and the retype rules table.
 //! - [`cap`]: a capability, its rights, badge and ordering key.
-//! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
+//! - [`mdb`]: the mapping database (three augmented AA trees and the seL4 list).
 //! - [`cspace`]: CSpaces and capability references.
 //! - [`cow_vec`]: the vector of slots, whose copies share what they do not change.
 //! - [`vnode`]: which page-table level maps which type.
-//! - [`distributed`]: the replicas of seed 001's chapter 4 and their protocol.
+//! - [`protocol`]: the replicas of seed 001's chapter 4 and their protocol.
 //! - [`system`]: the invocations: copy, mint, retype (both modes), delete,
 //!   revoke, map, unmap, modify_flags.
-//! - [`bench`](mod@bench): the thesis's capability generator and operation mixes.
 
-pub mod bench;
 pub mod cap;
 pub mod cow_vec;
 pub mod cspace;
-pub mod distributed;
 pub mod error;
 pub mod mdb;
+pub mod protocol;
 pub mod system;
 pub mod types;
 pub mod vnode;

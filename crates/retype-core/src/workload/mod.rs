@@ -3,13 +3,11 @@
 //! - [`uniform`]: seed 000's uniform random generator (§4.1.2);
 //! - [`script`]: fixed sequences, in a small text format: the four CantripOS
 //!   applications, the three sequences of Table 4.2, and the op sequences
-//!   recovered from the CantripOS logs;
-//! - [`logged`]: recovery of a script from a CantripOS log's per-op counters.
+//!   recovered from the CantripOS logs (by the crate `retype-recovery`).
 //!
 //! A workload may adapt to refusals, as the thesis's generator does: an
 //! allocation that failed is not live, so it is never freed.
 
-pub mod logged;
 pub mod script;
 pub mod uniform;
 

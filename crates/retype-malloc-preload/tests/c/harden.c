@@ -22,6 +22,8 @@ static const char *source(size_t n) {
   return bytes;
 }
 int main(int argc, char **argv) {
+  /* Unbuffered: what a case prints is seen even when a check at exit aborts. */
+  setvbuf(stdout, 0, _IONBF, 0);
   const char *what = argc > 1 ? argv[1] : "";
   size_t n = argc > 2 ? strtoul(argv[2], 0, 10) : 8;
   char *before = malloc(n), *p = malloc(n);

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod caps;
+pub mod cheri;
 pub mod record;
 pub mod replay;
 pub mod report;

@@ -1,7 +1,7 @@
 //! `retype report`: one page with everything retype measures: seed 000's
 //! study from its logs, the heaps on the shipped malloc-lab traces, the
 //! allocator benchmarks when `bench/run.sh` has been run, the capability
-//! protocol's latencies when `caps protocol-bench --json` has been saved,
+//! protocol's latencies when `bench protocol --json` has been saved,
 //! and seed 003's real-time experiment when `study tlm --json` has been
 //! saved.
 
@@ -13,10 +13,10 @@ use clap::Args as ClapArgs;
 use retype_core::heap::HeapKind;
 use retype_core::mm::PolicyKind;
 
-use crate::cmd::trace::sites::Analysis;
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 use crate::report::{self, bench::Results, Page};
+use crate::sites::Analysis;
 use crate::study::data::data_dir;
 use crate::study::spec::PolicySpec;
 
@@ -29,7 +29,7 @@ pub struct Args {
     /// working directory or of the workspace, when it exists).
     #[arg(long, value_name = "CSV")]
     benchmarks: Option<PathBuf>,
-    /// `retype caps protocol-bench --json`'s output (default:
+    /// `retype bench protocol --json`'s output (default:
     /// target/bench/protocol.jsonl of the working directory or of the
     /// workspace, when it exists).
     #[arg(long, value_name = "JSONL")]
@@ -182,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let page = Page {
         title: "retype report",
-        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, the capability protocol's latencies when caps protocol-bench has been run, and seed 003's real-time experiment when study tlm has been run.",
+        intro: "Everything retype measures, drawn: seed 000's memory-manager study from its own logs (best fit, CantripOS's original next fit, and our class fit), the heap allocators on malloc-lab traces, the allocator benchmarks against mimalloc when bench/run.sh has been run, the capability protocol's latencies when bench protocol has been run, and seed 003's real-time experiment when study tlm has been run.",
         parts,
     };
     std::fs::write(&args.output, page.html())

@@ -1,5 +1,5 @@
 //! `retype study tlm`: seed 003's real-time experiment (TLM) under glibc,
-//! jemalloc, mimalloc, tcmalloc and retype-malloc (see `study::tlm`).
+//! jemalloc, mimalloc, tcmalloc and retype-malloc (see `crate::tlm`).
 
 use std::path::PathBuf;
 
@@ -7,9 +7,9 @@ use anyhow::{bail, Context};
 use clap::Args as ClapArgs;
 use strum::VariantArray;
 
-use crate::cmd::record::{Allocator, Named};
+use crate::preload::{Allocator, Named};
 use crate::report::{self, Page};
-use crate::study::tlm::{self, goals, row::Row, Config};
+use crate::tlm::{self, goals, row::Row, Config};
 
 #[derive(ClapArgs, Debug)]
 pub struct Args {

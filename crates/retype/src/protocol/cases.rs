@@ -5,14 +5,14 @@
 //! and what puts the databases back to their size after it.
 //!
 //! Our model's differences, each a consequence of the simplifications in
-//! `retype_core::caps::distributed`: a deleted last copy's memory stays
+//! `retype_core::caps::protocol`: a deleted last copy's memory stays
 //! covered by the benchmark's RAM capability (the thesis's came from the
 //! memory server, and its deletion made a RAM capability for it), and a
 //! revoke of memory that never left its node is a local operation (the
 //! thesis's always ran the two-phase commit on every core).
 
 use anyhow::{bail, Result};
-use retype_core::caps::distributed::{boot as boot_nodes, Node, NodeId, Request, Slot};
+use retype_core::caps::protocol::{boot as boot_nodes, Node, NodeId, Request, Slot};
 use retype_core::caps::CapType;
 use retype_core::objects::{Arch, Config};
 use retype_core::rng::SplitMix64;

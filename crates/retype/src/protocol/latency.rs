@@ -1,4 +1,4 @@
-//! The latency study of `retype caps protocol-bench` (seed 001 §4.7): every
+//! The latency study of `retype bench protocol` (seed 001 §4.7): every
 //! case timed on node 0 for each database size, its median and 90th
 //! percentile, and a breakdown of where the time went.
 //!
@@ -15,7 +15,7 @@
 //! total.
 
 use anyhow::{anyhow, Context, Result};
-use retype_core::caps::distributed::NodeId;
+use retype_core::caps::protocol::NodeId;
 use retype_core::caps::Mdb;
 use serde_json::{json, Value};
 

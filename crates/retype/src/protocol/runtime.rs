@@ -1,4 +1,4 @@
-//! The nodes of `retype_core::caps::distributed` on OS threads.
+//! The nodes of `retype_core::caps::protocol` on OS threads.
 //!
 //! Every node runs on a thread of its own and reads one inbox, a FIFO
 //! channel that carries its requests and the messages of every other node:
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver, Sender, TryRecvError};
-use retype_core::caps::distributed::{Input, Msg, Node, NodeId, OpRef, Outcome, Request};
+use retype_core::caps::protocol::{Input, Msg, Node, NodeId, OpRef, Outcome, Request};
 
 use crate::timing::ticks;
 

@@ -1,14 +1,45 @@
-//! What the report shows of a trace apart from the heaps: its request sizes,
-//! lifetimes (in requests), and for a recording its live bytes over time and
-//! its threads' CPU and wait time.
+//! What the report shows of a trace: each heap's utilization and its blocks
+//! at the peak, and apart from the heaps its request sizes, lifetimes (in
+//! requests), and for a recording its live bytes over time and its threads'
+//! CPU and wait time.
 
 use std::collections::HashMap;
 
+use retype_core::heap::HeapKind;
 use retype_trace::summary::Log2Histogram;
 
 use super::program::{Program, Step};
-use crate::report::replay::{ThreadTimes, TraceFigures};
 
+/// One heap's replay of one trace.
+pub struct HeapRun {
+    pub heap: HeapKind,
+    pub util: f64,
+    /// Live blocks at the peak as `[start, end)` byte offsets from the lowest.
+    pub map: Vec<(u64, u64)>,
+}
+
+/// A thread of a recorded trace, times in ns.
+pub struct ThreadTimes {
+    pub thread: u32,
+    pub user: u64,
+    pub system: u64,
+    pub wait: u64,
+}
+
+/// What the report shows of one trace.
+pub struct TraceFigures {
+    pub name: String,
+    /// Requested sizes.
+    pub sizes: Log2Histogram,
+    /// Freed blocks' lifetimes, in requests.
+    pub lifetimes: Log2Histogram,
+    pub heaps: Vec<HeapRun>,
+    /// Recorded traces: (ms since the first event, live KiB).
+    pub live_over_time: Option<Vec<(f64, f64)>>,
+    pub threads: Vec<ThreadTimes>,
+}
+
+/// What the report shows of `prog` before any heap has replayed it.
 pub fn trace_figures(prog: &Program) -> TraceFigures {
     let mut born = vec![0usize; prog.slots];
     let (mut sizes, mut lifetimes) = (Log2Histogram::default(), Log2Histogram::default());

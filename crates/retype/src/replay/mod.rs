@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use retype_core::heap::{Arena, HeapKind};
 
-use crate::report::replay::{HeapRun, TraceFigures};
+use figures::{HeapRun, TraceFigures};
 use output::Rows;
 use score::Timing;
 

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod chart;
 pub mod jsonl;
+pub mod mm;
 pub mod protocol;
 pub mod replay;
 pub mod sites;

@@ -1,4 +1,4 @@
-//! The protocol latency study (`retype caps protocol-bench`) in the
+//! The protocol latency study (`retype bench protocol`) in the
 //! thesis's form: each operation's latency against capabilities per node
 //! (median, with the 90th percentile dashed; Figures 4.8–4.30), CNode
 //! deletion against occupied slots (Figure 4.19), and the breakdown of
@@ -12,10 +12,10 @@ use super::{jsonl, Body, Figure, Part, Section, Summary};
 use crate::protocol::cases::CNODE_SLOTS;
 use crate::protocol::latency::Row;
 
-/// Reads the lines of `retype caps protocol-bench --json`; a bad line is
+/// Reads the lines of `retype bench protocol --json`; a bad line is
 /// named by file and line.
 pub fn read(path: &Path) -> anyhow::Result<Vec<Row>> {
-    jsonl::read(path, "caps protocol-bench --json", |v| Row::from_json(&v))
+    jsonl::read(path, "bench protocol --json", |v| Row::from_json(&v))
 }
 
 /// The database size the breakdowns are drawn at: 4096, as the thesis's,

@@ -8,35 +8,7 @@ use retype_trace::summary::Log2Histogram;
 use super::chart::{self, Axes, Group, Line};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
-
-/// One heap's replay of one trace.
-pub struct HeapRun {
-    pub heap: HeapKind,
-    pub util: f64,
-    /// Live blocks at the peak as `[start, end)` byte offsets from the lowest.
-    pub map: Vec<(u64, u64)>,
-}
-
-/// A thread of a recorded trace, times in ns.
-pub struct ThreadTimes {
-    pub thread: u32,
-    pub user: u64,
-    pub system: u64,
-    pub wait: u64,
-}
-
-/// What the report shows of one trace.
-pub struct TraceFigures {
-    pub name: String,
-    /// Requested sizes.
-    pub sizes: Log2Histogram,
-    /// Freed blocks' lifetimes, in requests.
-    pub lifetimes: Log2Histogram,
-    pub heaps: Vec<HeapRun>,
-    /// Recorded traces: (ms since the first event, live KiB).
-    pub live_over_time: Option<Vec<(f64, f64)>>,
-    pub threads: Vec<ThreadTimes>,
-}
+use crate::replay::figures::{ThreadTimes, TraceFigures};
 
 /// Labels of the buckets of a [`Log2Histogram`]: each holds values up to its label.
 fn bucket_labels(h: &Log2Histogram) -> Vec<String> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::chart::{self, Axes, FlameFrame};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
-use crate::cmd::trace::sites::{Analysis, By};
+use crate::sites::{Analysis, By};
 
 /// Rows of each trace's sites table.
 const TOP: usize = 15;

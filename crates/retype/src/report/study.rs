@@ -1,52 +1,21 @@
 //! The figures of seed 000 for one workload run under several policies:
 //! memory profile, fragmentation, per-slab snapshots and time per request.
 
-use retype_core::mm::slab::Slab;
-use retype_core::workload::{Outcome, Step};
+use retype_core::workload::Step;
 
 use super::chart::{self, Axes, Line, Marks, Stack};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
+use crate::study::run::{SlabShot, Workload};
 use crate::study::summary::kib;
-use crate::study::tables::{self, Column};
-
-/// One slab at one moment.
-#[derive(Clone, Copy, Debug)]
-pub struct SlabShot {
-    pub size: u64,
-    pub live: u64,
-    pub frag_watermark: u64,
-    pub frag_alignment: u64,
-}
-
-impl SlabShot {
-    pub fn of(s: &Slab) -> SlabShot {
-        SlabShot {
-            size: s.size(),
-            live: s.live_bytes(),
-            frag_watermark: s.frag_watermark(),
-            frag_alignment: s.frag_alignment(),
-        }
-    }
-}
-
-/// The requests after which the thesis shows per-slab snapshots: 25, 50, 75
-/// and 100 % of the run up to its last allocation (the frees that end a run
-/// would leave every slab empty).
-pub fn snapshot_points(steps: &[Step]) -> [usize; 4] {
-    let ops = steps
-        .iter()
-        .rposition(|s| s.outcome != Outcome::Free)
-        .map_or(steps.len(), |i| i + 1);
-    [1, 2, 3, 4].map(|q| (ops * q).div_ceil(4).saturating_sub(1))
-}
+use crate::study::tables::{self, Column, NOTABLE};
 
 /// A policy's run, as the report needs it.
-pub struct PolicyRun<'a> {
-    pub label: String,
-    pub steps: &'a [Step],
-    /// Per-slab states at [`snapshot_points`], if captured.
-    pub snapshots: &'a [Vec<SlabShot>],
+struct PolicyRun<'a> {
+    label: String,
+    steps: &'a [Step],
+    /// Per-slab states at 25, 50, 75 and 100 % of the run, if captured.
+    snapshots: &'a [Vec<SlabShot>],
 }
 
 /// What the summary shows of one policy's run of a workload.
@@ -78,15 +47,25 @@ impl StudyPart {
         }
     }
 
-    /// Adds a workload's section: `title`'s first line names it, the others
-    /// are notes; `columns` are its table, `runs` its charts.
-    pub fn add(
-        &mut self,
-        title: &str,
-        columns: &[Column],
-        runs: &[PolicyRun],
-        agreements: &[(String, f64)],
-    ) {
+    /// Adds a workload's section: its title's first line names it, the
+    /// others are notes; its table, and its runs' charts.
+    pub fn add(&mut self, w: &Workload) {
+        let columns = &w.columns();
+        let agreements: Vec<(String, f64)> = w
+            .runs
+            .iter()
+            .filter_map(|r| Some((r.policy.to_string(), r.agreement.as_ref()?.exact_fraction())))
+            .collect();
+        let runs: Vec<PolicyRun> = w
+            .runs
+            .iter()
+            .map(|r| PolicyRun {
+                label: r.policy.to_string(),
+                steps: &r.steps,
+                snapshots: &r.snapshots,
+            })
+            .collect();
+        let title = &w.title;
         let mut lines = title.lines().map(str::trim);
         let name = lines.next().unwrap_or_default();
         let mut notes: Vec<String> = lines.map(String::from).collect();
@@ -96,7 +75,7 @@ impl StudyPart {
                 100.0 * f
             )
         }));
-        let mut section = section(name, tables::html(columns), runs);
+        let mut section = section(name, table(columns), &runs);
         section.notes = notes;
         self.part.sections.push(section);
         let mut row = Vec::new();
@@ -162,7 +141,7 @@ impl StudyPart {
                 let (ours, theirs) = (h.map(|h| h.peak), h.and_then(|h| h.thesis));
                 row.push(Cell {
                     differs: ours.zip(theirs).and_then(|(a, b)| {
-                        ((a - b).abs() > tables::NOTABLE * b.max(1.0))
+                        ((a - b).abs() > NOTABLE * b.max(1.0))
                             .then(|| format!("the thesis: {b:.2}"))
                     }),
                     ..Cell::new(ours.map_or("-".into(), |v| format!("{v:.2}")))
@@ -190,6 +169,45 @@ impl StudyPart {
         ];
         self.part
     }
+}
+
+/// The same table in HTML: the thesis's columns set apart, and our figure
+/// marked where it differs from the thesis's beside it by more than 5 %.
+fn table(columns: &[Column]) -> Table {
+    let mut head = vec![Cell::new("")];
+    head.extend(columns.iter().map(|c| Cell {
+        reference: c.ours.is_none(),
+        ..Cell::new(if c.ours.is_none() { "thesis" } else { &c.label })
+    }));
+    let rows = tables::rows()
+        .into_iter()
+        .map(|(name, cell)| {
+            // Sub-rows keep their indent, which HTML would collapse.
+            let mut row = vec![Cell::new(name.replace("  ", "\u{a0}\u{a0}\u{a0}\u{a0}"))];
+            let Some(cell) = cell else { return row };
+            let texts: Vec<String> = columns
+                .iter()
+                .map(|c| cell(c).unwrap_or_else(|| "-".into()))
+                .collect();
+            for (i, (c, text)) in columns.iter().zip(&texts).enumerate() {
+                let thesis = texts.get(i + 1).filter(|_| {
+                    c.ours.is_some() && columns.get(i + 1).is_some_and(|n| n.ours.is_none())
+                });
+                let differs = thesis.and_then(|t| {
+                    let (a, b) = (text.parse::<f64>().ok()?, t.parse::<f64>().ok()?);
+                    ((a - b).abs() > NOTABLE * b.abs().max(1.0))
+                        .then(|| format!("the thesis: {t} (ours − thesis: {:+.2})", a - b))
+                });
+                row.push(Cell {
+                    reference: c.ours.is_none(),
+                    differs,
+                    ..Cell::new(text.clone())
+                });
+            }
+            row
+        })
+        .collect();
+    Table { head, rows }
 }
 
 /// The section of one workload.

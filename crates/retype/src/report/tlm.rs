@@ -10,8 +10,8 @@ use std::path::Path;
 use super::chart::{self, Axes, Line};
 use super::table::{Cell, Table};
 use super::{jsonl, Body, Figure, Part, Section, Summary};
-use crate::study::tlm::goals::{self, METRICS};
-use crate::study::tlm::row::Row;
+use crate::tlm::goals::{self, METRICS};
+use crate::tlm::row::Row;
 
 /// Reads the lines of `retype study tlm --json`; a bad line is named by
 /// file and line.
@@ -182,10 +182,9 @@ fn across(rows: &[Row], allocators: &[String]) -> Section {
         rows: Vec::new(),
     };
     for r in rows {
-        let ms = |f: fn(&crate::study::tlm::times::Times) -> u64| {
-            Cell::new(format!("{:.1}", r.mean(f) / 1e6))
-        };
-        let calls = |f: fn(&crate::study::tlm::syscalls::Syscalls) -> u64| {
+        let ms =
+            |f: fn(&crate::tlm::times::Times) -> u64| Cell::new(format!("{:.1}", r.mean(f) / 1e6));
+        let calls = |f: fn(&crate::tlm::syscalls::Syscalls) -> u64| {
             Cell::new(r.syscalls.as_ref().map_or("-".into(), |s| f(s).to_string()))
         };
         let l = &r.latency;
@@ -260,7 +259,7 @@ fn panels(allocator: &str, rows: &[&Row]) -> Section {
     let fig = |title: &str,
                y: &str,
                caption: &str,
-               pick: fn(&crate::study::tlm::row::RoundRow) -> Option<f64>| {
+               pick: fn(&crate::tlm::row::RoundRow) -> Option<f64>| {
         let lines: Vec<Line> = rows
             .iter()
             .map(|r| {

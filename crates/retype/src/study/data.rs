@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use retype_core::mm::{Accounting, Layout, MemoryManager, PolicyKind};
 use retype_core::objects::Config;
-use retype_core::workload::logged::{self, Checkpoint, LoggedOp, Resolved};
 use retype_core::workload::script::{self, Script};
 use retype_core::workload::uniform::{Uniform, UniformParams};
 use retype_core::workload::Workload;
+use retype_recovery::{Checkpoint, Log, LoggedOp, Resolved};
 
 use super::spec::{App, PolicySpec, WorkloadSpec};
 
@@ -120,14 +120,14 @@ pub fn manager(
 pub fn resolve(runs: &[&LogRun], config: Config, layout: &Layout) -> anyhow::Result<Resolved> {
     let logs = runs
         .iter()
-        .map(|r| logged::Log {
+        .map(|r| Log {
             ops: &r.ops,
             checkpoints: &r.checkpoints,
             manager: manager(config, layout, r.policy, Accounting::LOGS),
         })
         .collect();
     let names: Vec<String> = runs.iter().map(|r| r.path.display().to_string()).collect();
-    logged::resolve(logs).with_context(|| names.join(" + "))
+    retype_recovery::resolve(logs).with_context(|| names.join(" + "))
 }
 
 /// A workload ready to run any number of times.

@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use retype_core::workload::logged::{Checkpoint, LogCounters, LoggedOp, SlabCounters};
+use retype_recovery::{Checkpoint, LogCounters, LoggedOp, SlabCounters};
 
 /// A malformed log line, named by 1-based line number.
 #[derive(Clone, Debug, PartialEq, Eq)]

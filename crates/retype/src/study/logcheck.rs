@@ -1,7 +1,7 @@
 //! How closely a run reproduces a CantripOS log, op by op.
 
-use retype_core::workload::logged::{LogCounters, LoggedOp};
 use retype_core::workload::Step;
+use retype_recovery::{LogCounters, LoggedOp};
 
 /// Per-counter agreement between a run and a log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,12 +1,13 @@
 //! Seed 000's study: memory-manager workloads run under placement policies,
 //! summarised as the thesis's tables and compared with its logs.
 
+pub mod cantrip;
 pub mod data;
 pub mod log;
 pub mod logcheck;
+pub mod run;
 pub mod series;
 pub mod spec;
 pub mod summary;
 pub mod tables;
 pub mod thesis;
-pub mod tlm;

@@ -7,7 +7,7 @@ use strum::{Display, EnumString, IntoStaticStr, VariantArray};
 
 use anyhow::{bail, Context};
 use retype_core::mm::slab::WatermarkRule;
-use retype_core::mm::PolicyKind;
+use retype_core::mm::{Layout, PolicyKind};
 use retype_core::workload::uniform::UniformParams;
 
 /// A workload named on the command line.
@@ -197,6 +197,11 @@ fn parse_workloads(list: &str) -> anyhow::Result<Vec<WorkloadSpec>> {
         }
     }
     out.iter().map(|w| w.parse()).collect()
+}
+
+/// A `--layout`: `cantrip` (seed 000's 22 slabs), `cantrip*K`, or sizes in bytes.
+pub fn parse_layout(s: &str) -> anyhow::Result<Layout> {
+    Layout::parse(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 #[cfg(test)]

@@ -1,13 +1,12 @@
-//! Seed 000's tables, as text for the terminal and as HTML for the report:
-//! one column per policy, the thesis's published figures beside ours where
-//! it has them.
+//! Seed 000's tables: one column per policy, the thesis's published figures
+//! beside ours where it has them; their rows, and the tables as text for
+//! the terminal (the report draws the same rows in HTML).
 
 use std::fmt::Write;
 
 use super::logcheck::Agreement;
 use super::summary::{kib, Summary};
 use super::thesis::Published;
-use crate::report::table::{Cell as HtmlCell, Table};
 
 /// One column of a table.
 pub struct Column {
@@ -16,7 +15,8 @@ pub struct Column {
     pub published: Option<Published>,
 }
 
-type Cell = Box<dyn Fn(&Column) -> Option<String>>;
+/// How to fill one row's cell of a column (`None`: it has no figure).
+pub type Cell = Box<dyn Fn(&Column) -> Option<String>>;
 
 fn ours(f: impl Fn(&Summary) -> String + 'static) -> Cell {
     Box::new(move |c| c.ours.as_ref().map(&f))
@@ -52,7 +52,7 @@ fn frag(peak: bool, i: usize) -> Cell {
 }
 
 /// The rows of a table: a name, and how to fill a column (none for a heading).
-fn rows() -> Vec<(&'static str, Option<Cell>)> {
+pub fn rows() -> Vec<(&'static str, Option<Cell>)> {
     vec![
         ("peak fragmentation (KiB)", None),
         ("  watermarking", Some(frag(true, 0))),
@@ -124,47 +124,6 @@ pub fn render(title: &str, columns: &[Column]) -> String {
 
 /// Differences from the thesis above this fraction of its figure are marked.
 pub const NOTABLE: f64 = 0.05;
-
-/// The same table in HTML: the thesis's columns set apart, and our figure
-/// marked where it differs from the thesis's beside it by more than 5 %.
-pub fn html(columns: &[Column]) -> Table {
-    let mut head = vec![HtmlCell::new("")];
-    head.extend(columns.iter().map(|c| HtmlCell {
-        reference: c.ours.is_none(),
-        ..HtmlCell::new(if c.ours.is_none() { "thesis" } else { &c.label })
-    }));
-    let rows = rows()
-        .into_iter()
-        .map(|(name, cell)| {
-            // Sub-rows keep their indent, which HTML would collapse.
-            let mut row = vec![HtmlCell::new(
-                name.replace("  ", "\u{a0}\u{a0}\u{a0}\u{a0}"),
-            )];
-            let Some(cell) = cell else { return row };
-            let texts: Vec<String> = columns
-                .iter()
-                .map(|c| cell(c).unwrap_or_else(|| "-".into()))
-                .collect();
-            for (i, (c, text)) in columns.iter().zip(&texts).enumerate() {
-                let thesis = texts.get(i + 1).filter(|_| {
-                    c.ours.is_some() && columns.get(i + 1).is_some_and(|n| n.ours.is_none())
-                });
-                let differs = thesis.and_then(|t| {
-                    let (a, b) = (text.parse::<f64>().ok()?, t.parse::<f64>().ok()?);
-                    ((a - b).abs() > NOTABLE * b.abs().max(1.0))
-                        .then(|| format!("the thesis: {t} (ours − thesis: {:+.2})", a - b))
-                });
-                row.push(HtmlCell {
-                    reference: c.ours.is_none(),
-                    differs,
-                    ..HtmlCell::new(text.clone())
-                });
-            }
-            row
-        })
-        .collect();
-    Table { head, rows }
-}
 
 /// One line on how well a run reproduces its log.
 pub fn agreement_line(label: &str, a: &Agreement) -> String {

@@ -1,11 +1,8 @@
 //! `retype trace`: `info` and `convert`, and for recordings with call
-//! stacks `sites`, `leaks`, `diff`, `flamegraph` and `export`
-//! ([`sites`], [`export`]; symbolized by [`symbols`]).
+//! stacks `sites`, `leaks`, `diff` (printed by [`sites`]), `flamegraph` and
+//! `export` (of [`crate::sites`]).
 
-pub mod export;
-pub mod pprof;
 pub mod sites;
-pub mod symbols;
 
 use std::path::{Path, PathBuf};
 
@@ -14,10 +11,11 @@ use clap::Subcommand;
 use retype_trace::format::{self, Format};
 use retype_trace::summary::{Log2Histogram, Summary};
 use retype_trace::{rep, Op, Trace};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use export::Weight;
-use sites::{Analysis, By};
+use crate::sites::export::{self, Weight};
+use crate::sites::{self as analysis, Analysis, By};
+use crate::trace_info;
 
 #[derive(Subcommand)]
 pub enum Command {
@@ -147,7 +145,7 @@ impl ExportFormat {
 fn analysed(file: &Path) -> Result<(Trace, Analysis)> {
     let trace = format::load(file, None)?;
     let a = Analysis::of(&trace);
-    sites::require_stacks(file, &a)?;
+    analysis::require_stacks(file, &a)?;
     Ok((trace, a))
 }
 
@@ -230,7 +228,7 @@ pub fn run(c: Command) -> Result<()> {
             if json {
                 outln!(
                     "{}",
-                    serde_json::to_string_pretty(&info_json(&file, &trace, &s))?
+                    serde_json::to_string_pretty(&trace_info::json(&file, &trace, &s))?
                 );
             } else {
                 out!("{}", info_text(&file, &trace, &s));
@@ -281,73 +279,6 @@ pub fn run(c: Command) -> Result<()> {
     }
 }
 
-fn histogram_json(h: &Log2Histogram) -> Value {
-    h.nonempty()
-        .map(|(le, count)| json!({"le": le as u64, "count": count}))
-        .collect()
-}
-
-pub(crate) fn info_json(file: &std::path::Path, t: &Trace, s: &Summary) -> Value {
-    let ops: serde_json::Map<String, Value> = Op::ALL
-        .iter()
-        .map(|op| {
-            (
-                op.name().to_string(),
-                json!(s.ops.get(op).copied().unwrap_or(0)),
-            )
-        })
-        .collect();
-    let threads: Vec<Value> = s
-        .threads
-        .iter()
-        .map(|t| {
-            let mut v = json!({"thread": t.thread, "events": t.events});
-            if let Some(m) = t.summary {
-                v["lifetime_ns"] = json!(m.lifetime_ns());
-                v["user_ns"] = json!(m.user_ns);
-                v["system_ns"] = json!(m.system_ns);
-                v["wait_ns"] = json!(m.wait_ns());
-                v["voluntary_switches"] = json!(m.voluntary_switches);
-                v["involuntary_switches"] = json!(m.involuntary_switches);
-            }
-            v
-        })
-        .collect();
-    let meta: Vec<Value> = t.meta.iter().map(|(k, v)| json!([k, v])).collect();
-    json!({
-        "file": file,
-        "meta": meta,
-        "events": s.events,
-        "duration_ns": s.duration_ns,
-        "segments": s.segments,
-        "ops": ops,
-        "threads": threads,
-        "bytes_requested": s.bytes_requested,
-        "size_histogram": histogram_json(&s.sizes),
-        "lifetime_histogram_ns": histogram_json(&s.lifetimes_ns),
-        "lifetime_histogram_events": histogram_json(&s.lifetimes_events),
-        "latency_total_ns": s.latency_total_ns,
-        "latency_histogram_ns": histogram_json(&s.latencies_ns),
-        "latency_max_ns": s.latency_max_ns,
-        "latency_max_running_ns": s.latency_max_running_ns,
-        "descheduled_calls": s.descheduled,
-        "peak_live_bytes": s.peak_live_bytes,
-        "peak_live_blocks": s.peak_live_blocks,
-        "peak_event": s.peak_event,
-        "peak_time_ns": s.peak_time_ns,
-        "live_at_end_blocks": s.live_at_end_blocks,
-        "live_at_end_bytes": s.live_at_end_bytes,
-        "failed_allocations": s.failed_allocations,
-        "free_null": s.free_null,
-        "unknown_pointers": s.unknown_pointers,
-        "reallocs_moved": s.reallocs_moved,
-        "reallocs_in_place": s.reallocs_in_place,
-        "stacks": t.stacks.len(),
-        "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
-        "modules": t.modules.len(),
-    })
-}
-
 /// `1234567` as `1.23 ms`.
 fn ns(v: u64) -> String {
     match v {
@@ -385,6 +316,10 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.events,
         s.threads.len()
     );
+    if let Some(c) = t.cut_short {
+        let (at, n, last) = (c.at_byte, c.events, ns(s.duration_ns));
+        let _ = writeln!(o, "  cut short: the file ends before its end record; it reads to byte {at}, {n} events, the last {last} after the first");
+    }
     for key in ["source", "allocator"] {
         if let Some(v) = t.meta_value(key) {
             let _ = writeln!(o, "  {key}: {v}");

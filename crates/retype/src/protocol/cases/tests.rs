@@ -2,7 +2,7 @@
 //! exactly when its goal counts round trips, and leaves every database as
 //! it found it.
 
-use retype_core::caps::distributed::Node;
+use retype_core::caps::protocol::Node;
 use retype_core::caps::Mdb;
 
 use super::*;

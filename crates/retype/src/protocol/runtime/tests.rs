@@ -3,7 +3,7 @@
 //! node in the same state; requests in flight together all get their
 //! outcome. Nothing here depends on how fast or how many the cores are.
 
-use retype_core::caps::distributed::{boot, Error, Node, NodeId, OpRef, Request, Sim, Slot};
+use retype_core::caps::protocol::{boot, Error, Node, NodeId, OpRef, Request, Sim, Slot};
 use retype_core::caps::{CapError, CapType};
 use retype_core::objects::{Arch, Config};
 

@@ -1,0 +1,240 @@
+//! The free path. A free by the owning thread is a push onto the page's free list (the fast
+//! path, inlined into `free`); one into a full page of few blocks goes to its class's spill
+//! (see `spill`). A free by another thread is a compare-and-swap onto the page's
+//! `thread_free` list; if the page was in the full list, that thread also puts the page on
+//! the heap's `notified` stack so the owner moves it back. A page whose last block its owner
+//! frees retires (`heap::retire`).
+
+use core::sync::atomic::Ordering;
+
+use crate::heap::{self, Heap};
+use crate::page::{self, Block, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED};
+use crate::segment::{self, Segment};
+use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill, tls};
+
+/// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
+#[inline(always)]
+pub(crate) unsafe fn block(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+    // The thread's heap as stored (null before its first malloc: a page in use never has a
+    // null owner, so such a free goes to the slow path, as every free by a non-owner does).
+    let heap = tls::get().cast::<Heap>();
+    // SAFETY: `p` is a live block of `page`; owner-only fields are touched only by the owner.
+    unsafe {
+        if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == heap::id(heap) {
+            let b = p.cast::<Block>();
+            (*b).next = (*page).free;
+            (*page).free = b;
+            (*page).used -= 1;
+            if (*page).used == 0 {
+                heap::retire(heap, page);
+            }
+            return;
+        }
+        free_slow(seg, page, p)
+    }
+}
+
+/// [`block`] when the page has a flag set or another owner: first the common case, the owner's
+/// free into a full page of few blocks, kept lean; the others out of line.
+unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+    // SAFETY: as for `block`.
+    unsafe {
+        let heap = heap::current();
+        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL | FLAG_SPILLS
+            && (*page).heap == heap::id(heap)
+        {
+            return spill_block(heap, page, p.cast());
+        }
+        free_special(seg, page, p)
+    }
+}
+
+/// [`block`] in the cases the flags of `page` say: a large block, an aligned pointer, counted
+/// or hardened mode, a full page; or a free by a thread that does not own the page.
+#[cold]
+#[inline(never)]
+unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+    // SAFETY: as for `block`; the flags say which special case applies.
+    unsafe {
+        let flags = (*page).flags.load(Ordering::Relaxed);
+        let heap = heap::current();
+        if flags & page::FLAG_LARGE != 0 {
+            if config::hardened() {
+                hardened::forget_large(seg);
+            }
+            return large::free(seg);
+        }
+        let block = if flags & page::FLAG_ALIGNED != 0 {
+            page::block_start(page, p)
+        } else {
+            p
+        };
+        if flags & page::FLAG_COUNTED != 0 {
+            heap::count(heap, -((*page).block_size as isize));
+        }
+        if flags & page::FLAG_CHECKED != 0 {
+            if config::canary() {
+                check_canaries(page, block);
+            } else {
+                hardened::forget_block(seg, page, block);
+            }
+            let bs = (*page).block_size as usize;
+            if freed::filled() {
+                freed::fill(block, bs);
+            }
+            if config::quarantine() && !heap::is_empty(heap) {
+                let now = os::now_ms() as u32;
+                if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
+                    while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
+                        let seg = segment::of(b);
+                        release(heap, segment::page_of(seg, b), b);
+                    }
+                    return;
+                }
+            }
+        }
+        release(heap, page, block)
+    }
+}
+
+/// Puts the freed `block` of `page` back: on its free list, or on its remote list when
+/// `heap`, the calling thread's, does not own it.
+unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a freed block of `page`, still counted as used.
+    unsafe {
+        if (*page).heap != heap::id(heap) {
+            return remote_free(page, block.cast());
+        }
+        if spill::takes(page) {
+            return spill_block(heap, page, block.cast());
+        }
+        heap::give_to_page(heap, page, block.cast());
+    }
+}
+
+/// Adds `b`, a freed block of the full `page` of `heap`, to its class's spill.
+unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
+    // SAFETY: `b` is a freed block of the heap's own page, still counted as used; a page
+    // that spills is of a class that does.
+    unsafe {
+        let class = (*page).class as usize;
+        let sp = &mut (*heap).spills[class - spill::FIRST_CLASS];
+        (*heap).spilling = true;
+        if sp.push(b, (*heap).clock) {
+            heap::set_direct(heap, class);
+        }
+        heap::tick(heap);
+    }
+}
+
+/// Checks the canary of `block`, freed, and tags it free (aborting if it was free already);
+/// then the tags of its neighbours, live or free, which an underflow of `block`, or an
+/// overflow past its own canary, overwrites first.
+unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a sealed block of `page`; every carved block has a tag.
+    unsafe {
+        canary::unseal(block, (*page).block_size as usize);
+        hardened::check_neighbours(page, block);
+    }
+}
+
+/// A free by a thread that does not own the page.
+unsafe fn remote_free(page: *mut Page, block: *mut Block) {
+    // SAFETY: until `block` is pushed its owner counts it used, so the page and heap stay alive.
+    unsafe {
+        if (*page).full_state.load(Ordering::SeqCst) == FULL
+            && (*page)
+                .full_state
+                .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            let heap = (*page).heap.cast::<Heap>();
+            list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
+        }
+        page::push_remote(page, block);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::consistency::check;
+    use crate::consts::SLICE_SIZE;
+    use crate::kept::KEEP_BYTES;
+    use crate::size_class;
+
+    /// A block freed into a full page of few blocks is the next malloc's of its class, taken
+    /// from the class's spill (no page moves between lists, and the block is likely still in
+    /// the cache); blocks freed in bulk stay spilled until no malloc took from the spill for
+    /// the purge delay, then go back to their pages, which retire.
+    #[test]
+    fn frees_into_full_pages_of_few_blocks_serve_the_next_mallocs() {
+        let size = 8 * 1024;
+        let class = size_class::class_of(size);
+        let per_page = size_class::span_of(class, 0) * SLICE_SIZE / size;
+        assert!(per_page <= spill::PAGE_BLOCKS as usize);
+        // SAFETY: blocks of this thread's heap, each freed once; the heap is its own.
+        unsafe {
+            let mut blocks: Vec<*mut u8> = (0..4 * per_page).map(|_| crate::malloc(size)).collect();
+            let heap = heap::current();
+            let pages = move || (*heap).pages[class] as usize;
+            let is_full = |p: *mut u8| {
+                (*segment::page_of(segment::of(p), p))
+                    .flags
+                    .load(Ordering::Relaxed)
+                    & FLAG_FULL
+                    != 0
+            };
+            // The thread's heap may be one adopted from an earlier test's thread: allocate
+            // until the fast path has a page with a free block and a block lies in a full one.
+            while (*heap::direct(heap, class)).free.is_null() || !blocks.iter().any(|&p| is_full(p))
+            {
+                blocks.push(crate::malloc(size));
+            }
+            let i = blocks.iter().position(|&p| is_full(p)).unwrap();
+            let p = blocks.swap_remove(i);
+            crate::free(p);
+            // A fresh reference each time: mallocs and frees change the spill meanwhile.
+            let sp = move || heap::spill_of(heap, class).unwrap();
+            assert_eq!(sp().len(), 1);
+            assert!(
+                heap::direct(heap, class) == sp().page(),
+                "the fast path takes from the spill"
+            );
+            (*heap).spilling = false;
+            assert!(check(heap).unwrap_err().contains("does not look"));
+            (*heap).spilling = true;
+            let q = crate::malloc(size);
+            assert_eq!(
+                q, p,
+                "the block freed into a full page serves the next malloc"
+            );
+            assert!(sp().is_empty());
+            assert_eq!(check(heap), Ok(()));
+
+            // A bulk free: blocks of full pages stay in the spill, their pages with the heap.
+            blocks.push(q);
+            let during = pages();
+            blocks.iter().for_each(|&p| crate::free(p));
+            assert!(!sp().is_empty());
+            assert_eq!(check(heap), Ok(()));
+            // A purge delay later, the heap looks at its clock when other classes look for
+            // pages: the spill goes back to its pages, which retire (but what the ring keeps).
+            let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(delay + 10));
+            let mut others = Vec::new();
+            while !sp().is_empty() && others.len() < 1000 {
+                others.push(crate::malloc(96 * 1024));
+            }
+            assert!(sp().is_empty(), "a stale spill was given back");
+            let ring = KEEP_BYTES / (size_class::span_of(class, 0) * SLICE_SIZE);
+            assert!(
+                pages() + 4 <= during || pages() <= ring,
+                "{during} -> {}",
+                pages()
+            );
+            assert_eq!(check(heap), Ok(()));
+            others.iter().for_each(|&p| crate::free(p));
+        }
+    }
+}

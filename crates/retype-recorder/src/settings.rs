@@ -1,0 +1,184 @@
+//! The recorder's settings: every environment variable it reads, read once at
+//! start (from the library constructor, or from the first malloc-family call
+//! if another library's constructor calls first) into one [`Settings`] that
+//! the rest reads.
+//!
+//! `RETYPE_TRACE_FILE` names the trace (unset or empty: no recording);
+//! `RETYPE_ALLOCATOR` is copied into the trace's metadata; `RETYPE_STACK_DEPTH`
+//! is the most frames a call stack keeps (unset or not a number: 32; at most
+//! [`MAX_STACK_DEPTH`]; 0: no stacks, the cheapest recording). The values are
+//! copied into fixed storage: reading them allocates nothing, and what the
+//! program later does to its environment changes nothing.
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+use crate::sys::{parse_num, StackStr};
+
+/// The most frames one stack keeps, whatever `RETYPE_STACK_DEPTH` asks.
+pub const MAX_STACK_DEPTH: usize = 128;
+/// The frames a stack keeps when `RETYPE_STACK_DEPTH` does not say.
+const DEFAULT_STACK_DEPTH: usize = 32;
+
+const TRACE_FILE: &CStr = c"RETYPE_TRACE_FILE";
+const ALLOCATOR: &CStr = c"RETYPE_ALLOCATOR";
+const STACK_DEPTH: &CStr = c"RETYPE_STACK_DEPTH";
+
+/// A variable's value, up to 4096 bytes (what a path or a meta record's text
+/// holds in the trace; the rest is cut off).
+type Value = StackStr<4097>;
+
+/// What the environment asks of the recorder.
+pub struct Settings {
+    trace_file: Option<Value>,
+    allocator: Option<Value>,
+    stack_depth: usize,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// The settings, read from the environment on the first call (which the
+/// recorder's start makes).
+#[inline(always)]
+pub fn get() -> &'static Settings {
+    SETTINGS.get_or_init(|| {
+        let mut s = Settings::parse(getenv);
+        // Stacks are taken on x86-64 only.
+        if !cfg!(target_arch = "x86_64") {
+            s.stack_depth = 0;
+        }
+        s
+    })
+}
+
+/// The value of environment variable `name`, if it is set.
+fn getenv(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: `name` is NUL-terminated; getenv neither allocates nor keeps it.
+    let p = unsafe { libc::getenv(name.as_ptr()) };
+    // SAFETY: getenv returns a NUL-terminated string or null; it is copied
+    // before the program can change its environment.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+impl Settings {
+    /// The settings the variables give, `var(name)` being the value of
+    /// variable `name` if it is set.
+    fn parse<'a>(var: impl Fn(&CStr) -> Option<&'a [u8]>) -> Settings {
+        let value = |name| {
+            var(name).map(|v| {
+                let mut s = Value::new();
+                s.push(v);
+                s
+            })
+        };
+        Settings {
+            trace_file: value(TRACE_FILE).filter(|v| !v.as_bytes().is_empty()),
+            allocator: value(ALLOCATOR),
+            stack_depth: var(STACK_DEPTH)
+                .and_then(parse_num)
+                .map_or(DEFAULT_STACK_DEPTH, |d| {
+                    d.min(MAX_STACK_DEPTH as u64) as usize
+                }),
+        }
+    }
+
+    /// The trace's path (`RETYPE_TRACE_FILE`); `None`: this process records nothing.
+    pub fn trace_file(&self) -> Option<&[u8]> {
+        self.trace_file.as_ref().map(Value::as_bytes)
+    }
+
+    /// The allocator's name for the trace's metadata (`RETYPE_ALLOCATOR`, if set).
+    pub fn allocator(&self) -> Option<&[u8]> {
+        self.allocator.as_ref().map(Value::as_bytes)
+    }
+
+    /// The most frames a stack keeps (`RETYPE_STACK_DEPTH`); 0: stacks are not recorded.
+    #[inline(always)]
+    pub fn stack_depth(&self) -> usize {
+        self.stack_depth
+    }
+
+    /// Whether call stacks are recorded.
+    #[inline(always)]
+    pub fn records_stacks(&self) -> bool {
+        self.stack_depth != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    use proptest::prelude::*;
+
+    use super::{Settings, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
+
+    /// The settings of an environment that holds just `vars`.
+    fn parse(vars: &[(&CStr, &[u8])]) -> Settings {
+        Settings::parse(|name| vars.iter().find(|(n, _)| *n == name).map(|&(_, v)| v))
+    }
+
+    fn depth(value: &[u8]) -> usize {
+        parse(&[(c"RETYPE_STACK_DEPTH", value)]).stack_depth()
+    }
+
+    #[test]
+    fn an_empty_environment_records_nothing_with_the_default_depth() {
+        let s = parse(&[]);
+        assert_eq!(s.trace_file(), None);
+        assert_eq!(s.allocator(), None);
+        assert_eq!(s.stack_depth(), 32);
+        assert!(s.records_stacks());
+    }
+
+    #[test]
+    fn each_variable_gives_its_setting() {
+        let s = parse(&[
+            (c"RETYPE_TRACE_FILE", b"/tmp/t.rtr"),
+            (c"RETYPE_ALLOCATOR", b"mimalloc"),
+            (c"RETYPE_STACK_DEPTH", b"7"),
+            (c"RETYPE_OTHER", b"1"),
+        ]);
+        assert_eq!(s.trace_file(), Some(&b"/tmp/t.rtr"[..]));
+        assert_eq!(s.allocator(), Some(&b"mimalloc"[..]));
+        assert_eq!(s.stack_depth(), 7);
+    }
+
+    #[test]
+    fn an_empty_trace_file_records_nothing_but_an_empty_allocator_is_kept() {
+        let s = parse(&[(c"RETYPE_TRACE_FILE", b""), (c"RETYPE_ALLOCATOR", b"")]);
+        assert_eq!(s.trace_file(), None);
+        assert_eq!(s.allocator(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn depth_zero_turns_stacks_off() {
+        assert_eq!(depth(b"0"), 0);
+        assert!(!parse(&[(c"RETYPE_STACK_DEPTH", b"0")]).records_stacks());
+    }
+
+    #[test]
+    fn bad_depths_read_as_the_default() {
+        for bad in [&b""[..], b"deep", b"-1", b" 8", b"99999999999999999999999"] {
+            assert_eq!(depth(bad), DEFAULT_STACK_DEPTH, "{:?}", bad.escape_ascii());
+        }
+        // A number followed by anything reads as the number.
+        assert_eq!(depth(b"12 frames"), 12);
+    }
+
+    #[test]
+    fn long_values_are_cut_at_4096_bytes() {
+        let long = [b'a'; 5000];
+        let s = parse(&[(c"RETYPE_TRACE_FILE", &long), (c"RETYPE_ALLOCATOR", &long)]);
+        assert_eq!(s.trace_file(), Some(&long[..4096]));
+        assert_eq!(s.allocator(), Some(&long[..4096]));
+    }
+
+    proptest! {
+        #[test]
+        fn a_depth_is_kept_up_to_the_maximum(d in prop_oneof![0..=300u64, any::<u64>()]) {
+            let expect = if d <= MAX_STACK_DEPTH as u64 { d as usize } else { MAX_STACK_DEPTH };
+            prop_assert_eq!(depth(d.to_string().as_bytes()), expect);
+        }
+    }
+}

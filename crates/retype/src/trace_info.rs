@@ -1,0 +1,78 @@
+//! A trace's summary under the JSON keys of `retype trace info --json`,
+//! which the Python module returns too.
+
+use std::path::Path;
+
+use retype_trace::summary::{Log2Histogram, Summary};
+use retype_trace::{Op, Trace};
+use serde_json::{json, Value};
+
+fn histogram_json(h: &Log2Histogram) -> Value {
+    h.nonempty()
+        .map(|(le, count)| json!({"le": le as u64, "count": count}))
+        .collect()
+}
+
+/// `retype trace info --json FILE`: the trace `t` read from `file`, and its
+/// summary `s`.
+pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
+    let ops: serde_json::Map<String, Value> = Op::ALL
+        .iter()
+        .map(|op| {
+            (
+                op.name().to_string(),
+                json!(s.ops.get(op).copied().unwrap_or(0)),
+            )
+        })
+        .collect();
+    let threads: Vec<Value> = s
+        .threads
+        .iter()
+        .map(|t| {
+            let mut v = json!({"thread": t.thread, "events": t.events});
+            if let Some(m) = t.summary {
+                v["lifetime_ns"] = json!(m.lifetime_ns());
+                v["user_ns"] = json!(m.user_ns);
+                v["system_ns"] = json!(m.system_ns);
+                v["wait_ns"] = json!(m.wait_ns());
+                v["voluntary_switches"] = json!(m.voluntary_switches);
+                v["involuntary_switches"] = json!(m.involuntary_switches);
+            }
+            v
+        })
+        .collect();
+    let meta: Vec<Value> = t.meta.iter().map(|(k, v)| json!([k, v])).collect();
+    json!({
+        "file": file,
+        "meta": meta,
+        "events": s.events,
+        "duration_ns": s.duration_ns,
+        "segments": s.segments,
+        "ops": ops,
+        "threads": threads,
+        "bytes_requested": s.bytes_requested,
+        "size_histogram": histogram_json(&s.sizes),
+        "lifetime_histogram_ns": histogram_json(&s.lifetimes_ns),
+        "lifetime_histogram_events": histogram_json(&s.lifetimes_events),
+        "latency_total_ns": s.latency_total_ns,
+        "latency_histogram_ns": histogram_json(&s.latencies_ns),
+        "latency_max_ns": s.latency_max_ns,
+        "latency_max_running_ns": s.latency_max_running_ns,
+        "descheduled_calls": s.descheduled,
+        "peak_live_bytes": s.peak_live_bytes,
+        "peak_live_blocks": s.peak_live_blocks,
+        "peak_event": s.peak_event,
+        "peak_time_ns": s.peak_time_ns,
+        "live_at_end_blocks": s.live_at_end_blocks,
+        "live_at_end_bytes": s.live_at_end_bytes,
+        "failed_allocations": s.failed_allocations,
+        "free_null": s.free_null,
+        "unknown_pointers": s.unknown_pointers,
+        "reallocs_moved": s.reallocs_moved,
+        "reallocs_in_place": s.reallocs_in_place,
+        "stacks": t.stacks.len(),
+        "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
+        "modules": t.modules.len(),
+        "cut_short": t.cut_short.map(|c| json!({"at_byte": c.at_byte, "events": c.events})),
+    })
+}
