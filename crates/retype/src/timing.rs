@@ -59,6 +59,18 @@ pub fn median(v: &mut [u64]) -> f64 {
     }
 }
 
+/// The standard deviation of the samples about their mean, over all of them
+/// (numpy's `std`); 0 for none.
+pub fn stddev(v: &[u64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    var.sqrt()
+}
+
 /// The `p`-th percentile (0 < p ≤ 100) by the nearest-rank method: the
 /// smallest sample that at least `p` % of the samples do not exceed.
 pub fn percentile(v: &mut [u64], p: f64) -> u64 {
@@ -75,6 +87,13 @@ mod tests {
     fn medians_of_odd_and_even_counts() {
         assert_eq!(median(&mut [3, 1, 2]), 2.0);
         assert_eq!(median(&mut [4, 1, 2, 3]), 2.5);
+    }
+
+    #[test]
+    fn standard_deviation_over_all_samples() {
+        assert_eq!(stddev(&[2, 4, 4, 4, 5, 5, 7, 9]), 2.0);
+        assert_eq!(stddev(&[5, 5, 5]), 0.0);
+        assert_eq!(stddev(&[]), 0.0);
     }
 
     #[test]

@@ -39,8 +39,11 @@ fn bench_json_has_the_documented_keys() {
             )
         })
         .collect();
-    let want = [("tree", 64), ("list", 64), ("tree", 128), ("list", 128)];
-    assert_eq!(seen, want.map(|(i, n)| (i.to_string(), n)));
+    let want: Vec<(String, u64)> = [64, 128]
+        .into_iter()
+        .flat_map(|n| IMPLS.map(|i| (i.to_string(), n)))
+        .collect();
+    assert_eq!(seen, want);
     for v in &lines {
         for key in [
             "score_boot_cycles",
@@ -49,8 +52,44 @@ fn bench_json_has_the_documented_keys() {
         ] {
             assert!(v[key].as_f64().unwrap() >= 0.0, "{key}");
         }
-        assert_eq!(v["median_cycles"].as_object().unwrap().len(), 9);
+        let medians = v["median_cycles"].as_object().unwrap();
+        assert_eq!(medians.len(), 9);
+        for (op, median) in medians {
+            let median = median.as_f64().unwrap();
+            let p99 = v["p99_cycles"][op].as_f64().unwrap();
+            let stddev = v["stddev_cycles"][op].as_f64().unwrap();
+            assert!(p99 >= median, "{op}: p99 {p99} below the median {median}");
+            assert!(stddev >= 0.0 && stddev.is_finite(), "{op}: stddev {stddev}");
+        }
+        assert_eq!(v["p99_cycles"].as_object().unwrap().len(), 9);
+        assert_eq!(v["stddev_cycles"].as_object().unwrap().len(), 9);
     }
+}
+
+/// The implementations of `bench mdb`, in the order of its rows.
+const IMPLS: [&str; 4] = ["tree", "tree-noparent", "tree-packed", "list"];
+
+#[test]
+fn bench_prints_a_row_per_implementation() {
+    let out = retype(&["bench", "mdb", "--caps", "64", "--samples", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .next()
+                .filter(|_| l.contains("caps=64"))
+        })
+        .collect();
+    assert_eq!(rows, IMPLS);
+    for line in text.lines().filter(|l| l.contains("caps=64")) {
+        assert_eq!(line.matches(" (p99 ").count(), 9, "{line}");
+    }
+    assert!(
+        text.contains("bitfields"),
+        "the fifth implementation is named: {text}"
+    );
 }
 
 #[test]
@@ -237,7 +276,7 @@ fn caps_bench_is_bench_mdb_under_its_old_name() {
         &["--json", "--caps", "64", "--samples", "4"],
     );
     let impls: Vec<&str> = rows.iter().map(|r| r["impl"].as_str().unwrap()).collect();
-    assert_eq!(impls, ["tree", "list"]);
+    assert_eq!(impls, IMPLS);
 }
 
 #[test]

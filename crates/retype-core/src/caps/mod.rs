@@ -15,7 +15,7 @@
 //!
 //! - [`types`]: the capability types and the retype rules table.
 //! - [`cap`]: a capability, its rights, badge and ordering key.
-//! - [`mdb`]: the mapping database (augmented AA tree and the seL4 list).
+//! - [`mdb`]: the mapping database (three augmented AA trees and the seL4 list).
 //! - [`cspace`]: CSpaces and capability references.
 //! - [`cow_vec`]: the vector of slots, whose copies share what they do not change.
 //! - [`vnode`]: which page-table level maps which type.

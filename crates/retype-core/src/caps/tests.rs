@@ -2,6 +2,7 @@
 //! to leave the whole system unchanged.
 
 use super::cap::Rights;
+use super::mdb::{NoParentTree, PackedTree};
 use super::system::{Boot, Caps};
 use super::types::{CapType::*, PAGE};
 use super::*;
@@ -223,19 +224,8 @@ fn bad_invocations_change_nothing<M: Mdb + Clone + PartialEq>() {
     );
 }
 
-#[test]
-fn bad_invocations_change_nothing_tree() {
-    bad_invocations_change_nothing::<AaTree>();
-}
-
-#[test]
-fn bad_invocations_change_nothing_list() {
-    bad_invocations_change_nothing::<List>();
-}
-
-#[test]
-fn page_tables_map_unmap_modify_and_revoke() {
-    let (mut c, b) = with_l2::<AaTree>();
+fn page_tables_map_unmap_modify_and_revoke<M: Mdb + Clone + PartialEq>() {
+    let (mut c, b) = with_l2::<M>();
     let l2 = |s| CapRef::l2(b.cspace, 3, s);
     c.retype(b.ram, X86Pml4, 2 * MIB, PAGE, 1, l2(0)).unwrap();
     c.retype(b.ram, X86Pdpt, 2 * MIB + PAGE, PAGE, 1, l2(1))
@@ -328,9 +318,8 @@ fn large_pages_go_in_page_directories_only() {
     assert_eq!(c.ptes().count(), 0, "the last frame cap took both mappings");
 }
 
-#[test]
-fn cnode_cascades_cross_cycles() {
-    let (mut c, b) = boot::<AaTree>();
+fn cnode_cascades_cross_cycles<M: Mdb>() {
+    let (mut c, b) = boot::<M>();
     // Two L2 CNodes A (root slot 3) and B (root slot 4) from the RAM in root
     // slot 5, each holding copies of the other's capability, A a frame.
     c.retype(b.ram, Ram, MIB, 64 << 10, 1, r(&b, 5)).unwrap();
@@ -394,9 +383,8 @@ fn memory_comes_back_as_a_fresh_region_when_nothing_covers_it() {
 
 /// Test vectors V1, V4 and V5 (docs/design.md#test-vectors) through capabilities: the watermark
 /// mode reuses `untyped::Untyped`; memory comes back only by reset.
-#[test]
-fn sel4_watermark_mode() {
-    let (mut c, b) = boot::<AaTree>();
+fn sel4_watermark_mode<M: Mdb + Clone + PartialEq>() {
+    let (mut c, b) = boot::<M>();
     let s = |i| r(&b, i);
     c.retype(b.ram, Ram, MIB, PAGE, 1, s(3)).unwrap();
     c.retype_sel4(s(3), ObjectType::Endpoint, 0, 1, s(4))
@@ -451,6 +439,43 @@ fn sel4_watermark_mode() {
         .unwrap();
     assert_eq!(c.get(s(12)).unwrap().base, 2 * MIB + PAGE);
 }
+
+/// Runs each scenario above, generic over the mapping database, on every
+/// implementation: `caps::tests::SCENARIO::IMPLEMENTATION`.
+macro_rules! on_every_mdb {
+    ($($scenario:ident),* $(,)?) => {$(
+        mod $scenario {
+            use super::*;
+
+            #[test]
+            fn tree() {
+                super::$scenario::<AaTree>();
+            }
+
+            #[test]
+            fn tree_noparent() {
+                super::$scenario::<NoParentTree>();
+            }
+
+            #[test]
+            fn tree_packed() {
+                super::$scenario::<PackedTree>();
+            }
+
+            #[test]
+            fn list() {
+                super::$scenario::<List>();
+            }
+        }
+    )*};
+}
+
+on_every_mdb!(
+    bad_invocations_change_nothing,
+    page_tables_map_unmap_modify_and_revoke,
+    cnode_cascades_cross_cycles,
+    sel4_watermark_mode,
+);
 
 /// A RAM, Frame or Endpoint capability over pages `[base, base + pages)`
 /// of the memory at 1 MiB (an endpoint of any size: only its key matters).

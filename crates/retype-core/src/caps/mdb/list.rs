@@ -4,7 +4,7 @@
 
 use alloc::vec::Vec;
 
-use super::{CapId, Found, Mdb, MdbError, RangeQuery, Relation};
+use super::{starts_inside, CapId, Found, Mdb, MdbError, RangeQuery, Relation};
 use crate::caps::cap::Key;
 
 const NIL: u32 = u32::MAX;
@@ -149,10 +149,7 @@ impl Mdb for List {
         while n != NIL && self.link(n).key == k {
             n = self.link(n).next;
         }
-        n != NIL && {
-            let d = self.link(n).key;
-            d.root == k.root && d.base < k.end()
-        }
+        n != NIL && starts_inside(&self.link(n).key, &k)
     }
 
     fn has_ancestors(&self, id: CapId) -> bool {

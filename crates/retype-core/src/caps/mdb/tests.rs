@@ -1,4 +1,6 @@
-//! Test vector V12 and the tree and list against a sorted-vector model.
+//! Test vector V12 and every implementation against a sorted-vector model:
+//! each test is a generic function, run once per implementation by
+//! `tests_for!` at the end.
 
 use alloc::vec::Vec;
 
@@ -77,26 +79,14 @@ fn v12_on<M: Mdb>() {
     assert_eq!(m.remove(9), Err(MdbError::EntryNotFound));
 }
 
-#[test]
-fn v12_ordering_and_queries_tree() {
-    v12_on::<AaTree>();
-}
-
-#[test]
-fn v12_ordering_and_queries_list() {
-    v12_on::<List>();
-}
-
-#[test]
-fn partial_prefers_an_entry_starting_before() {
-    for m in [&mut AaTree::new() as &mut dyn Mdb, &mut List::new()] {
-        m.insert(0, key(Ram, 0x1000, 0x1000)).unwrap();
-        m.insert(1, key(Ram, 0x3000, 0x1000)).unwrap();
-        let f = m.query(1, 0x1800, 0x2000, Relation::Partial);
-        assert_eq!((f.relation, f.id), (Relation::Partial, Some(0)));
-        let f = m.query(1, 0x2000, 0x1000, Relation::Partial);
-        assert_eq!(f.relation, Relation::NotFound);
-    }
+fn partial_prefers_an_entry_starting_before<M: Mdb>() {
+    let mut m = M::new();
+    m.insert(0, key(Ram, 0x1000, 0x1000)).unwrap();
+    m.insert(1, key(Ram, 0x3000, 0x1000)).unwrap();
+    let f = m.query(1, 0x1800, 0x2000, Relation::Partial);
+    assert_eq!((f.relation, f.id), (Relation::Partial, Some(0)));
+    let f = m.query(1, 0x2000, 0x1000, Relation::Partial);
+    assert_eq!(f.relation, Relation::NotFound);
 }
 
 /// The model: every entry in a sorted vector, every query by brute force
@@ -255,25 +245,10 @@ fn check<M: Mdb>(ops: &[Op], check_tree: impl Fn(&M)) {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
-
-    #[test]
-    fn tree_matches_the_model(ops in proptest::collection::vec(op(), 1..200)) {
-        check::<AaTree>(&ops, |t| { t.check(); });
-    }
-
-    #[test]
-    fn list_matches_the_model(ops in proptest::collection::vec(op(), 1..200)) {
-        check::<List>(&ops, |_| {});
-    }
-}
-
 /// Long random churn over naturally aligned RAM capabilities of random sizes
-/// in 1 MiB: the AA invariants, parent links and spans hold after every
-/// insert and remove, and in-order traversal matches a sorted model.
-#[test]
-fn tree_stays_balanced_under_churn() {
+/// in 1 MiB: the implementation's invariants hold after every insert and
+/// remove, and in-order traversal matches a sorted model.
+fn stays_consistent_under_churn<M: Mdb>(check_tree: impl Fn(&M)) {
     let mut rng = SplitMix64::new(9);
     let keys: Vec<Key> = (0..3000)
         .map(|_| {
@@ -281,7 +256,7 @@ fn tree_stays_balanced_under_churn() {
             key(Ram, rng.below(1 << (20 - x)) << x, 1 << x)
         })
         .collect();
-    let mut t = AaTree::new();
+    let mut t = M::new();
     let mut model = Model::default();
     for _ in 0..6000 {
         let id = rng.below(keys.len() as u64) as CapId;
@@ -292,7 +267,7 @@ fn tree_stays_balanced_under_churn() {
             t.insert(id, keys[id as usize]).unwrap();
             model.insert(id, keys[id as usize]);
         }
-        t.check();
+        check_tree(&t);
     }
     let mut order = Vec::new();
     let mut n = t.first();
@@ -302,4 +277,65 @@ fn tree_stays_balanced_under_churn() {
     }
     let want: Vec<CapId> = model.0.iter().map(|e| e.1).collect();
     assert_eq!(order, want);
+}
+
+/// The first slot id an implementation cannot link is refused, and the
+/// refusal changes nothing.
+fn refuses_ids_past_its_links<M: Mdb + Clone + PartialEq + core::fmt::Debug>(first_out: CapId) {
+    let mut m = M::new();
+    m.insert(0, key(Ram, 0, 0x1000)).unwrap();
+    let before = m.clone();
+    assert_eq!(
+        m.insert(first_out, key(Ram, 0, 0x1000)),
+        Err(MdbError::IdOutOfRange)
+    );
+    assert_eq!(m, before);
+}
+
+/// One module per implementation, every test above on it; `$check` checks
+/// its invariants.
+macro_rules! tests_for {
+    ($($module:ident: $mdb:ty, $check:expr;)*) => {$(
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn v12_ordering_and_queries() {
+                v12_on::<$mdb>();
+            }
+
+            #[test]
+            fn partial_prefers_an_entry_starting_before() {
+                super::partial_prefers_an_entry_starting_before::<$mdb>();
+            }
+
+            #[test]
+            fn stays_consistent_under_churn() {
+                super::stays_consistent_under_churn::<$mdb>($check);
+            }
+
+            proptest! {
+                #![proptest_config(ProptestConfig::with_cases(64))]
+
+                #[test]
+                fn matches_the_model(ops in proptest::collection::vec(op(), 1..200)) {
+                    check::<$mdb>(&ops, $check);
+                }
+            }
+        }
+    )*};
+}
+
+tests_for! {
+    tree: AaTree, |t: &AaTree| { t.check(); };
+    tree_noparent: NoParentTree, |t: &NoParentTree| { t.check(); };
+    tree_packed: PackedTree, |t: &PackedTree| { t.check(); };
+    list: List, |_: &List| {};
+}
+
+#[test]
+fn trees_refuse_ids_past_their_links() {
+    refuses_ids_past_its_links::<AaTree>(u32::MAX);
+    refuses_ids_past_its_links::<NoParentTree>(u32::MAX);
+    refuses_ids_past_its_links::<PackedTree>((1 << 24) - 1);
 }

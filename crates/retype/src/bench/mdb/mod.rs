@@ -1,8 +1,11 @@
 //! The mapping-database benchmark of seed 001 §4.5 (`retype bench mdb`):
 //! databases of 4096 to 65536 capabilities from the thesis's generator
-//! ([`ops`]), the median latency of each low-level operation on the
-//! augmented AA tree and on the seL4-style list, in the same run, and the
-//! weighted scores of the boot and process-management mixes, in TSC cycles.
+//! ([`ops`]), the latency of each low-level operation (median, standard
+//! deviation and 99th percentile, as Figs. 4.3 to 4.6 give them) on each
+//! implementation of Fig. 4.6 that we build (the augmented AA tree with and
+//! without parent pointers and with packed links, and the seL4-style list),
+//! in the same run, and the weighted scores of the boot and
+//! process-management mixes, in TSC cycles.
 
 pub mod ops;
 
@@ -11,11 +14,11 @@ use std::hint::black_box;
 
 use anyhow::{bail, Result};
 use retype_core::caps::cap::Key;
-use retype_core::caps::mdb::{AaTree, CapId, List, Mdb};
+use retype_core::caps::mdb::{AaTree, CapId, List, Mdb, NoParentTree, PackedTree};
 use retype_core::rng::SplitMix64;
 
 use crate::progress::Progress;
-use crate::timing::{median, ticks};
+use crate::timing::{median, percentile, stddev, ticks};
 use ops::{Op, BOOT, PROCMGMT};
 
 /// What a run measures.
@@ -30,8 +33,9 @@ pub struct Config {
     pub mem_bits: u32,
 }
 
-/// Measures every size of `c`, the tree's row before the list's; `overhead`
-/// is the timer's own cost in cycles, taken off each measurement.
+/// Measures every size of `c`, a row per implementation (the trees with
+/// parent pointers, without them and packed, then the list); `overhead` is
+/// the timer's own cost in cycles, taken off each measurement.
 pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
     if c.samples == 0 {
         bail!("--samples must be at least 1");
@@ -48,14 +52,16 @@ pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
         progress.step(&format!("{n} capabilities"));
         let keys = ops::generate(n, c.mem_bits, c.seed);
         let mut tree: AaTree = build(&keys);
+        let mut noparent: NoParentTree = build(&keys);
+        let mut packed: PackedTree = build(&keys);
         let mut list: List = build(&keys);
         let mut rng = SplitMix64::new(c.seed ^ n as u64);
-        let mut samples: [BTreeMap<&'static str, Vec<u64>>; 2] = Default::default();
-        // Two rounds of a tree block then a list block (A B A B), so that
-        // drift in the machine's speed hits both alike. Within a block the
-        // database stays in cache, as in the thesis, where each measurement
-        // followed a fresh fill; the list's long walks would otherwise evict
-        // the tree between operations.
+        let mut samples: [BTreeMap<&'static str, Vec<u64>>; 4] = Default::default();
+        // Two rounds of a block of each implementation in turn (A B C D A B
+        // C D), so that drift in the machine's speed hits all alike. Within
+        // a block the database stays in cache, as in the thesis, where each
+        // measurement followed a fresh fill; the list's long walks would
+        // otherwise evict the trees between operations.
         for round in 0..2 {
             let count = c.samples / 2 + (round == 0) as usize * (c.samples % 2);
             let targets: Vec<Vec<CapId>> = Op::ALL
@@ -63,19 +69,27 @@ pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
                 .map(|_| (0..count).map(|_| rng.below(n as u64) as CapId).collect())
                 .collect();
             block(&mut tree, &keys, &targets, overhead, &mut samples[0]);
-            block(&mut list, &keys, &targets, overhead, &mut samples[1]);
+            block(&mut noparent, &keys, &targets, overhead, &mut samples[1]);
+            block(&mut packed, &keys, &targets, overhead, &mut samples[2]);
+            block(&mut list, &keys, &targets, overhead, &mut samples[3]);
         }
-        for (name, s) in ["tree", "list"].into_iter().zip(samples) {
-            let medians: BTreeMap<&'static str, f64> = s
-                .into_iter()
-                .map(|(k, mut v)| (k, median(&mut v)))
-                .collect();
+        let names = [tree.name(), noparent.name(), packed.name(), list.name()];
+        for (name, s) in names.into_iter().zip(samples) {
+            let (mut medians, mut stddevs, mut p99s) =
+                (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+            for (op, mut v) in s {
+                medians.insert(op, median(&mut v));
+                stddevs.insert(op, stddev(&v));
+                p99s.insert(op, percentile(&mut v, 99.0));
+            }
             let boot = ops::score(&BOOT, |op| medians[op.name()]);
             let procmgmt = ops::score(&PROCMGMT, |op| medians[op.name()]);
             rows.push(Row {
                 name,
                 caps: n,
                 medians,
+                stddevs,
+                p99s,
                 boot,
                 procmgmt,
             });
@@ -126,7 +140,7 @@ fn block<M: Mdb>(
 }
 
 /// Builds the list front-first (descending order), so that building is
-/// O(n); the tree takes the capabilities in generation order.
+/// O(n); the trees take the capabilities in generation order.
 pub fn build<M: Mdb>(keys: &[Key]) -> M {
     let mut m = M::new();
     let mut order: Vec<CapId> = (0..keys.len() as CapId).collect();
@@ -141,11 +155,16 @@ pub fn build<M: Mdb>(keys: &[Key]) -> M {
 
 /// One database's figures, in TSC cycles.
 pub struct Row {
-    /// `tree` or `list`.
+    /// The implementation's [`Mdb::name`].
     pub name: &'static str,
     pub caps: usize,
     /// Each operation's median latency.
     pub medians: BTreeMap<&'static str, f64>,
+    /// Each operation's standard deviation (of all its samples, as numpy's
+    /// `std`, which the thesis used).
+    pub stddevs: BTreeMap<&'static str, f64>,
+    /// Each operation's 99th percentile.
+    pub p99s: BTreeMap<&'static str, u64>,
     /// The scores of the boot and process-management mixes.
     pub boot: f64,
     pub procmgmt: f64,

@@ -145,7 +145,7 @@ pub fn restore<M: Mdb>(mdb: &mut M, op: Op, id: CapId, k: &Key) {
 
 #[cfg(test)]
 mod tests {
-    use retype_core::caps::mdb::{AaTree, List};
+    use retype_core::caps::mdb::{AaTree, List, NoParentTree, PackedTree};
 
     use super::super::build;
     use super::*;
@@ -171,20 +171,32 @@ mod tests {
             .all(|k| k.base % k.size == 0 && k.end() <= 1 << 32));
     }
 
+    /// `op` on `id` as the benchmark times it, set-up and clean-up around.
+    fn once<M: Mdb>(m: &mut M, op: Op, id: CapId, k: &Key) -> u64 {
+        prepare(m, op, id);
+        let r = run(m, op, id, k);
+        restore(m, op, id, k);
+        assert_eq!(m.len(), 500, "{}: {op:?}", m.name());
+        r
+    }
+
     #[test]
     fn operations_leave_the_database_as_it_was() {
         let keys = generate(500, 20, 7);
-        let (mut t, mut l): (AaTree, List) = (build(&keys), build(&keys));
+        let mut l: List = build(&keys);
+        let mut t: AaTree = build(&keys);
+        let mut np: NoParentTree = build(&keys);
+        let mut pk: PackedTree = build(&keys);
         for &op in Op::ALL {
             for id in [0u32, 17, 499] {
                 let k = keys[id as usize];
-                prepare(&mut t, op, id);
-                prepare(&mut l, op, id);
-                assert_eq!(run(&mut t, op, id, &k), run(&mut l, op, id, &k), "{op:?}");
-                restore(&mut t, op, id, &k);
-                restore(&mut l, op, id, &k);
-                assert_eq!((t.len(), l.len()), (500, 500));
+                let want = once(&mut l, op, id, &k);
+                assert_eq!(once(&mut t, op, id, &k), want, "tree {op:?}");
+                assert_eq!(once(&mut np, op, id, &k), want, "tree-noparent {op:?}");
+                assert_eq!(once(&mut pk, op, id, &k), want, "tree-packed {op:?}");
                 t.check();
+                np.check();
+                pk.check();
             }
         }
         assert!((score(&PROCMGMT, |_| 1.0) - 1.0).abs() < 1e-9);

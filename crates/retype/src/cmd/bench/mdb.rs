@@ -1,5 +1,7 @@
 //! `retype bench mdb`: the mapping-database benchmark (`crate::bench::mdb`)
-//! as text or JSON lines, in TSC cycles and nanoseconds.
+//! as text or JSON lines, in TSC cycles and nanoseconds: a row per
+//! implementation and size, each operation's median with its standard
+//! deviation and 99th percentile.
 
 use std::collections::BTreeMap;
 
@@ -58,6 +60,8 @@ pub fn run(a: Args) -> Result<()> {
                 "score_procmgmt_ns": r.procmgmt / tpn,
                 "median_cycles": r.medians,
                 "median_ns": ns(&r.medians),
+                "stddev_cycles": r.stddevs,
+                "p99_cycles": r.p99s,
                 "samples": config.samples,
                 "seed": config.seed,
                 "ticks_per_ns": tpn,
@@ -67,10 +71,16 @@ pub fn run(a: Args) -> Result<()> {
         } else {
             let ops: Vec<String> = Op::ALL
                 .iter()
-                .map(|op| format!("{}={:.0}", op.name(), r.medians[op.name()]))
+                .map(|op| {
+                    let op = op.name();
+                    format!(
+                        "{op}={:.0}±{:.0} (p99 {})",
+                        r.medians[op], r.stddevs[op], r.p99s[op]
+                    )
+                })
                 .collect();
             outln!(
-                "{:<4} caps={:<6} boot={:>8.0} cycles ({:>7.0} ns)  procmgmt={:>8.0} cycles ({:>7.0} ns)  {}",
+                "{:<13} caps={:<6} boot={:>8.0} cycles ({:>7.0} ns)  procmgmt={:>8.0} cycles ({:>7.0} ns)  {}",
                 r.name,
                 r.caps,
                 r.boot,
@@ -80,6 +90,13 @@ pub fn run(a: Args) -> Result<()> {
                 ops.join(" ")
             );
         }
+    }
+    if !a.json {
+        outln!(
+            "each operation: median ± standard deviation (99th percentile), TSC cycles. \
+             The thesis's fifth implementation, the packed tree with C bitfields, has no \
+             Rust counterpart (see retype_core::caps::mdb)."
+        );
     }
     Ok(())
 }
