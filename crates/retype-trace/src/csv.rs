@@ -32,12 +32,14 @@ pub fn write(t: &Trace, mut out: impl Write) -> io::Result<()> {
     out.flush()
 }
 
-pub fn parse(text: &str) -> Result<Trace, ParseError> {
+/// Reads CSV rows back into a trace (`file` names it in errors).
+pub fn parse(file: &str, text: &str) -> Result<Trace, ParseError> {
     let mut lines = text.lines().enumerate();
     match lines.next() {
         Some((_, h)) if h.trim() == HEADER => {}
         _ => {
             return Err(ParseError::new(
+                file,
                 1,
                 format!("expected the header {HEADER:?}"),
             ))
@@ -52,6 +54,7 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         if f.len() != 8 {
             return Err(ParseError::new(
+                file,
                 lineno,
                 format!("expected 8 columns, found {}", f.len()),
             ));
@@ -63,13 +66,17 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
                 None => s.parse(),
             };
             v.map_err(|_| {
-                ParseError::new(lineno, format!("column {}: {s:?} is not a number", k + 1))
+                ParseError::new(
+                    file,
+                    lineno,
+                    format!("column {}: {s:?} is not a number", k + 1),
+                )
             })
         };
         let op = Op::from_name(f[3])
-            .ok_or_else(|| ParseError::new(lineno, format!("unknown op {:?}", f[3])))?;
+            .ok_or_else(|| ParseError::new(file, lineno, format!("unknown op {:?}", f[3])))?;
         let thread = u32::try_from(num(0)?)
-            .map_err(|_| ParseError::new(lineno, "thread id exceeds 32 bits"))?;
+            .map_err(|_| ParseError::new(file, lineno, "thread id exceeds 32 bits"))?;
         t.events.push(
             Event {
                 op,

@@ -43,17 +43,21 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// A line of a text trace (malloc-lab, wee_alloc, valgrind, CSV) that could not be parsed.
+/// A text trace (malloc-lab, wee_alloc, valgrind, CSV) that could not be read: the file and
+/// the line, as compilers name them (`FILE:LINE: message`).
 #[derive(Debug)]
 pub struct ParseError {
-    /// 1-based line number (0 when the error is about the whole input).
+    /// The file, as the caller named it.
+    pub file: String,
+    /// 1-based line number; 0 when the error is about the file as a whole.
     pub line: usize,
     pub message: String,
 }
 
 impl ParseError {
-    pub fn new(line: usize, message: impl Into<String>) -> ParseError {
+    pub fn new(file: &str, line: usize, message: impl Into<String>) -> ParseError {
         ParseError {
+            file: file.to_string(),
             line,
             message: message.into(),
         }
@@ -62,7 +66,10 @@ impl ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        match self.line {
+            0 => write!(f, "{}: {}", self.file, self.message),
+            n => write!(f, "{}:{n}: {}", self.file, self.message),
+        }
     }
 }
 

@@ -8,8 +8,9 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use strum::{Display, EnumString, VariantArray};
 
+use crate::requests::{from_events, to_events, Requests};
 use crate::trace::Trace;
-use crate::{codec, csv, malloclab, rep, valgrind, wee_alloc};
+use crate::{codec, csv, malloclab, valgrind, wee_alloc};
 
 /// A trace format, named on the command line as `FromStr` and `Display`
 /// spell it (`rtr`, `rep`, `wee_alloc` or `wee`, `valgrind`, `csv`).
@@ -85,30 +86,65 @@ impl Format {
     }
 }
 
+/// A file read whole: its bytes and its format.
+struct Loaded {
+    file: String,
+    bytes: Vec<u8>,
+    format: Format,
+}
+
+impl Loaded {
+    /// Reads `path`, in format `format` (detected when `None`).
+    fn read(path: &Path, format: Option<Format>) -> anyhow::Result<Loaded> {
+        let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let format = match format {
+            Some(f) => f,
+            None => Format::detect(path, &bytes)?,
+        };
+        Ok(Loaded {
+            file: path.display().to_string(),
+            bytes,
+            format,
+        })
+    }
+
+    /// The trace of events the file holds (a `.rep` file's requests as events).
+    fn events(&self) -> anyhow::Result<Trace> {
+        let text = || {
+            std::str::from_utf8(&self.bytes)
+                .with_context(|| format!("{}: not UTF-8 text", self.file))
+        };
+        // Text formats' errors name the file; the binary reader's name the byte.
+        Ok(match self.format {
+            Format::Rtr => Trace::read(&self.bytes[..]).with_context(|| self.file.clone())?,
+            Format::WeeAlloc => wee_alloc::parse(&self.file, text()?)?,
+            Format::Valgrind => valgrind::parse(&self.file, text()?)?,
+            Format::Csv => csv::parse(&self.file, text()?)?,
+            Format::Rep => to_events(
+                &malloclab::parse(&self.file, &self.bytes)?,
+                "malloc-lab .rep",
+            ),
+        })
+    }
+}
+
 /// Reads a trace in format `format` (detected when `None`).
 pub fn load(path: &Path, format: Option<Format>) -> anyhow::Result<Trace> {
-    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let format = match format {
-        Some(f) => f,
-        None => Format::detect(path, &bytes)?,
-    };
-    let text = || {
-        std::str::from_utf8(&bytes).with_context(|| format!("{}: not UTF-8 text", path.display()))
-    };
-    let trace = match format {
-        Format::Rtr => Trace::read(&bytes[..]).map_err(anyhow::Error::from),
-        Format::WeeAlloc => wee_alloc::parse(text()?).map_err(anyhow::Error::from),
-        Format::Valgrind => valgrind::parse(text()?).map_err(anyhow::Error::from),
-        Format::Csv => csv::parse(text()?).map_err(anyhow::Error::from),
-        // malloclab's errors already name the file.
-        Format::Rep => {
-            return Ok(rep::from_malloclab(&malloclab::parse(
-                &path.display().to_string(),
-                &bytes,
-            )?))
-        }
-    };
-    trace.with_context(|| format!("{}", path.display()))
+    Loaded::read(path, format)?.events()
+}
+
+/// Reads any trace as the requests a replay runs, with the trace of events it came from
+/// (`None` for a `.rep` file, which holds requests already).
+pub fn load_requests(
+    path: &Path,
+    format: Option<Format>,
+) -> anyhow::Result<(Requests, Option<Trace>)> {
+    let loaded = Loaded::read(path, format)?;
+    if loaded.format == Format::Rep {
+        return Ok((malloclab::parse(&loaded.file, &loaded.bytes)?, None));
+    }
+    let trace = loaded.events()?;
+    Ok((from_events(&trace).0, Some(trace)))
 }
 
 /// Writes `trace` to `path` in format `format`.
@@ -120,10 +156,10 @@ pub fn save(trace: &Trace, path: &Path, format: Format) -> anyhow::Result<()> {
         Format::Rtr => trace.write(out),
         Format::Csv => csv::write(trace, out),
         Format::Rep => {
-            let (mut ops, _) = rep::to_malloclab(trace);
-            rep::clamp_alignments(&mut ops);
+            let (mut requests, _) = from_events(trace);
+            malloclab::clamp_alignments(&mut requests.requests);
             let mut out = out;
-            malloclab::write(&mut out, 0, 1, &ops).and_then(|()| out.flush())
+            malloclab::write(&mut out, 0, 1, &requests.requests).and_then(|()| out.flush())
         }
         Format::WeeAlloc | Format::Valgrind => {
             bail!("{format:?} is an input format only; write rtr or csv")

@@ -3,7 +3,11 @@
 //! - [`event`]: what a trace holds (events, thread summaries, metadata).
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
-//! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
+//! - [`requests`]: the request stream, what every format comes to and the replay runs:
+//!   made from events ([`requests::from_events`]) or from a malloc-lab file.
+//! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools, each
+//!   read with one [`ParseError`] naming the file and line; [`format`](mod@format): which is which, and
+//!   any file read as a trace or as requests.
 //! - [`summary`]: what `retype trace info` reports; [`sites`]: what
 //!   `retype trace sites` counts per call stack.
 
@@ -14,7 +18,7 @@ pub mod event;
 pub mod format;
 pub mod malloclab;
 pub mod reader;
-pub mod rep;
+pub mod requests;
 pub mod sites;
 pub mod summary;
 pub mod trace;
@@ -25,5 +29,6 @@ pub mod writer;
 pub use error::{ParseError, TraceError};
 pub use event::{CutShort, Event, Module, Op, Record, Stack, ThreadSummary};
 pub use reader::Reader;
+pub use requests::{Request, Requests};
 pub use trace::Trace;
 pub use writer::Writer;

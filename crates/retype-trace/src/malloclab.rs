@@ -2,44 +2,29 @@
 //!
 //! A `.rep` file has four header integers (suggested heap size, number of ids,
 //! number of ops, weight) and then one request a line: `a ID SIZE` (malloc),
-//! `r ID SIZE` (realloc) and `f ID` (free). The reader turns the file into an
-//! [`Op`] stream with C semantics already applied, so a replayer never sees an
+//! `r ID SIZE` (realloc) and `f ID` (free). The reader turns the file into
+//! [`Requests`] with C semantics already applied, so a replayer never sees an
 //! ill-formed request:
 //!
 //! - `f -1` is `free(NULL)`: a no-op, dropped and recorded as a [`Quirk`];
-//! - `r ID SIZE` of an id that is not live is `realloc(NULL, SIZE)`: an [`Op::Alloc`];
-//! - `r ID 0` of a live id is `realloc(p, 0)`, which frees `p` (glibc): an [`Op::Free`];
+//! - `r ID SIZE` of an id that is not live is `realloc(NULL, SIZE)`: a [`Request::Alloc`];
+//! - `r ID 0` of a live id is `realloc(p, 0)`, which frees `p` (glibc): a [`Request::Free`];
 //! - an id may be reused once it has been freed.
 //!
 //! What mdriver would reject or mis-replay is refused with an error naming the
 //! file and line: a bad token, a missing or extra field, an id at or above the
 //! header's id count, `a` of an id that is still live, `f` of an id that is not
 //! live, and an op count that differs from the header (a truncated file).
-//!
-//! The op stream does not depend on the file format: other trace formats can
-//! be converted into `Vec<Op>` and replayed the same way.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::error::ParseError;
+use crate::requests::{Quirk, Request, Requests};
+
 /// Payload alignment mdriver checks (`ALIGNMENT` in its config.h).
 pub const MALLOCLAB_ALIGN: u32 = 8;
-
-/// One allocation request of a trace, with C semantics applied.
-///
-/// Ids name blocks: an `Alloc` makes its id live, `Free` ends it, `Realloc`
-/// resizes a live id (keeping the alignment it was allocated with).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// `ptr[id] = aligned_alloc(align, size)`; malloc-lab traces use [`MALLOCLAB_ALIGN`].
-    Alloc { id: u32, size: u64, align: u32 },
-    /// `ptr[id] = realloc(ptr[id], size)` with `ptr[id]` live and `size > 0`.
-    Realloc { id: u32, size: u64 },
-    /// `free(ptr[id])` with `ptr[id]` live.
-    Free { id: u32 },
-}
 
 /// The four header integers of a `.rep` file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,59 +39,15 @@ pub struct Header {
     pub weight: u64,
 }
 
-/// A request line that was rewritten to its C meaning while reading.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Quirk {
-    pub line: usize,
-    pub what: &'static str,
-}
-
-/// A trace read from a `.rep` file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Trace {
-    pub header: Header,
-    /// The requests, C semantics applied (see the module doc).
-    pub ops: Vec<Op>,
-    /// `lines[i]` is the 1-based line of `ops[i]` in the file (0 if not read from a file).
-    pub lines: Vec<usize>,
-    /// Lines rewritten to their C meaning.
-    pub quirks: Vec<Quirk>,
-}
-
-/// Why a `.rep` file could not be read.
-#[derive(Debug)]
-pub struct ParseError {
-    pub file: String,
-    /// 1-based line; 0 when the error is about the file as a whole.
-    pub line: usize,
-    pub message: String,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.line == 0 {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}:{}: {}", self.file, self.line, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ParseError {}
-
 /// Reads and parses a `.rep` file.
-pub fn read(path: &Path) -> Result<Trace, ParseError> {
+pub fn read(path: &Path) -> Result<Requests, ParseError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| ParseError {
-        file: file.clone(),
-        line: 0,
-        message: e.to_string(),
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| ParseError::new(&file, 0, e.to_string()))?;
     parse(&file, &bytes)
 }
 
 /// Parses the text of a `.rep` file; `file` names it in errors.
-pub fn parse(file: &str, text: &[u8]) -> Result<Trace, ParseError> {
+pub fn parse(file: &str, text: &[u8]) -> Result<Requests, ParseError> {
     Parser {
         file,
         lines: text.split(|&b| b == b'\n').enumerate(),
@@ -121,11 +62,7 @@ struct Parser<'a, I> {
 
 impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
     fn error(&self, line: usize, message: String) -> ParseError {
-        ParseError {
-            file: self.file.to_string(),
-            line,
-            message,
-        }
+        ParseError::new(self.file, line, message)
     }
 
     /// The next non-blank line as (1-based number, tokens).
@@ -194,12 +131,9 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
         })
     }
 
-    fn trace(mut self) -> Result<Trace, ParseError> {
+    fn trace(mut self) -> Result<Requests, ParseError> {
         let header = self.header()?;
-        let mut trace = Trace {
-            header,
-            ..Trace::default()
-        };
+        let mut trace = Requests::default();
         let mut live: HashMap<u32, ()> = HashMap::new();
         let mut requests: u64 = 0;
         let mut last_line = 0;
@@ -267,7 +201,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
                             self.error(line, format!("`a {id}` while id {id} is still live"))
                         );
                     }
-                    Op::Alloc {
+                    Request::Alloc {
                         id,
                         size,
                         align: MALLOCLAB_ALIGN,
@@ -282,7 +216,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
                                 what: "realloc of an id that is not live is malloc",
                             });
                             live.insert(id, ());
-                            Op::Alloc {
+                            Request::Alloc {
                                 id,
                                 size,
                                 align: MALLOCLAB_ALIGN,
@@ -294,19 +228,19 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
                                 what: "realloc to 0 bytes is free",
                             });
                             live.remove(&id);
-                            Op::Free { id }
+                            Request::Free { id }
                         }
-                        (true, _) => Op::Realloc { id, size },
+                        (true, _) => Request::Realloc { id, size },
                     }
                 }
                 _ => {
                     if live.remove(&id).is_none() {
                         return Err(self.error(line, format!("`f {id}` but id {id} is not live")));
                     }
-                    Op::Free { id }
+                    Request::Free { id }
                 }
             };
-            trace.ops.push(op);
+            trace.requests.push(op);
             trace.lines.push(line);
         }
         if requests < header.num_ops {
@@ -325,30 +259,43 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
 /// Writes `ops` as a `.rep` file whose header counts them (heap hint and weight as given).
 ///
 /// Fails with `InvalidInput` on an alignment other than [`MALLOCLAB_ALIGN`] or smaller,
-/// which the format cannot express.
-pub fn write(out: &mut impl Write, heap_hint: u64, weight: u64, ops: &[Op]) -> io::Result<()> {
+/// which the format cannot express (see [`clamp_alignments`]).
+pub fn write(out: &mut impl Write, heap_hint: u64, weight: u64, ops: &[Request]) -> io::Result<()> {
     let num_ids = ops
         .iter()
-        .map(|op| match *op {
-            Op::Alloc { id, .. } | Op::Realloc { id, .. } | Op::Free { id } => u64::from(id) + 1,
-        })
+        .map(|op| u64::from(op.id()) + 1)
         .max()
         .unwrap_or(0);
     writeln!(out, "{heap_hint}\n{num_ids}\n{}\n{weight}", ops.len())?;
     for op in ops {
         match *op {
-            Op::Alloc { align, .. } if align > MALLOCLAB_ALIGN => {
+            Request::Alloc { align, .. } if align > MALLOCLAB_ALIGN => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("a .rep file cannot express alignment {align}"),
                 ))
             }
-            Op::Alloc { id, size, .. } => writeln!(out, "a {id} {size}")?,
-            Op::Realloc { id, size } => writeln!(out, "r {id} {size}")?,
-            Op::Free { id } => writeln!(out, "f {id}")?,
+            Request::Alloc { id, size, .. } => writeln!(out, "a {id} {size}")?,
+            Request::Realloc { id, size } => writeln!(out, "r {id} {size}")?,
+            Request::Free { id } => writeln!(out, "f {id}")?,
         }
     }
     Ok(())
+}
+
+/// The stream as a `.rep` file can hold it: alignments above malloc-lab's are
+/// lost; returns how many were.
+pub fn clamp_alignments(ops: &mut [Request]) -> u64 {
+    let mut lost = 0;
+    for op in ops {
+        if let Request::Alloc { align, .. } = op {
+            if *align > MALLOCLAB_ALIGN {
+                *align = MALLOCLAB_ALIGN;
+                lost += 1;
+            }
+        }
+    }
+    lost
 }
 
 #[cfg(test)]
@@ -368,22 +315,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            t.ops,
+            t.requests,
             vec![
-                Op::Alloc {
+                Request::Alloc {
                     id: 0,
                     size: 10,
                     align: 8
                 },
-                Op::Realloc { id: 0, size: 20 },
-                Op::Alloc {
+                Request::Realloc { id: 0, size: 20 },
+                Request::Alloc {
                     id: 1,
                     size: 5,
                     align: 8
                 },
-                Op::Free { id: 1 },
-                Op::Free { id: 0 },
-                Op::Alloc {
+                Request::Free { id: 1 },
+                Request::Free { id: 0 },
+                Request::Alloc {
                     id: 0,
                     size: 4,
                     align: 8
@@ -401,7 +348,7 @@ mod tests {
     fn crlf_and_extra_whitespace_read_as_lf() {
         let lf = parse("t.rep", b"0\n2\n3\n1\na 0 10\na 1 5\nf 0\n").unwrap();
         let crlf = parse("t.rep", b"0\r\n2 3\r\n1\r\n\r\na\t0  10\r\na 1 5\r\nf 0").unwrap();
-        assert_eq!(lf.ops, crlf.ops);
+        assert_eq!(lf.requests, crlf.requests);
         assert_eq!(crlf.lines, vec![5, 6, 7]);
     }
 
@@ -446,7 +393,7 @@ mod tests {
         );
     }
 
-    fn ops_strategy() -> impl Strategy<Value = Vec<Op>> {
+    fn ops_strategy() -> impl Strategy<Value = Vec<Request>> {
         prop::collection::vec((0u32..8, 0u64..100_000, 0u8..3), 0..200).prop_map(|raw| {
             let mut live = [false; 8];
             raw.into_iter()
@@ -455,13 +402,13 @@ mod tests {
                     match (live[i], kind) {
                         (false, _) => {
                             live[i] = true;
-                            Op::Alloc { id, size, align: 8 }
+                            Request::Alloc { id, size, align: 8 }
                         }
                         (true, 0) => {
                             live[i] = false;
-                            Op::Free { id }
+                            Request::Free { id }
                         }
-                        (true, _) => Op::Realloc { id, size: size + 1 },
+                        (true, _) => Request::Realloc { id, size: size + 1 },
                     }
                 })
                 .collect()
@@ -474,7 +421,7 @@ mod tests {
             let mut text = Vec::new();
             write(&mut text, 0, 1, &ops).unwrap();
             let t = parse("w.rep", &text).unwrap();
-            prop_assert_eq!(t.ops, ops);
+            prop_assert_eq!(t.requests, ops);
             prop_assert!(t.quirks.is_empty());
         }
 

@@ -11,7 +11,8 @@ use crate::event::{Event, Op};
 use crate::trace::Trace;
 use crate::wee_alloc::call;
 
-pub fn parse(text: &str) -> Result<Trace, ParseError> {
+/// Parses valgrind's output (`file` names it in errors).
+pub fn parse(file: &str, text: &str) -> Result<Trace, ParseError> {
     let mut t = Trace::default();
     t.meta
         .push(("source".into(), "valgrind --trace-malloc=yes".into()));
@@ -22,7 +23,7 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
         let Some((pid, body)) = prefixed(line) else {
             continue;
         };
-        let bad = |m: String| ParseError::new(lineno, m);
+        let bad = |m: String| ParseError::new(file, lineno, m);
         if let Some((_, mut e)) = pending.take() {
             let ret = body.trim().strip_prefix("= ").ok_or_else(|| {
                 bad(format!(
@@ -121,7 +122,11 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
         }
     }
     if let Some((lineno, _)) = pending {
-        return Err(ParseError::new(lineno, "realloc without its result line"));
+        return Err(ParseError::new(
+            file,
+            lineno,
+            "realloc without its result line",
+        ));
     }
     Ok(t)
 }

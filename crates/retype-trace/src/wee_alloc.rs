@@ -12,8 +12,8 @@ pub fn synthetic_addr(id: u64) -> u64 {
     (id + 1) << 4
 }
 
-/// Parses a wee_alloc trace. Event `i` gets time `i` (the trace has no clock).
-pub fn parse(text: &str) -> Result<Trace, ParseError> {
+/// Parses a wee_alloc trace (`file` names it in errors). Event `i` gets time `i` (the trace has no clock).
+pub fn parse(file: &str, text: &str) -> Result<Trace, ParseError> {
     let mut t = Trace::default();
     t.meta.push(("source".into(), "wee_alloc".into()));
     t.meta.push(("addresses".into(), "synthetic".into()));
@@ -28,12 +28,17 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
         let body = line.strip_suffix(',').unwrap_or(line);
         let (name, arg) = call(body).ok_or_else(|| {
             ParseError::new(
+                file,
                 lineno,
                 format!("expected Alloc(N) or Free(K), found {line:?}"),
             )
         })?;
         let n: u64 = arg.parse().map_err(|_| {
-            ParseError::new(lineno, format!("{arg:?} is not a non-negative integer"))
+            ParseError::new(
+                file,
+                lineno,
+                format!("{arg:?} is not a non-negative integer"),
+            )
         })?;
         let time_ns = t.events.len() as u64;
         let e = match name {
@@ -54,12 +59,14 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
                     Some(f) if !*f => *f = true,
                     Some(_) => {
                         return Err(ParseError::new(
+                            file,
                             lineno,
                             format!("Free({n}) frees block {n} a second time"),
                         ))
                     }
                     None => {
                         return Err(ParseError::new(
+                            file,
                             lineno,
                             format!("Free({n}) names a block not yet allocated ({allocs} so far)"),
                         ))
@@ -72,7 +79,13 @@ pub fn parse(text: &str) -> Result<Trace, ParseError> {
                     ..Event::default()
                 }
             }
-            _ => return Err(ParseError::new(lineno, format!("unknown event {name:?}"))),
+            _ => {
+                return Err(ParseError::new(
+                    file,
+                    lineno,
+                    format!("unknown event {name:?}"),
+                ))
+            }
         };
         t.events.push(e);
     }

@@ -7,12 +7,17 @@ use std::collections::HashMap;
 
 use common::event;
 use proptest::prelude::*;
+use retype_trace::requests::{from_events, to_events};
 use retype_trace::summary::Summary;
-use retype_trace::{csv, malloclab, rep, valgrind, wee_alloc, Event, Op, Trace};
+use retype_trace::{csv, malloclab, valgrind, wee_alloc, Event, Op, Request, Requests, Trace};
 
 #[test]
 fn wee_alloc_frees_name_the_kth_alloc() {
-    let t = wee_alloc::parse("Alloc(552),\nAlloc(120),\nFree(0),\nAlloc(8),\nFree(2),\n").unwrap();
+    let t = wee_alloc::parse(
+        "w.trace",
+        "Alloc(552),\nAlloc(120),\nFree(0),\nAlloc(8),\nFree(2),\n",
+    )
+    .unwrap();
     let ops: Vec<Op> = t.events.iter().map(|e| e.op).collect();
     assert_eq!(
         ops,
@@ -33,8 +38,12 @@ fn wee_alloc_errors_name_the_line() {
         ("Alloc(1),\nRealloc(3),\n", 2, "unknown event"),
         ("Alloc(x),\n", 1, "not a non-negative integer"),
     ] {
-        let e = wee_alloc::parse(text).unwrap_err();
+        let e = wee_alloc::parse("w.trace", text).unwrap_err();
         assert_eq!(e.line, line, "{text:?}: {e}");
+        assert!(
+            e.to_string().starts_with(&format!("w.trace:{line}: ")),
+            "{e}"
+        );
         assert!(e.to_string().contains(what), "{e}");
     }
 }
@@ -55,7 +64,7 @@ program output
 
 #[test]
 fn valgrind_lines_become_events() {
-    let t = valgrind::parse(VALGRIND).unwrap();
+    let t = valgrind::parse("v.vg", VALGRIND).unwrap();
     let got: Vec<(Op, u64, u64, u64, u64)> = t
         .events
         .iter()
@@ -83,15 +92,16 @@ fn valgrind_lines_become_events() {
 
 #[test]
 fn valgrind_errors_name_the_line() {
-    let e = valgrind::parse("--1-- malloc(10) = 0x10\n--1-- mystery(3) = 0x20\n").unwrap_err();
+    let e =
+        valgrind::parse("v.vg", "--1-- malloc(10) = 0x10\n--1-- mystery(3) = 0x20\n").unwrap_err();
     assert_eq!(e.line, 2);
     assert!(e.to_string().contains("unknown call"), "{e}");
-    let e = valgrind::parse("--1-- realloc(0x10,0)free(0x10)\n").unwrap_err();
+    let e = valgrind::parse("v.vg", "--1-- realloc(0x10,0)free(0x10)\n").unwrap_err();
     assert_eq!(e.line, 1);
 }
 
 /// A valid malloc-lab request stream: allocs of free ids, reallocs and frees of live ones.
-fn malloclab_ops() -> impl Strategy<Value = Vec<malloclab::Op>> {
+fn malloclab_ops() -> impl Strategy<Value = Vec<Request>> {
     prop::collection::vec((0u8..3, 0u32..8, 1u64..5000), 0..150).prop_map(|steps| {
         let mut live = std::collections::BTreeSet::new();
         let mut ops = Vec::new();
@@ -99,16 +109,16 @@ fn malloclab_ops() -> impl Strategy<Value = Vec<malloclab::Op>> {
             let op = match (kind, live.contains(&id)) {
                 (_, false) => {
                     live.insert(id);
-                    malloclab::Op::Alloc {
+                    Request::Alloc {
                         id,
                         size,
                         align: malloclab::MALLOCLAB_ALIGN,
                     }
                 }
-                (0, true) => malloclab::Op::Realloc { id, size },
+                (0, true) => Request::Realloc { id, size },
                 _ => {
                     live.remove(&id);
-                    malloclab::Op::Free { id }
+                    Request::Free { id }
                 }
             };
             ops.push(op);
@@ -127,7 +137,7 @@ proptest! {
         let t = Trace { events, ..Trace::default() };
         let mut out = Vec::new();
         csv::write(&t, &mut out).unwrap();
-        let back = csv::parse(std::str::from_utf8(&out).unwrap()).unwrap();
+        let back = csv::parse("t.csv", std::str::from_utf8(&out).unwrap()).unwrap();
         prop_assert_eq!(back.events, t.events);
     }
 
@@ -137,20 +147,20 @@ proptest! {
         let mut text = Vec::new();
         malloclab::write(&mut text, 0, 1, &ops).unwrap();
         let parsed = malloclab::parse("gen.rep", &text).unwrap();
-        let back = rep::to_malloclab(&rep::from_malloclab(&parsed)).0;
-        prop_assert_eq!(back.len(), parsed.ops.len());
+        let back = from_events(&to_events(&parsed, "gen.rep")).0.requests;
+        prop_assert_eq!(back.len(), parsed.requests.len());
         let mut rename: HashMap<u32, u32> = HashMap::new();
-        for (a, b) in parsed.ops.iter().zip(&back) {
+        for (a, b) in parsed.requests.iter().zip(&back) {
             match (*a, *b) {
-                (malloclab::Op::Alloc { id, size, .. }, malloclab::Op::Alloc { id: id2, size: s2, .. }) => {
+                (Request::Alloc { id, size, .. }, Request::Alloc { id: id2, size: s2, .. }) => {
                     prop_assert_eq!(size, s2);
                     rename.insert(id, id2);
                 }
-                (malloclab::Op::Realloc { id, size }, malloclab::Op::Realloc { id: id2, size: s2 }) => {
+                (Request::Realloc { id, size }, Request::Realloc { id: id2, size: s2 }) => {
                     prop_assert_eq!(size, s2);
                     prop_assert_eq!(rename[&id], id2);
                 }
-                (malloclab::Op::Free { id }, malloclab::Op::Free { id: id2 }) => prop_assert_eq!(rename[&id], id2),
+                (Request::Free { id }, Request::Free { id: id2 }) => prop_assert_eq!(rename[&id], id2),
                 (a, b) => prop_assert!(false, "{:?} became {:?}", a, b),
             }
         }
@@ -163,13 +173,15 @@ proptest! {
         let (mut peak, mut bytes) = (0u64, 0u64);
         for op in &ops {
             match *op {
-                malloclab::Op::Alloc { id, size, .. } => { live.insert(id, size); bytes += size; }
-                malloclab::Op::Realloc { id, size } => { bytes = bytes - live[&id] + size; live.insert(id, size); }
-                malloclab::Op::Free { id } => bytes -= live.remove(&id).unwrap(),
+                Request::Alloc { id, size, .. } => { live.insert(id, size); bytes += size; }
+                Request::Realloc { id, size } => { bytes = bytes - live[&id] + size; live.insert(id, size); }
+                Request::Free { id } => bytes -= live.remove(&id).unwrap(),
             }
             peak = peak.max(bytes);
         }
-        let t = rep::from_malloclab(&malloclab::Trace { ops: ops.clone(), ..Default::default() });
+        let requests = Requests::numbered(ops.clone());
+        prop_assert_eq!(requests.peak_live(), peak);
+        let t = to_events(&requests, "model");
         let s = Summary::of(&t);
         prop_assert_eq!(s.peak_live_bytes, peak);
         prop_assert_eq!(s.live_at_end_bytes, bytes);
@@ -192,17 +204,17 @@ fn exporting_to_rep_drops_what_it_cannot_say() {
         ],
         ..Trace::default()
     };
-    let (ops, dropped) = rep::to_malloclab(&t);
+    let (requests, dropped) = from_events(&t);
     assert_eq!(
-        ops,
+        requests.requests,
         [
-            malloclab::Op::Alloc {
+            Request::Alloc {
                 id: 0,
                 size: 10,
                 align: malloclab::MALLOCLAB_ALIGN
             },
-            malloclab::Op::Realloc { id: 0, size: 20 },
-            malloclab::Op::Free { id: 0 },
+            Request::Realloc { id: 0, size: 20 },
+            Request::Free { id: 0 },
         ]
     );
     assert_eq!(

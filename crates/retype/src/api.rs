@@ -90,15 +90,17 @@ pub fn replay(trace: PathBuf, heap: &str, min_time_ms: Option<u64>) -> Result<se
         traces: vec![trace],
         heaps: vec![heap],
         timing,
-        json: true,
     };
-    let mut out = Vec::new();
-    replay.run(&mut out)?;
-    let line = std::str::from_utf8(&out)?
-        .lines()
+    let mut rows = Vec::new();
+    replay.run(&mut |row| {
+        rows.push(row);
+        Ok(())
+    })?;
+    let row = rows
+        .into_iter()
         .next()
-        .ok_or_else(|| anyhow!("the replay printed no row"))?;
-    Ok(serde_json::from_str(line)?)
+        .ok_or_else(|| anyhow!("the replay gave no row"))?;
+    Ok(serde_json::to_value(row)?)
 }
 
 /// The policies a `--policy` list names (`all` for every one), each as

@@ -485,10 +485,11 @@ fn a_recorded_trace_replays_on_our_heaps() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (ops, _) = retype_trace::rep::to_malloclab(&t);
-    let reallocs = ops
+    let (requests, _) = retype_trace::requests::from_events(&t);
+    let reallocs = requests
+        .requests
         .iter()
-        .filter(|op| matches!(op, retype_trace::malloclab::Op::Realloc { .. }))
+        .filter(|op| matches!(op, retype_trace::Request::Realloc { .. }))
         .count() as u64;
     let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -496,7 +497,7 @@ fn a_recorded_trace_replays_on_our_heaps() {
         .collect();
     assert_eq!(rows.len(), 2);
     for row in &rows {
-        assert_eq!(row["ops"], ops.len());
+        assert_eq!(row["ops"], requests.requests.len());
         let util = row["util"].as_f64().unwrap();
         assert!(util > 0.0 && util <= 1.0, "{row}");
         let moved = row["reallocs_moved"].as_u64().unwrap();

@@ -125,3 +125,45 @@ fn bad_inputs_give_errors_that_say_where() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--to"));
 }
+
+/// Every text format's error names the file and the line as `FILE:LINE:`, the same for
+/// `trace info`, `trace convert` and `replay`, which all read through one request stream.
+#[test]
+fn every_text_format_names_file_and_line_alike() {
+    let d = scratch("errors");
+    let cases = [
+        ("bad.rep", "0\n1\n2\n1\na 0 8\nf 1\n", 6, "out of range"),
+        (
+            "bad.csv",
+            "thread,time_ns,latency_ns,op,size,align,ptr,ret\n0,1,2,malloc,8,0,0x0,0x10\n0,1,2\n",
+            3,
+            "expected 8 columns",
+        ),
+        ("bad.trace", "Alloc(8),\nFree(1),\n", 2, "not yet allocated"),
+        (
+            "bad.vg",
+            "--7-- malloc(8) = 0x10\n--7-- mystery(1) = 0x20\n",
+            2,
+            "unknown call",
+        ),
+    ];
+    for (name, text, line, what) in cases {
+        let path = d.join(name);
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let out = d.join("out.rtr");
+        for args in [
+            vec!["trace", "info", p],
+            vec!["trace", "convert", p, out.to_str().unwrap()],
+            vec!["replay", "--heap", "first-fit", "--min-time-ms", "0", p],
+        ] {
+            let o = retype(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{args:?} succeeded");
+            assert!(
+                err.contains(&format!("{p}:{line}: ")) && err.contains(what),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! `retype replay`: the command line of `crate::replay`.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,6 +9,8 @@ use clap::Args;
 use retype_core::heap::HeapKind;
 
 use crate::names::List;
+use crate::replay::placement::Placement;
+use crate::replay::rows::Row;
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 
@@ -46,9 +49,12 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
             runs: args.runs,
             min_time: Duration::from_millis(args.min_time_ms),
         },
-        json: args.json,
     };
-    let figures = replay.run(&mut std::io::stdout().lock())?;
+    let mut out = io::stdout().lock();
+    let mut table = Table::new(&mut out, args.json)?;
+    let outcome = replay.run(&mut |row| Ok(table.row(&row)?))?;
+    table.placements(&outcome.placements)?;
+    let figures = outcome.figures;
     if let Some(path) = args.report {
         let page = crate::report::Page {
             title: "retype replay",
@@ -59,4 +65,83 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
             .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Writes the rows to standard output as a table (with a header) or as JSON lines.
+struct Table<'a, W: Write> {
+    out: &'a mut W,
+    json: bool,
+}
+
+/// The table's row format: trace, heap, ops, util, frag4, kops, perfidx.
+macro_rules! table_row {
+    ($out:expr, $($cell:expr),+) => {
+        writeln!($out, "{:<22} {:<18} {:>7} {:>6.3} {:>8} {:>10.1} {:>8.1}", $($cell),+)
+    };
+}
+
+impl<'a, W: Write> Table<'a, W> {
+    fn new(out: &'a mut W, json: bool) -> io::Result<Self> {
+        if !json {
+            writeln!(
+                out,
+                "{:<22} {:<18} {:>7} {:>6} {:>8} {:>10} {:>8}",
+                "trace", "heap", "ops", "util", "frag4", "kops", "perfidx"
+            )?;
+        }
+        Ok(Table { out, json })
+    }
+
+    fn row(&mut self, row: &Row) -> io::Result<()> {
+        if self.json {
+            // Through a JSON value, whose keys are sorted, as they always were.
+            let value = serde_json::to_value(row).map_err(io::Error::other)?;
+            return writeln!(self.out, "{value}");
+        }
+        match row {
+            Row::Score(r) => {
+                let frag4 = r.frag4.map_or("-".to_string(), |f| format!("{f:.3}"));
+                table_row!(self.out, r.name, r.heap, r.ops, r.util, frag4, r.kops, r.perfidx)
+            }
+            Row::Total(r) => table_row!(
+                self.out,
+                format!("TOTAL ({} traces)", r.traces),
+                r.heap,
+                r.ops,
+                r.util,
+                "",
+                r.kops,
+                r.perfidx
+            ),
+        }
+    }
+
+    /// The placement table of recorded traces: holes between live blocks at
+    /// the peak, and reallocs that moved or grew in place (tables only: the
+    /// JSON rows carry these figures already).
+    fn placements(&mut self, rows: &[(String, HeapKind, Placement)]) -> io::Result<()> {
+        if self.json || rows.is_empty() {
+            return Ok(());
+        }
+        writeln!(self.out)?;
+        writeln!(
+            self.out,
+            "{:<22} {:<18} {:>9} {:>12} {:>12} {:>9} {:>9}",
+            "trace", "heap", "holes", "hole bytes", "largest", "moved", "in place"
+        )?;
+        for (trace, heap, p) in rows {
+            writeln!(
+                self.out,
+                "{:<22} {:<18} {:>9} {:>12} {:>12} {:>9} {:>9}",
+                trace,
+                heap.name(),
+                p.holes.as_ref().map_or(0, |h| h.total()),
+                p.hole_bytes,
+                p.largest_hole,
+                p.reallocs_moved,
+                p.reallocs_in_place
+            )?;
+        }
+        Ok(())
+    }
 }

@@ -145,9 +145,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             runs: 1,
             min_time: Duration::ZERO,
         },
-        json: false,
     };
-    parts.push(report::replay::part(&replay.run(&mut std::io::sink())?));
+    let outcome = replay.run(&mut |_| Ok(()))?;
+    parts.push(report::replay::part(&outcome.figures));
     if !recorded.is_empty() {
         eprintln!(
             "retype: allocation sites of {} recording(s) with call stacks",

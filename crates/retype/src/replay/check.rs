@@ -10,7 +10,9 @@ use std::ptr::NonNull;
 use retype_core::heap::Heap;
 
 use super::placement::Placement;
-use super::program::{Program, Step};
+use retype_trace::Request;
+
+use super::program::Program;
 
 /// Watches a replay; the timed runs use [`Quiet`].
 pub trait Observer {
@@ -167,17 +169,20 @@ impl Observer for Validator {
     }
 }
 
-/// Runs every step of `prog` on `h`; on failure, the step and why.
+/// Runs every request of `prog` on `h`; on failure, the request and why (sizes fit `usize`:
+/// [`Program`] checked them).
 pub fn run(
     h: &mut dyn Heap,
     prog: &Program,
     obs: &mut impl Observer,
 ) -> Result<(), (usize, String)> {
     let mut blocks: Vec<(Option<NonNull<u8>>, usize, usize)> = vec![(None, 0, 0); prog.slots];
-    for (i, step) in prog.steps.iter().enumerate() {
+    for (i, request) in prog.requests.requests.iter().enumerate() {
         let at = |msg: String| (i, msg);
-        match *step {
-            Step::Alloc { slot, size, align } => {
+        let slot = request.id() as usize;
+        match *request {
+            Request::Alloc { size, align, .. } => {
+                let (size, align) = (size as usize, align as usize);
                 let p = h.allocate(size, align).ok_or_else(|| {
                     at(format!(
                         "malloc({size}) failed with the heap at {} bytes",
@@ -187,7 +192,8 @@ pub fn run(
                 obs.placed(h, p, size, align, 0).map_err(at)?;
                 blocks[slot] = (Some(p), size, align);
             }
-            Step::Realloc { slot, size } => {
+            Request::Realloc { size, .. } => {
+                let size = size as usize;
                 let (Some(old), old_size, align) = blocks[slot] else {
                     unreachable!("the reader only emits realloc of live ids")
                 };
@@ -204,7 +210,7 @@ pub fn run(
                 obs.reallocated(p != old);
                 blocks[slot] = (Some(p), size, align);
             }
-            Step::Free { slot } => {
+            Request::Free { .. } => {
                 let (Some(p), size, _) = blocks[slot] else {
                     unreachable!("the reader only emits free of live ids")
                 };

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use retype_core::heap::HeapKind;
 use retype_trace::summary::Log2Histogram;
 
-use super::program::{Program, Step};
+use retype_trace::Request;
+
+use super::program::Program;
 
 /// One heap's replay of one trace.
 pub struct HeapRun {
@@ -43,14 +45,15 @@ pub struct TraceFigures {
 pub fn trace_figures(prog: &Program) -> TraceFigures {
     let mut born = vec![0usize; prog.slots];
     let (mut sizes, mut lifetimes) = (Log2Histogram::default(), Log2Histogram::default());
-    for (i, step) in prog.steps.iter().enumerate() {
-        match *step {
-            Step::Alloc { slot, size, .. } => {
-                sizes.add(size as u64);
+    for (i, request) in prog.requests.requests.iter().enumerate() {
+        let slot = request.id() as usize;
+        match *request {
+            Request::Alloc { size, .. } => {
+                sizes.add(size);
                 born[slot] = i;
             }
-            Step::Realloc { size, .. } => sizes.add(size as u64),
-            Step::Free { slot } => lifetimes.add((i - born[slot]) as u64),
+            Request::Realloc { size, .. } => sizes.add(size),
+            Request::Free { .. } => lifetimes.add((i - born[slot]) as u64),
         }
     }
     let (mut live_over_time, mut threads) = (None, Vec::new());

@@ -1,28 +1,28 @@
 //! Replaying malloc-lab traces and recordings on our heaps, scored as the
 //! CS:APP malloc-lab driver (mdriver) does, one concern per module:
-//! - [`program`]: a trace compiled into requests on dense slots (recordings:
-//!   threads serialized by timestamp, requests numbered from 1 in errors);
+//! - [`program`]: a trace read as requests on dense ids (recordings: threads
+//!   serialized by timestamp, requests numbered from 1 in errors);
 //! - [`check`]: running a program on a heap, validated as mdriver validates;
 //! - [`placement`]: seed 003's holes at the peak and reallocs moved;
 //! - [`score`]: utilization, fragmentation #4, throughput, performance index;
 //! - [`figures`]: what the report draws of a trace;
-//! - [`output`]: the table or JSON lines.
+//! - [`rows`]: the results as typed rows, which the command line prints and the API returns.
 
 pub mod check;
 pub mod figures;
-pub mod output;
 pub mod placement;
 pub mod program;
+pub mod rows;
 pub mod score;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use retype_core::heap::{Arena, HeapKind};
 
 use figures::{HeapRun, TraceFigures};
-use output::Rows;
+use placement::Placement;
+use rows::{Row, ScoreRow, TotalRow};
 use score::Timing;
 
 /// Virtual size of the arena a replay runs in; untouched pages cost nothing.
@@ -33,18 +33,23 @@ pub struct Replay {
     pub traces: Vec<PathBuf>,
     pub heaps: Vec<HeapKind>,
     pub timing: Timing,
-    /// JSON lines instead of a table.
-    pub json: bool,
+}
+
+/// What a replay found besides its rows.
+pub struct Outcome {
+    /// What a report shows of each trace, in the order given.
+    pub figures: Vec<TraceFigures>,
+    /// The placement of each recorded trace on each heap, named by trace.
+    pub placements: Vec<(String, HeapKind, Placement)>,
 }
 
 impl Replay {
-    /// Replays every trace on every heap, writing the table (or JSON) to
-    /// `out`; returns what a report shows of each trace, in the order given.
-    pub fn run(&self, out: &mut impl Write) -> Result<Vec<TraceFigures>> {
+    /// Replays every trace on every heap, handing each row to `row` as soon as it is
+    /// scored (a long run shows its progress); each heap's total follows its traces.
+    pub fn run(&self, row: &mut dyn FnMut(Row) -> Result<()>) -> Result<Outcome> {
         let programs = program::compile_all(&self.traces)?;
         let mut arena =
             Arena::new(ARENA).ok_or_else(|| anyhow!("cannot reserve a {ARENA}-byte arena"))?;
-        let mut rows = Rows::new(out, self.json)?;
         let mut placements = Vec::new();
         let mut figures: Vec<TraceFigures> = programs.iter().map(figures::trace_figures).collect();
         let mut progress =
@@ -65,14 +70,23 @@ impl Replay {
                 util_sum += s.util;
                 ops += s.ops;
                 secs += s.secs;
-                rows.score(prog, heap, &s)?;
+                row(Row::Score(ScoreRow::new(prog, heap.name(), &s)))?;
             }
             if programs.len() > 1 {
                 let util = util_sum / programs.len() as f64;
-                rows.total(heap, programs.len(), ops, util, score::kops(ops, secs))?;
+                let kops = score::kops(ops, secs);
+                row(Row::Total(TotalRow::new(
+                    heap.name(),
+                    programs.len(),
+                    ops,
+                    util,
+                    kops,
+                )))?;
             }
         }
-        rows.placements(&placements)?;
-        Ok(figures)
+        Ok(Outcome {
+            figures,
+            placements,
+        })
     }
 }

@@ -82,8 +82,9 @@ pub fn utilization(peak: u64, heap_size: usize) -> (f64, Option<f64>) {
 
 /// Validates `prog` on heap `kind` once, then times it.
 pub fn score(arena: &mut Arena, kind: HeapKind, prog: &Program, timing: Timing) -> Result<Score> {
-    let fail =
-        |(i, msg): (usize, String)| anyhow!("{}:{}: {kind}: {msg}", prog.path, prog.lines[i]);
+    let fail = |(i, msg): (usize, String)| {
+        anyhow!("{}:{}: {kind}: {msg}", prog.path, prog.requests.lines[i])
+    };
     // The arena is reset outside the timed part: its pages stay touched.
     arena.reset();
     let mut h = build(kind, arena)?;
@@ -105,7 +106,7 @@ pub fn score(arena: &mut Arena, kind: HeapKind, prog: &Program, timing: Timing) 
     }
     let (util, frag4) = utilization(prog.peak_live, heap_size);
     Ok(Score {
-        ops: prog.steps.len(),
+        ops: prog.requests.requests.len(),
         util,
         frag4,
         secs: best.as_secs_f64().max(1e-9),

@@ -99,5 +99,5 @@ pub fn valgrind_trace(dir: &Path, cmd: &[&str]) -> Trace {
         "valgrind {cmd:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    valgrind::parse(&String::from_utf8_lossy(&o.stderr)).unwrap()
+    valgrind::parse("valgrind stderr", &String::from_utf8_lossy(&o.stderr)).unwrap()
 }

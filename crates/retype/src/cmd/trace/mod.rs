@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use retype_trace::format::{self, Format};
+use retype_trace::requests::from_events;
 use retype_trace::summary::{Log2Histogram, Summary};
-use retype_trace::{rep, Op, Trace};
+use retype_trace::{malloclab, Op, Trace};
 use serde_json::json;
 
 use crate::sites::export::{self, Weight};
@@ -251,8 +252,8 @@ pub fn run(c: Command) -> Result<()> {
             };
             format::save(&trace, &output, to)?;
             let dropped = (to == Format::Rep).then(|| {
-                let (mut ops, dropped) = rep::to_malloclab(&trace);
-                (dropped, rep::clamp_alignments(&mut ops))
+                let (mut requests, dropped) = from_events(&trace);
+                (dropped, malloclab::clamp_alignments(&mut requests.requests))
             });
             if json {
                 let mut v = json!({"input": input, "output": output, "events": trace.events.len(), "threads": trace.threads.len()});
