@@ -21,10 +21,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::error::ParseError;
-use crate::requests::{Quirk, Request, Requests};
-
-/// Payload alignment mdriver checks (`ALIGNMENT` in its config.h).
-pub const MALLOCLAB_ALIGN: u32 = 8;
+use crate::requests::{Quirk, Request, Requests, MALLOC_ALIGN};
 
 /// The four header integers of a `.rep` file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -204,7 +201,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
                     Request::Alloc {
                         id,
                         size,
-                        align: MALLOCLAB_ALIGN,
+                        align: MALLOC_ALIGN,
                     }
                 }
                 b"r" => {
@@ -219,7 +216,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
                             Request::Alloc {
                                 id,
                                 size,
-                                align: MALLOCLAB_ALIGN,
+                                align: MALLOC_ALIGN,
                             }
                         }
                         (true, 0) => {
@@ -258,7 +255,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
 
 /// Writes `ops` as a `.rep` file whose header counts them (heap hint and weight as given).
 ///
-/// Fails with `InvalidInput` on an alignment other than [`MALLOCLAB_ALIGN`] or smaller,
+/// Fails with `InvalidInput` on an alignment other than [`MALLOC_ALIGN`] or smaller,
 /// which the format cannot express (see [`clamp_alignments`]).
 pub fn write(out: &mut impl Write, heap_hint: u64, weight: u64, ops: &[Request]) -> io::Result<()> {
     let num_ids = ops
@@ -269,7 +266,7 @@ pub fn write(out: &mut impl Write, heap_hint: u64, weight: u64, ops: &[Request])
     writeln!(out, "{heap_hint}\n{num_ids}\n{}\n{weight}", ops.len())?;
     for op in ops {
         match *op {
-            Request::Alloc { align, .. } if align > MALLOCLAB_ALIGN => {
+            Request::Alloc { align, .. } if align > MALLOC_ALIGN => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("a .rep file cannot express alignment {align}"),
@@ -289,8 +286,8 @@ pub fn clamp_alignments(ops: &mut [Request]) -> u64 {
     let mut lost = 0;
     for op in ops {
         if let Request::Alloc { align, .. } = op {
-            if *align > MALLOCLAB_ALIGN {
-                *align = MALLOCLAB_ALIGN;
+            if *align > MALLOC_ALIGN {
+                *align = MALLOC_ALIGN;
                 lost += 1;
             }
         }

@@ -112,7 +112,7 @@ fn malloclab_ops() -> impl Strategy<Value = Vec<Request>> {
                     Request::Alloc {
                         id,
                         size,
-                        align: malloclab::MALLOCLAB_ALIGN,
+                        align: retype_trace::requests::MALLOC_ALIGN,
                     }
                 }
                 (0, true) => Request::Realloc { id, size },
@@ -211,7 +211,7 @@ fn exporting_to_rep_drops_what_it_cannot_say() {
             Request::Alloc {
                 id: 0,
                 size: 10,
-                align: malloclab::MALLOCLAB_ALIGN
+                align: retype_trace::requests::MALLOC_ALIGN
             },
             Request::Realloc { id: 0, size: 20 },
             Request::Free { id: 0 },

@@ -6,9 +6,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{Request, Requests};
+use super::{Request, Requests, MALLOC_ALIGN};
 use crate::event::Op;
-use crate::malloclab::MALLOCLAB_ALIGN;
 use crate::trace::Trace;
 
 /// What [`from_events`] could not express.
@@ -46,13 +45,13 @@ pub fn from_events(t: &Trace) -> (Requests, Dropped) {
                     Some(id) => ops.push(Request::Realloc { id, size: e.size }),
                     None => {
                         dropped.unknown_pointers += 1;
-                        ops.extend(ids.begin(e.ret, e.size, MALLOCLAB_ALIGN));
+                        ops.extend(ids.begin(e.ret, e.size, MALLOC_ALIGN));
                     }
                 },
                 _ => {
                     let align = match e.op {
                         Op::Valloc | Op::Pvalloc => PAGE,
-                        _ => e.align.clamp(u64::from(MALLOCLAB_ALIGN), 1 << 31),
+                        _ => e.align.clamp(u64::from(MALLOC_ALIGN), 1 << 31),
                     };
                     ops.extend(ids.begin(e.ret, e.size, align.next_power_of_two() as u32));
                 }

@@ -19,10 +19,14 @@ pub use to_events::to_events;
 
 use std::collections::HashMap;
 
+/// The alignment of a plain `malloc` request, and the least any request asks for: the
+/// payload alignment the CS:APP malloc-lab driver checks (`ALIGNMENT` in its config.h).
+pub const MALLOC_ALIGN: u32 = 8;
+
 /// One allocation request, C semantics applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// `ptr[id] = aligned_alloc(align, size)`.
+    /// `ptr[id] = aligned_alloc(align, size)`; a plain `malloc` has [`MALLOC_ALIGN`].
     Alloc { id: u32, size: u64, align: u32 },
     /// `ptr[id] = realloc(ptr[id], size)` with `ptr[id]` live and `size > 0`.
     Realloc { id: u32, size: u64 },

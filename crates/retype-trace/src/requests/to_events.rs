@@ -2,9 +2,8 @@
 //! address [`synthetic_addr`]`(id)` and request `i` the time `i` (a request stream has no
 //! threads and no clock).
 
-use super::{Request, Requests};
+use super::{Request, Requests, MALLOC_ALIGN};
 use crate::event::{Event, Op};
-use crate::malloclab::MALLOCLAB_ALIGN;
 use crate::trace::Trace;
 use crate::wee_alloc::synthetic_addr;
 
@@ -16,7 +15,7 @@ pub fn to_events(requests: &Requests, source: &str) -> Trace {
     for (i, r) in requests.requests.iter().enumerate() {
         let addr = synthetic_addr(u64::from(r.id()));
         let e = match *r {
-            Request::Alloc { size, align, .. } if align > MALLOCLAB_ALIGN => Event {
+            Request::Alloc { size, align, .. } if align > MALLOC_ALIGN => Event {
                 op: Op::AlignedAlloc,
                 align: u64::from(align),
                 size,
