@@ -21,8 +21,8 @@
 //! - [`walk`]: reading the page tables from the root, as an MMU does.
 //! - [`sync`]: the system calls that make the window show a range.
 //! - [`space`]: the invocations, checked by retype-core, then applied.
-//! - [`vm`]: the handle: a locked space, its fault handler and pager.
-//! - [`fault`]: SIGSEGV (and SIGBUS) to the application's handler.
+//! - [`vm`]: the handle: a locked space ([`shared`]), its fault handler and pager.
+//! - [`fault`] and `signal`: SIGSEGV (and SIGBUS) to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
 //! - [`probe`]: can this address be read, written? (without faulting)
@@ -37,6 +37,8 @@ pub mod memory;
 pub mod pager;
 pub mod probe;
 mod ranges;
+pub mod shared;
+mod signal;
 pub mod space;
 pub mod status;
 pub mod sync;
@@ -50,5 +52,6 @@ pub use fault::{Fault, Resolution};
 pub use memory::Backing;
 pub use pager::PageRequest;
 pub use probe::Probe;
+pub use shared::SpaceGuard;
 pub use space::{Options, Space};
-pub use vm::{SpaceGuard, Vm};
+pub use vm::Vm;

@@ -27,7 +27,7 @@ use retype_core::caps::{AaTree, Boot, CapError, CapRef, Rights};
 use retype_core::objects::{Arch, Config};
 
 use crate::error::VmError;
-use crate::fault::Handler;
+use crate::fault::{Fault, Resolution};
 use crate::memory::{Backing, Memory};
 use crate::ranges::Ranges;
 use crate::status::{self, Pagemap};
@@ -35,6 +35,9 @@ use crate::sync::{diff, diff_into, Action};
 use crate::uffd::{self, Uffd};
 use crate::walk::{self, Leaf, Tables};
 use crate::window::{prot, Window};
+
+/// The application's protection-fault handler (see [`crate::fault`]).
+pub type Handler = dyn FnMut(&mut Space, &Fault) -> Resolution + Send;
 
 /// How to build a space.
 #[derive(Clone, Copy, Debug)]
