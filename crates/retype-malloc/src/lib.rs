@@ -46,8 +46,8 @@
 //! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s
 //!   XML;
 //! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
-//! - this file: the malloc family and malloc's fast path (free's, in `free`, is inlined
-//!   here).
+//! - `alloc`: malloc's fast path (free's is in `free`), and the slow paths' entries;
+//! - this file: the malloc family, which inlines both fast paths.
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
 //! inconsistency); [`check_consistency`] runs the full check of the calling thread's heap.
@@ -124,11 +124,13 @@ mod census;
 
 mod mallinfo;
 
+mod alloc;
 mod global;
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 
+use alloc::{alloc, alloc_large};
 pub use census::{HeapBytes, HeapState, HeapStats, Stats};
 pub use consistency::check_consistency;
 pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
@@ -136,47 +138,6 @@ pub use global::{init, park};
 pub use mallinfo::Mallinfo;
 pub use os::enomem_if_null;
 use size_class::{MEDIUM_MAX, SMALL_FAST_MAX};
-
-/// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from
-/// the calling thread's heap: the fast path pops from the slot's direct page; anything else
-/// (including a thread's first malloc, and every malloc in hardened mode) takes the slow
-/// path, which is given the size alone so that the fast path need not keep both in registers.
-#[inline(always)]
-unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
-    let heap = heap::current();
-    // SAFETY: `slot` < CLASSES; the direct page is a live page of this heap or the empty page.
-    unsafe {
-        let page = heap::direct(heap, slot);
-        if !(*page).free.is_null() {
-            return page::pop(page);
-        }
-        alloc_slow(heap, size)
-    }
-}
-
-/// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
-///
-/// The functions the fast paths end in (this, [`alloc_large`], [`free_checked`],
-/// `free::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
-/// aborts), so a C entry point that inlines a fast path needs no landing pad around the
-/// call, and the call is a jump: the fast path sets up no stack frame.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
-    // SAFETY: as for `alloc`.
-    os::enomem_if_null(unsafe { global::alloc_slow(heap, size) })
-}
-
-/// Allocates a large block (null, with errno ENOMEM, when out of memory); the settings are
-/// loaded first, since a program's first malloc may be a large one (small ones load them on
-/// a thread's first malloc).
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn alloc_large(size: usize, align: usize, zero: bool) -> *mut u8 {
-    global::init();
-    // SAFETY: large blocks take any size and power-of-two alignment.
-    os::enomem_if_null(unsafe { large::alloc(size, align, zero) })
-}
 
 /// Allocates `size` bytes aligned to 16; null, with errno ENOMEM, when out of memory.
 ///
