@@ -17,9 +17,9 @@ import pandas as pd
 
 from . import _native
 from ._native import Error
-from .sweep import sweep
+from .sweep import SweepError, sweep
 
-__all__ = ["Error", "read_trace", "replay", "study", "sweep"]
+__all__ = ["Error", "SweepError", "read_trace", "replay", "study", "sweep"]
 
 
 def study(workload, policy, layout=None, arch=None, series=False):

@@ -24,6 +24,17 @@ address runs the same tasks on that cluster (every worker needs ``retype``
 installed). ``client="serial"`` runs in this process, without Dask. Results
 are one row per run: the grid's values, then the command line's JSON keys.
 
+The local cluster's workers are threads of this process: every run releases
+the GIL, so they use every core, and they need not import the caller's main
+module again, so a sweep runs from a script without an ``if __name__ ==
+"__main__"`` guard, from ``python3 -c``, from standard input or a notebook
+(worker processes would re-import it, and fail). A run that fails (a trace
+that exists but does not parse, a heap out of memory) loses no other row: the
+sweep raises :class:`SweepError`, which names each failed run's parameters
+and holds every row, the failed ones with their ``error``. On a cluster of
+worker processes, a task whose worker dies is run again elsewhere (Dask's
+own retry): its rows come back once.
+
 From the shell: ``python -m retype.sweep GRID.toml -o results.parquet`` (or
 ``retype sweep``, which runs it).
 """
@@ -156,22 +167,52 @@ def load_grid(grid):
     return kind, points(grid[kind])
 
 
-def run_batch(kind, rows):
-    """One task: the metrics (JSON text) of each run of ``rows``."""
+class SweepError(_native.Error):
+    """Runs of a sweep failed; ``rows`` holds every row, each failed one
+    with its ``error`` and no metrics."""
+
+    def __init__(self, message, rows):
+        super().__init__(message)
+        self.rows = rows
+
+
+def _one(kind, r):
+    """The metrics (JSON text) of run ``r``."""
     if kind == "study":
-        return _native.study_many(
-            [(r["workload"], r["policy"], r["layout"], r["arch"]) for r in rows]
-        )
-    return [_native.replay(r["trace"], r["heap"], r["min_time_ms"]) for r in rows]
+        return _native.study(r["workload"], r["policy"], r["layout"], r["arch"])[0]
+    return _native.replay(r["trace"], r["heap"], r["min_time_ms"])
 
 
-def local_cluster(workers=None):
-    """A Dask cluster of ``workers`` processes on this machine (its cores
-    when None), one thread each, listening on the loopback address only."""
+def run_batch(kind, rows):
+    """One task: each run of ``rows`` as ``(metrics JSON text, None)``, or
+    ``(None, message)`` when it failed."""
+    if kind == "study":
+        points = [(r["workload"], r["policy"], r["layout"], r["arch"]) for r in rows]
+        try:
+            return [(m, None) for m in _native.study_many(points)]
+        except _native.Error:
+            pass  # one of them failed: run each alone to tell which
+    out = []
+    for r in rows:
+        try:
+            out.append((_one(kind, r), None))
+        except _native.Error as e:
+            out.append((None, str(e)))
+    return out
+
+
+def local_cluster(workers=None, processes=True):
+    """A Dask cluster of ``workers`` workers on this machine (its cores
+    when None), one thread each: worker processes listening on the loopback
+    address only (the default), or threads of this process."""
     from distributed import LocalCluster
 
+    n = workers or os.cpu_count() or 1
+    if not processes:
+        # In-process workers talk through memory (Dask's inproc transport): no port.
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=False, dashboard_address=None)
     return LocalCluster(
-        n_workers=workers or os.cpu_count() or 1,
+        n_workers=n,
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
@@ -189,7 +230,7 @@ def _on_dask(kind, rows, client, workers, batch):
 
     own = None
     if client is None:
-        own = local_cluster(workers)
+        own = local_cluster(workers, processes=False)
         client = Client(own)
     elif isinstance(client, str):
         client = Client(client)
@@ -218,10 +259,20 @@ def sweep(grid, client=None, workers=None, batch=None):
         raise _native.Error(f"batch is a number of runs per task, 1 or more, not {batch!r}")
     kind, rows = load_grid(grid)
     if client == "serial":
-        metrics = run_batch(kind, rows)
+        results = run_batch(kind, rows)
     else:
-        metrics = _on_dask(kind, rows, client, workers, batch)
-    return pd.DataFrame([{**r, **json.loads(m)} for r, m in zip(rows, metrics)])
+        results = _on_dask(kind, rows, client, workers, batch)
+    failed = [(r, e) for r, (_, e) in zip(rows, results) if e is not None]
+    frame = pd.DataFrame(
+        [{**r, **json.loads(m)} if e is None else {**r, "error": e} for r, (m, e) in zip(rows, results)]
+    )
+    if failed:
+        named = "; ".join(
+            f"{', '.join(f'{k}={v}' for k, v in r.items())}: {e}" for r, e in failed[:3]
+        )
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        raise SweepError(f"{len(failed)} of {len(rows)} runs failed: {named}{more}", frame)
+    return frame
 
 
 def main(argv=None):
@@ -236,8 +287,12 @@ def main(argv=None):
     ap.add_argument("--serial", action="store_true", help="run here, without Dask")
     args = ap.parse_args(argv)
     client = "serial" if args.serial else args.scheduler
+    status = 0
     try:
         frame = sweep(args.grid, client=client, workers=args.workers, batch=args.batch)
+    except SweepError as e:
+        print(f"retype: error: {e}", file=sys.stderr)
+        frame, status = e.rows, 1
     except _native.Error as e:
         print(f"retype: error: {e}", file=sys.stderr)
         return 2
@@ -247,7 +302,7 @@ def main(argv=None):
     else:
         frame.to_parquet(out, index=False)
     print(f"{len(frame)} runs -> {out}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":
