@@ -32,7 +32,7 @@ use core::fmt;
 use core::ptr::NonNull;
 
 use super::source::SOURCE_ALIGN;
-use super::Heap;
+use super::{Heap, MIN_ALIGN};
 use crate::cheri::{Capability, Format};
 pub use padding::{exact_bounds, ExactBounds, Padding, Rounding, SizeRange, SIZE_RANGES};
 pub use region::{Region, RegionError};
@@ -308,7 +308,8 @@ impl<'a> CheriHeap<'a> {
     ) -> Capability {
         let capability = self.region.derive(base, bounds.length);
         let size = size as u64;
-        self.padding.record(size, align as u64, &bounds);
+        self.padding
+            .record(size, align.max(MIN_ALIGN) as u64, &bounds, 1);
         self.padding.live += bounds.padding(size);
         let live = Live {
             capability,

@@ -124,15 +124,15 @@ pub struct Padding {
 }
 
 impl Padding {
-    /// Counts a request of `size` bytes aligned to `align` given `bounds`.
-    pub fn record(&mut self, size: u64, align: u64, bounds: &ExactBounds) {
+    /// Counts `count` requests of `size` bytes aligned to `align` given `bounds`.
+    pub fn record(&mut self, size: u64, align: u64, bounds: &ExactBounds, count: u64) {
         let r = &mut self.by_range[SizeRange::of(size).index()];
         let padding = bounds.padding(size);
-        r.requests += 1;
-        r.rounded += u64::from(padding > 0);
-        r.realigned += u64::from(bounds.alignment > align);
-        r.requested += size;
-        r.padding += padding;
+        r.requests += count;
+        r.rounded += count * u64::from(padding > 0);
+        r.realigned += count * u64::from(bounds.alignment > align);
+        r.requested += count * size;
+        r.padding += count * padding;
     }
 
     /// Every band together.
