@@ -315,3 +315,42 @@ fn sel4_objects_need_no_padding() {
         }
     }
 }
+
+/// Where exact bounds cost nothing (Morello below 16 KiB), the CHERI heap
+/// asks its heap for exactly what the plain run does: the same heap size,
+/// no padding, no alignment fragmentation. RV32 pads the same requests.
+#[test]
+fn exactness_that_costs_nothing_changes_nothing() {
+    let sizes: Vec<usize> = (0..500).map(|i| 8 + (i * 37) % 16_000).collect();
+    for &kind in HeapKind::ALL {
+        let mut arena = Arena::new(64 << 20).unwrap();
+        let plain_size = {
+            let mut h = kind.build(&mut arena).unwrap();
+            let ps: Vec<_> = sizes.iter().map(|&s| h.allocate(s, 8).unwrap()).collect();
+            for p in ps.iter().step_by(3) {
+                // SAFETY: each block is freed once.
+                unsafe { h.free(*p) };
+            }
+            h.heap_size()
+        };
+        for format in [Format::Morello, Format::Rv32] {
+            arena.reset();
+            let mut h = cheri_heap(kind, format, &mut arena);
+            let caps: Vec<_> = sizes.iter().map(|&s| h.allocate(s, 8).unwrap()).collect();
+            for c in caps.iter().step_by(3) {
+                h.free(c).unwrap();
+            }
+            let padding = h.padding().total().padding;
+            if format == Format::Morello {
+                assert_eq!((padding, h.heap().heap_size()), (0, plain_size), "{kind}");
+                assert_eq!(h.alignment_fragmentation(plain_size), 0, "{kind}");
+            } else {
+                assert!(padding > 0 && h.padding().at_high_water > 0, "{kind}");
+                assert!(
+                    h.heap().heap_size() > plain_size,
+                    "{kind}: padding costs heap"
+                );
+            }
+        }
+    }
+}
