@@ -1,12 +1,16 @@
 //! The conformance suite every heap passes: alignment, no overlap, contents
 //! kept across realloc and until free, usable size, and the heap walker's
 //! invariants after every operation, checked against a reference model (the
-//! set of live blocks) on random operation sequences.
+//! set of live blocks) on random operation sequences; and the same in CHERI
+//! mode, in every format, where blocks are capabilities whose bounds must be
+//! exactly the request's exact bounds and must not overlap.
 
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 
 use proptest::prelude::*;
+use retype_core::cheri::{Capability, Format};
+use retype_core::heap::cheri::{exact_bounds, CheriHeap, Region};
 use retype_core::heap::{Arena, Heap, HeapKind};
 
 fn heap(kind: HeapKind) -> Box<dyn Heap> {
@@ -39,9 +43,143 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// What the suite runs: a plain heap, or one in CHERI mode handing out
+/// capabilities, each block named by its handle.
+trait Subject {
+    type Handle: Copy;
+    fn heap(&self) -> &dyn Heap;
+    fn allocate(&mut self, size: usize, align: usize) -> Option<Self::Handle>;
+    /// # Safety
+    /// `h` is live.
+    unsafe fn free(&mut self, h: Self::Handle);
+    /// # Safety
+    /// `h` is live, allocated with `align`.
+    unsafe fn reallocate(
+        &mut self,
+        h: Self::Handle,
+        size: usize,
+        align: usize,
+    ) -> Option<Self::Handle>;
+    /// Checks a new block of `size` bytes aligned to `align`; returns the
+    /// address range no other live block may overlap and the pointer to
+    /// its first `size` bytes.
+    fn admit(
+        &self,
+        h: Self::Handle,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize, NonNull<u8>), TestCaseError>;
+    /// The pointer to a live block's first `size` bytes.
+    fn bytes(&self, h: Self::Handle, size: usize) -> NonNull<u8>;
+}
+
+impl Subject for Box<dyn Heap> {
+    type Handle = NonNull<u8>;
+    fn heap(&self) -> &dyn Heap {
+        &**self
+    }
+    fn allocate(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        (**self).allocate(size, align)
+    }
+    unsafe fn free(&mut self, h: NonNull<u8>) {
+        // SAFETY: by the caller's contract.
+        unsafe { (**self).free(h) }
+    }
+    unsafe fn reallocate(
+        &mut self,
+        h: NonNull<u8>,
+        size: usize,
+        align: usize,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: by the caller's contract.
+        unsafe { (**self).reallocate(h, size, align) }
+    }
+    fn admit(
+        &self,
+        ptr: NonNull<u8>,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize, NonNull<u8>), TestCaseError> {
+        let kind = self.kind();
+        let a = ptr.as_ptr() as usize;
+        prop_assert_eq!(
+            a % align.max(8),
+            0,
+            "{}: {:#x} not aligned to {}",
+            kind,
+            a,
+            align
+        );
+        // SAFETY: `ptr` is live in the heap.
+        prop_assert!(
+            unsafe { self.usable_size(ptr) } >= size,
+            "{}: usable size below request",
+            kind
+        );
+        Ok((a, a + size.max(1), ptr))
+    }
+    fn bytes(&self, ptr: NonNull<u8>, _size: usize) -> NonNull<u8> {
+        ptr
+    }
+}
+
+impl Subject for CheriHeap<'_> {
+    type Handle = Capability;
+    fn heap(&self) -> &dyn Heap {
+        CheriHeap::heap(self)
+    }
+    fn allocate(&mut self, size: usize, align: usize) -> Option<Capability> {
+        CheriHeap::allocate(self, size, align).ok()
+    }
+    unsafe fn free(&mut self, cap: Capability) {
+        CheriHeap::free(self, &cap).expect("a live capability is accepted");
+    }
+    unsafe fn reallocate(
+        &mut self,
+        cap: Capability,
+        size: usize,
+        align: usize,
+    ) -> Option<Capability> {
+        CheriHeap::reallocate(self, &cap, size, align).ok()
+    }
+    /// Besides the plain checks: the capability is tagged, unsealed, at its
+    /// base, and its bounds are exactly the request's exact bounds.
+    fn admit(
+        &self,
+        cap: Capability,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize, NonNull<u8>), TestCaseError> {
+        let format = self.format();
+        let exact = exact_bounds(format, size as u64).unwrap();
+        prop_assert!(cap.tag() && !cap.is_sealed() && cap.address() == cap.base());
+        prop_assert_eq!(cap.length(), u128::from(exact.length), "{}: length", format);
+        let base = cap.base();
+        prop_assert_eq!(
+            base % exact.alignment.max(align as u64),
+            0,
+            "{}: base {:#x} for {}",
+            format,
+            base,
+            size
+        );
+        let ptr = self
+            .access(&cap, exact.length as usize)
+            .map_err(|e| TestCaseError::fail(format!("{format}: {e}")))?;
+        prop_assert_eq!(ptr.as_ptr() as usize % align.max(8), 0);
+        let start = ptr.as_ptr() as usize;
+        Ok((start, start + (exact.length as usize).max(1), ptr))
+    }
+    fn bytes(&self, cap: Capability, size: usize) -> NonNull<u8> {
+        self.access(&cap, size)
+            .expect("a live block's capability reaches its bytes")
+    }
+}
+
 /// A live block as the model sees it.
-struct Live {
-    ptr: NonNull<u8>,
+struct Live<H> {
+    handle: H,
+    start: usize,
     size: usize,
     align: usize,
     seed: u8,
@@ -52,50 +190,43 @@ fn byte(seed: u8, i: usize) -> u8 {
 }
 
 /// The model: live blocks, kept in request order and by address.
-#[derive(Default)]
-struct Model {
-    live: Vec<Live>,
+struct Model<H> {
+    live: Vec<Live<H>>,
     by_addr: BTreeMap<usize, usize>,
     next_seed: u8,
 }
 
-impl Model {
-    /// Records a new block after checking alignment, usable size and overlap, and fills it.
-    fn add(
+impl<H: Copy> Model<H> {
+    fn new() -> Model<H> {
+        Model {
+            live: Vec::new(),
+            by_addr: BTreeMap::new(),
+            next_seed: 0,
+        }
+    }
+
+    /// Records a new block after checking it and its overlap, and fills it.
+    fn add<S: Subject<Handle = H>>(
         &mut self,
-        h: &dyn Heap,
-        ptr: NonNull<u8>,
+        s: &S,
+        h: H,
         size: usize,
         align: usize,
     ) -> Result<(), TestCaseError> {
-        let a = ptr.as_ptr() as usize;
-        prop_assert_eq!(
-            a % align.max(8),
-            0,
-            "{}: {:#x} not aligned to {}",
-            h.kind(),
-            a,
-            align
-        );
-        // SAFETY: `ptr` is live in `h`.
-        prop_assert!(
-            unsafe { h.usable_size(ptr) } >= size,
-            "{}: usable size below request",
-            h.kind()
-        );
-        let end = a + size.max(1);
-        if let Some((&s, &e)) = self.by_addr.range(..end).next_back() {
+        let (start, end, ptr) = s.admit(h, size, align)?;
+        let kind = s.heap().kind();
+        if let Some((&a, &e)) = self.by_addr.range(..end).next_back() {
             prop_assert!(
-                e <= a || s >= end,
+                e <= start || a >= end,
                 "{}: [{:#x},{:#x}) overlaps [{:#x},{:#x})",
-                h.kind(),
-                a,
+                kind,
+                start,
                 end,
-                s,
+                a,
                 e
             );
         }
-        self.by_addr.insert(a, end);
+        self.by_addr.insert(start, end);
         self.next_seed = self.next_seed.wrapping_add(1);
         let seed = self.next_seed;
         for i in 0..size {
@@ -103,7 +234,8 @@ impl Model {
             unsafe { ptr.as_ptr().add(i).write(byte(seed, i)) };
         }
         self.live.push(Live {
-            ptr,
+            handle: h,
+            start,
             size,
             align,
             seed,
@@ -112,17 +244,23 @@ impl Model {
     }
 
     /// Removes block `i` after checking its first `keep` bytes.
-    fn take(&mut self, h: &dyn Heap, i: usize, keep: usize) -> Result<Live, TestCaseError> {
+    fn take<S: Subject<Handle = H>>(
+        &mut self,
+        s: &S,
+        i: usize,
+        keep: usize,
+    ) -> Result<Live<H>, TestCaseError> {
         let b = self.live.swap_remove(i);
-        self.by_addr.remove(&(b.ptr.as_ptr() as usize));
+        self.by_addr.remove(&b.start);
+        let ptr = s.bytes(b.handle, b.size);
         for j in 0..keep.min(b.size) {
             // SAFETY: the block is live with at least `size` bytes.
-            let got = unsafe { b.ptr.as_ptr().add(j).read() };
+            let got = unsafe { ptr.as_ptr().add(j).read() };
             prop_assert_eq!(
                 got,
                 byte(b.seed, j),
                 "{}: byte {} of a live block changed",
-                h.kind(),
+                s.heap().kind(),
                 j
             );
         }
@@ -130,50 +268,53 @@ impl Model {
     }
 }
 
-fn run(name: HeapKind, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut h = heap(name);
-    let mut m = Model::default();
+fn run<S: Subject>(mut h: S, ops: &[Op]) -> Result<(), TestCaseError> {
+    let name = h.heap().kind();
+    let mut m = Model::new();
     for op in ops {
         match *op {
             Op::Alloc { size, align_log } => {
                 let align = 1 << align_log;
                 let p = h.allocate(size, align);
                 prop_assert!(p.is_some(), "{name}: allocate({size}, {align}) failed");
-                m.add(&*h, p.unwrap(), size, align)?;
+                m.add(&h, p.unwrap(), size, align)?;
             }
             Op::Free { pick } if !m.live.is_empty() => {
-                let b = m.take(&*h, pick % m.live.len(), usize::MAX)?;
+                let b = m.take(&h, pick % m.live.len(), usize::MAX)?;
                 // SAFETY: `b` was live.
-                unsafe { h.free(b.ptr) };
+                unsafe { h.free(b.handle) };
             }
             Op::Realloc { pick, size } if !m.live.is_empty() => {
                 let i = pick % m.live.len();
-                let b = m.take(&*h, i, 0)?;
+                let b = m.take(&h, i, 0)?;
                 // SAFETY: `b` is live with this alignment.
-                let p = unsafe { h.reallocate(b.ptr, size, b.align) };
+                let p = unsafe { h.reallocate(b.handle, size, b.align) };
                 prop_assert!(p.is_some(), "{name}: reallocate to {size} failed");
                 let p = p.unwrap();
+                let bytes = h.bytes(p, size);
                 for j in 0..size.min(b.size) {
                     // SAFETY: the new block has at least `size` bytes.
-                    let got = unsafe { p.as_ptr().add(j).read() };
+                    let got = unsafe { bytes.as_ptr().add(j).read() };
                     prop_assert_eq!(got, byte(b.seed, j), "{}: realloc lost byte {}", name, j);
                 }
-                m.add(&*h, p, size, b.align)?;
+                m.add(&h, p, size, b.align)?;
             }
             _ => {}
         }
         let st = h
+            .heap()
             .check()
             .map_err(|e| TestCaseError::fail(format!("{name}: after {op:?}: {e}")))?;
         prop_assert_eq!(st.live_blocks, m.live.len(), "{}: live block count", name);
-        prop_assert_eq!(st.heap_size, h.heap_size());
+        prop_assert_eq!(st.heap_size, h.heap().heap_size());
     }
     while !m.live.is_empty() {
-        let b = m.take(&*h, 0, usize::MAX)?;
+        let b = m.take(&h, 0, usize::MAX)?;
         // SAFETY: `b` was live.
-        unsafe { h.free(b.ptr) };
+        unsafe { h.free(b.handle) };
     }
     let st = h
+        .heap()
         .check()
         .map_err(|e| TestCaseError::fail(format!("{name}: at the end: {e}")))?;
     prop_assert_eq!(st.live_blocks, 0);
@@ -186,13 +327,35 @@ fn run(name: HeapKind, ops: &[Op]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Heap `kind` in CHERI mode of `format`, over its own arena.
+fn cheri_heap(kind: HeapKind, format: Format, arena: &mut Arena) -> CheriHeap<'_> {
+    let region = Region::new(format, arena.base().as_ptr() as usize, arena.capacity())
+        .expect("the arena fits every format");
+    CheriHeap::new(kind.build(arena).expect("a heap"), region)
+}
+
 // 100 cases of 1,000 operations: 10^5 random operations per heap.
 proptest! {
     #![proptest_config(ProptestConfig { cases: 100, failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
     fn every_heap_matches_the_model(ops in prop::collection::vec(op(), 1000)) {
         for &name in HeapKind::ALL {
-            run(name, &ops)?;
+            run(heap(name), &ops)?;
+        }
+    }
+}
+
+// In each CHERI format, 50 cases of 1,000 operations per heap.
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 50, failure_persistence: None, ..ProptestConfig::default() })]
+    #[test]
+    fn every_heap_in_every_cheri_format_matches_the_model(ops in prop::collection::vec(op(), 1000)) {
+        let mut arena = Arena::new(256 << 20).expect("arena");
+        for &format in Format::ALL {
+            for &name in HeapKind::ALL {
+                arena.reset();
+                run(cheri_heap(name, format, &mut arena), &ops)?;
+            }
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Three layers, each using only those below it:
 //!
 //! 1. The experiments, which compute typed results and print nothing: `study`
-//!    (seed 000), `tlm` (seed 003), `replay`, [`sites`], `protocol`, `bench`,
+//!    (seed 000), `tlm` (seed 003), `cheri_study` (seed 004's capabilities), `replay`, [`sites`], `protocol`, `bench`,
 //!    and what they share: `preload` (the allocators a program runs on),
 //!    `trace_info`, `names`, `progress`, `timing`.
 //! 2. `report`: the page kit (page, chart, table, the `--json` lines reader)
@@ -33,6 +33,7 @@ macro_rules! outln {
 
 pub mod api;
 mod bench;
+mod cheri_study;
 pub mod cmd;
 mod names;
 mod preload;

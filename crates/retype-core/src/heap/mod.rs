@@ -14,7 +14,9 @@
 //! - [`free_list`] and [`treap`]: the intrusive structures the indexes are made of;
 //! - one module per policy: [`first_fit`], [`address_first_fit`], [`next_fit`],
 //!   [`best_fit`], [`worst_fit`], [`indexed_best_fit`], [`indexed_first_fit`],
-//!   [`segregated`], [`tlsf`], and [`buddy`] (which has its own block format).
+//!   [`segregated`], [`tlsf`], and [`buddy`] (which has its own block format);
+//! - [`cheri`]: any heap in CHERI mode, handing out capabilities whose bounds
+//!   are exactly the block.
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -26,6 +28,7 @@ pub mod address_first_fit;
 pub mod best_fit;
 pub mod block;
 pub mod buddy;
+pub mod cheri;
 pub mod first_fit;
 pub mod fit;
 pub mod free_list;

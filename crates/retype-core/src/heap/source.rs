@@ -42,6 +42,16 @@ impl Arena {
         })
     }
 
+    /// The buffer's first byte.
+    pub fn base(&self) -> NonNull<u8> {
+        self.base
+    }
+
+    /// Bytes the buffer holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Bytes handed out so far.
     pub fn used(&self) -> usize {
         self.brk

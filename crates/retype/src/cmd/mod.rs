@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod caps;
 pub mod cheri;
+pub mod cheri_study;
 pub mod record;
 pub mod replay;
 pub mod report;

@@ -35,6 +35,10 @@ pub enum Experiment {
     /// wait time, system calls and call latencies under glibc, jemalloc,
     /// mimalloc, tcmalloc and retype-malloc
     Tlm(crate::cmd::tlm::Args),
+    /// Seed 004 in capability terms: exact bounds per workload and size
+    /// range in each CHERI format, the seed's huge-page regions, and what
+    /// retype-malloc's layout would pad on Morello
+    Cheri(crate::cmd::cheri_study::Args),
 }
 
 #[derive(ClapArgs, Debug)]
@@ -91,8 +95,10 @@ fn study_part(args: &Args) -> StudyPart {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if let Some(Experiment::Tlm(a)) = args.experiment {
-        return crate::cmd::tlm::run(a);
+    match args.experiment {
+        Some(Experiment::Tlm(a)) => return crate::cmd::tlm::run(a),
+        Some(Experiment::Cheri(a)) => return crate::cmd::cheri_study::run(a),
+        None => {}
     }
     let part = execute(&args)?;
     if let (Some(path), Some(part)) = (&args.report, part) {
