@@ -90,6 +90,7 @@ pub fn replay(trace: PathBuf, heap: &str, min_time_ms: Option<u64>) -> Result<se
         traces: vec![trace],
         heaps: vec![heap],
         timing,
+        cheri: None,
     };
     let mut rows = Vec::new();
     replay.run(&mut |row| {

@@ -7,17 +7,18 @@ mod common;
 
 use common::{json_lines, repo, retype, scratch, stderr, stdout};
 use retype_core::cheri::{Capability, Format};
-use retype_trace::malloclab::{self, Op};
+use retype_trace::requests::to_events;
+use retype_trace::{malloclab, Request};
 use serde_json::Value;
 
 /// Requests, those exact, and the padding of a trace's mallocs and reallocs
 /// in `format`, from set-bounds on the root.
 fn model(path: &std::path::Path, format: Format) -> (u64, u64, u64) {
     let (mut requests, mut exact, mut padding) = (0, 0, 0);
-    for op in malloclab::read(path).unwrap().ops {
+    for op in malloclab::read(path).unwrap().requests {
         let size = match op {
-            Op::Alloc { size, .. } | Op::Realloc { size, .. } => size,
-            Op::Free { .. } => continue,
+            Request::Alloc { size, .. } | Request::Realloc { size, .. } => size,
+            Request::Free { .. } => continue,
         };
         // A base aligned far enough for any of these sizes.
         let set = Capability::root(format)
@@ -122,7 +123,7 @@ fn a_recording_is_sized_as_the_trace_it_was_made_from() {
     let rep = repo().join("traces/malloclab/perl.rep");
     let dir = scratch("cheri-study");
     let native = dir.join("perl.rtr");
-    let trace = retype_trace::rep::from_malloclab(&malloclab::read(&rep).unwrap());
+    let trace = to_events(&malloclab::read(&rep).unwrap(), "malloc-lab .rep");
     retype_trace::format::save(
         &trace,
         &native,

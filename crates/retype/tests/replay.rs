@@ -263,3 +263,98 @@ fn a_trace_with_nothing_live_has_no_fragmentation_ratio() {
     assert_eq!(rows[0]["util"], 0.0);
     assert!(rows[0]["frag4"].is_null(), "{}", rows[0]);
 }
+
+/// `--cheri F`: each row carries the CHERI run beside the plain one, and its padding is, request
+/// by request, what the format's representable length adds to the size (a model computed here
+/// from the trace and `retype_core::cheri`, not from the replay); every heap runs the
+/// traces, and the plain figures are the plain replay's.
+#[test]
+fn cheri_mode_pads_each_request_to_its_representable_length() {
+    use retype_core::cheri::{representable_length, Format};
+    use retype_trace::{format, Request};
+
+    let traces = rep_files(&repo().join("traces/malloclab"));
+    for f in [Format::Morello, Format::Rv64, Format::Rv32] {
+        let out = quick_replay("all")
+            .args(["--json", "--cheri", f.name()])
+            .args(&traces)
+            .output()
+            .unwrap();
+        let rows = json_lines(&out);
+        let plain = json_lines(
+            &quick_replay("all")
+                .arg("--json")
+                .args(&traces)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(rows.len(), plain.len());
+        for (row, p) in rows
+            .iter()
+            .zip(&plain)
+            .filter(|(r, _)| r["trace"] != "TOTAL")
+        {
+            assert_eq!(
+                (&row["heap_size"], &row["util"]),
+                (&p["heap_size"], &p["util"])
+            );
+            let c = &row["cheri"];
+            assert_eq!(c["format"], f.name(), "{row}");
+            let (requests, _) =
+                format::load_requests(Path::new(row["trace"].as_str().unwrap()), None).unwrap();
+            let sizes = requests.requests.iter().filter_map(|r| match *r {
+                Request::Alloc { size, .. } | Request::Realloc { size, .. } => Some(size),
+                Request::Free { .. } => None,
+            });
+            let (mut n, mut padding, mut rounded) = (0u64, 0u64, 0u64);
+            for size in sizes {
+                let pad = (representable_length(f, size.into()) - u128::from(size)) as u64;
+                n += 1;
+                padding += pad;
+                rounded += u64::from(pad > 0);
+            }
+            assert_eq!(c["requests"], n, "{row}");
+            assert_eq!(c["padding"], padding, "{f}: {row}");
+            assert_eq!(c["rounded"], rounded, "{f}: {row}");
+            let by_size: u64 = c["by_size"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["padding"].as_u64().unwrap())
+                .sum();
+            assert_eq!(by_size, padding);
+            let heap_size = c["heap_size"].as_u64().unwrap();
+            assert!(heap_size >= row["peak_live"].as_u64().unwrap(), "{row}");
+            let util = c["util"].as_f64().unwrap();
+            assert!((util - row["peak_live"].as_f64().unwrap() / heap_size as f64).abs() < 1e-9);
+        }
+        // The shipped traces have sizes RV32 cannot hold exactly.
+        if f == Format::Rv32 {
+            assert!(rows
+                .iter()
+                .any(|r| r["cheri"]["padding"].as_u64() > Some(0)));
+        }
+    }
+    // The table names the format and a row per trace and heap.
+    let out = quick_replay("best-fit")
+        .args(["--cheri", "rv32"])
+        .args(&traces)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("CHERI (rv32)"), "{text}");
+    let table = text.split("CHERI (rv32)").nth(1).unwrap();
+    assert_eq!(
+        table.lines().filter(|l| l.contains("best-fit")).count(),
+        traces.len()
+    );
+    // A bad format is refused with the formats named.
+    let out = quick_replay("best-fit")
+        .args(["--cheri", "vax"])
+        .args(&traces)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("morello"));
+}

@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-use retype_trace::malloclab::{self, Op};
+use retype_trace::{format, requests, Request};
 
 /// `count` requests of `size` bytes aligned to `align`, one after another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,23 +49,17 @@ impl Workload {
     /// A malloc-lab `.rep` file, or any trace `retype trace` reads (a
     /// recording: threads serialized by timestamp).
     pub fn from_trace(path: &Path) -> anyhow::Result<Workload> {
-        let ops = if path.extension().is_some_and(|e| e == "rep") {
-            malloclab::read(path)?.ops
-        } else {
-            let t = retype_trace::format::load(path, None)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            retype_trace::rep::to_malloclab(&t).0
-        };
+        let (requests, _) = format::load_requests(path, None)?;
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
         let mut w = Workload::new(&name, &path.display().to_string());
-        for op in ops {
-            match op {
-                Op::Alloc { size, align, .. } => w.push(size, u64::from(align), 1),
-                Op::Realloc { size, .. } => w.push(size, u64::from(malloclab::MALLOCLAB_ALIGN), 1),
-                Op::Free { .. } => {}
+        for r in requests.requests {
+            match r {
+                Request::Alloc { size, align, .. } => w.push(size, u64::from(align), 1),
+                Request::Realloc { size, .. } => w.push(size, u64::from(requests::MALLOC_ALIGN), 1),
+                Request::Free { .. } => {}
             }
         }
         Ok(w)

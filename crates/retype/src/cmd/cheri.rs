@@ -60,7 +60,7 @@ struct DecodeArgs {
 }
 
 /// `--format`: one of the format names.
-fn format_parser() -> impl TypedValueParser<Value = Format> {
+pub(crate) fn format_parser() -> impl TypedValueParser<Value = Format> {
     PossibleValuesParser::new(Format::ALL.iter().map(|f| f.name())).map(|name| {
         name.parse::<Format>()
             .expect("a possible value names a format")

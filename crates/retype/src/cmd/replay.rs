@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
+use retype_core::cheri::Format;
 use retype_core::heap::HeapKind;
 
 use crate::names::List;
+use crate::replay::cheri::CheriRun;
 use crate::replay::placement::Placement;
 use crate::replay::rows::Row;
 use crate::replay::score::Timing;
@@ -34,6 +36,11 @@ pub struct ReplayArgs {
     /// Time at least this many runs of each trace on each heap (the fastest counts).
     #[arg(long, value_name = "N", default_value_t = Timing::DEFAULT.runs, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
+    /// Also run each trace on each heap in CHERI mode: every block a capability of this
+    /// format with exactly representable bounds; padding, heap size and alignment
+    /// fragmentation beside the plain run (seed 004; see docs/cheri.md).
+    #[arg(long, value_name = "morello|rv64|rv32", value_parser = crate::cmd::cheri::format_parser())]
+    cheri: Option<Format>,
     /// Also write a self-contained HTML report: utilization, heap maps at the
     /// peak, size and lifetime histograms, live bytes and threads of recordings.
     #[arg(long, value_name = "FILE.html")]
@@ -49,11 +56,13 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
             runs: args.runs,
             min_time: Duration::from_millis(args.min_time_ms),
         },
+        cheri: args.cheri,
     };
     let mut out = io::stdout().lock();
     let mut table = Table::new(&mut out, args.json)?;
     let outcome = replay.run(&mut |row| Ok(table.row(&row)?))?;
     table.placements(&outcome.placements)?;
+    table.cheri()?;
     let figures = outcome.figures;
     if let Some(path) = args.report {
         let page = crate::report::Page {
@@ -71,6 +80,8 @@ pub fn run_cmd(args: ReplayArgs) -> Result<()> {
 struct Table<'a, W: Write> {
     out: &'a mut W,
     json: bool,
+    /// The CHERI runs seen, for their table at the end: trace, heap, plain utilization.
+    cheri: Vec<(String, &'static str, f64, CheriRun)>,
 }
 
 /// The table's row format: trace, heap, ops, util, frag4, kops, perfidx.
@@ -89,7 +100,11 @@ impl<'a, W: Write> Table<'a, W> {
                 "trace", "heap", "ops", "util", "frag4", "kops", "perfidx"
             )?;
         }
-        Ok(Table { out, json })
+        Ok(Table {
+            out,
+            json,
+            cheri: Vec::new(),
+        })
     }
 
     fn row(&mut self, row: &Row) -> io::Result<()> {
@@ -100,6 +115,9 @@ impl<'a, W: Write> Table<'a, W> {
         }
         match row {
             Row::Score(r) => {
+                if let Some(c) = &r.cheri {
+                    self.cheri.push((r.name.clone(), r.heap, r.util, c.clone()));
+                }
                 let frag4 = r.frag4.map_or("-".to_string(), |f| format!("{f:.3}"));
                 table_row!(self.out, r.name, r.heap, r.ops, r.util, frag4, r.kops, r.perfidx)
             }
@@ -140,6 +158,39 @@ impl<'a, W: Write> Table<'a, W> {
                 p.largest_hole,
                 p.reallocs_moved,
                 p.reallocs_in_place
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The CHERI table (tables only: the JSON rows carry a `cheri` object): each trace and
+    /// heap's utilization plain and in CHERI mode, the padding and the blocks rounded, the
+    /// alignment fragmentation; then the padding by size range over every run.
+    fn cheri(&mut self) -> io::Result<()> {
+        let Some(format) = self.cheri.first().map(|c| c.3.format) else {
+            return Ok(());
+        };
+        writeln!(
+            self.out,
+            "\nCHERI ({format}): every block a capability with exact bounds"
+        )?;
+        writeln!(
+            self.out,
+            "{:<22} {:<18} {:>6} {:>6} {:>9} {:>9} {:>12} {:>10}",
+            "trace", "heap", "util", "cheri", "rounded", "realigned", "padding", "align frag"
+        )?;
+        for (trace, heap, util, c) in &self.cheri {
+            writeln!(
+                self.out,
+                "{:<22} {:<18} {:>6.3} {:>6.3} {:>9} {:>9} {:>12} {:>10}",
+                trace,
+                heap,
+                util,
+                c.util,
+                c.rounded,
+                c.realigned,
+                c.padding,
+                c.alignment_fragmentation
             )?;
         }
         Ok(())

@@ -145,6 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             runs: 1,
             min_time: Duration::ZERO,
         },
+        cheri: None,
     };
     let outcome = replay.run(&mut |_| Ok(()))?;
     parts.push(report::replay::part(&outcome.figures));

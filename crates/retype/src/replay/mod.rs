@@ -5,10 +5,12 @@
 //! - [`check`]: running a program on a heap, validated as mdriver validates;
 //! - [`placement`]: seed 003's holes at the peak and reallocs moved;
 //! - [`score`]: utilization, fragmentation #4, throughput, performance index;
+//! - [`cheri`]: the CHERI mode's run of a trace on a heap, beside the plain one;
 //! - [`figures`]: what the report draws of a trace;
 //! - [`rows`]: the results as typed rows, which the command line prints and the API returns.
 
 pub mod check;
+pub mod cheri;
 pub mod figures;
 pub mod placement;
 pub mod program;
@@ -18,6 +20,7 @@ pub mod score;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
+use retype_core::cheri::Format;
 use retype_core::heap::{Arena, HeapKind};
 
 use figures::{HeapRun, TraceFigures};
@@ -33,6 +36,8 @@ pub struct Replay {
     pub traces: Vec<PathBuf>,
     pub heaps: Vec<HeapKind>,
     pub timing: Timing,
+    /// Also run each trace on each heap in this CHERI format (see [`cheri`]).
+    pub cheri: Option<Format>,
 }
 
 /// What a replay found besides its rows.
@@ -50,6 +55,7 @@ impl Replay {
         let programs = program::compile_all(&self.traces)?;
         let mut arena =
             Arena::new(ARENA).ok_or_else(|| anyhow!("cannot reserve a {ARENA}-byte arena"))?;
+        let mut cheri_arena = self.cheri.map(|f| cheri::arena_for(f, ARENA)).transpose()?;
         let mut placements = Vec::new();
         let mut figures: Vec<TraceFigures> = programs.iter().map(figures::trace_figures).collect();
         let mut progress =
@@ -70,7 +76,16 @@ impl Replay {
                 util_sum += s.util;
                 ops += s.ops;
                 secs += s.secs;
-                row(Row::Score(ScoreRow::new(prog, heap.name(), &s)))?;
+                let cheri = match (self.cheri, cheri_arena.as_mut()) {
+                    (Some(f), Some(a)) => Some(cheri::run(a, heap, prog, f, s.heap_size)?),
+                    _ => None,
+                };
+                row(Row::Score(Box::new(ScoreRow::new(
+                    prog,
+                    heap.name(),
+                    &s,
+                    cheri,
+                ))))?;
             }
             if programs.len() > 1 {
                 let util = util_sum / programs.len() as f64;

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::cheri::CheriRun;
 use super::program::Program;
 use super::score::{perf_index, Score};
 
@@ -11,7 +12,7 @@ use super::score::{perf_index, Score};
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum Row {
-    Score(ScoreRow),
+    Score(Box<ScoreRow>),
     Total(TotalRow),
 }
 
@@ -41,6 +42,9 @@ pub struct ScoreRow {
     pub hole_histogram: Vec<Holes>,
     pub reallocs_moved: u64,
     pub reallocs_in_place: u64,
+    /// With `--cheri`: the same trace on the same heap in CHERI mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cheri: Option<CheriRun>,
 }
 
 /// A bucket of the hole histogram.
@@ -66,8 +70,8 @@ pub struct TotalRow {
 }
 
 impl ScoreRow {
-    /// The row of `prog` scored `s` on the heap named `heap`.
-    pub fn new(prog: &Program, heap: &'static str, s: &Score) -> ScoreRow {
+    /// The row of `prog` scored `s` on the heap named `heap` (and `cheri` in CHERI mode).
+    pub fn new(prog: &Program, heap: &'static str, s: &Score, cheri: Option<CheriRun>) -> ScoreRow {
         let p = &s.placement;
         ScoreRow {
             trace: prog.path.clone(),
@@ -95,6 +99,7 @@ impl ScoreRow {
                 .collect(),
             reallocs_moved: p.reallocs_moved,
             reallocs_in_place: p.reallocs_in_place,
+            cheri,
         }
     }
 }
