@@ -4,22 +4,27 @@
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
 //! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
-//! - [`summary`]: what `retype trace info` reports; [`sites`]: what
-//!   `retype trace sites` counts per call stack.
+//! - [`summary`]: what `retype trace info` reports; [`heap`]: the live
+//!   blocks as events change them, which [`sites`] (what `retype trace sites`
+//!   counts per call stack) and [`timeline`] (live bytes over time) walk;
+//!   [`window`]: the part of a trace they look at.
 
 pub mod codec;
 pub mod csv;
 pub mod error;
 pub mod event;
 pub mod format;
+pub mod heap;
 pub mod malloclab;
 pub mod reader;
 pub mod rep;
 pub mod sites;
 pub mod summary;
+pub mod timeline;
 pub mod trace;
 pub mod valgrind;
 pub mod wee_alloc;
+pub mod window;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
