@@ -315,3 +315,47 @@ fn the_diff_gate_fails_a_planted_regression_and_passes_an_unchanged_run() {
     let o = run(&dir, &["trace", "diff", a, worse, "--fail-above", "1MB"]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }
+
+#[test]
+fn the_report_draws_the_timeline_and_hovering_a_band_names_its_site() {
+    let dir = scratch("timeline-report");
+    let (t, _) = recorded(&dir, "p.rtr", &[]);
+    let html = dir.join("t.html");
+    let o = run(
+        &dir,
+        &[
+            "trace",
+            "timeline",
+            t.to_str().unwrap(),
+            "--report",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Live heap bytes per site"),
+        "the chart's figure"
+    );
+    let Some(browser) = common::chromium() else {
+        return;
+    };
+    let marks = common::marks_in_browser(browser, &html);
+    assert!(marks.values().any(|n| n.as_u64() > Some(0)), "{marks:?}");
+    let mut p = common::browser::Page::open(browser, &html, 1400, 1000);
+    let tips = p.eval(
+        r#"[...document.querySelectorAll("svg .mark")].map((e) => (e.tipText || []).join(" | "))"#,
+    );
+    let tips: Vec<&str> = tips
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for site in ["grow: ", "regrow: "] {
+        assert!(
+            tips.iter().any(|t| t.starts_with(site)),
+            "a band names {site}: {tips:?}"
+        );
+    }
+}

@@ -133,6 +133,9 @@ pub enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// Also write an HTML page that draws it, a band per site
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
         #[command(flatten)]
         window: WindowArgs,
     },
@@ -301,12 +304,22 @@ pub fn run(c: Command) -> Result<()> {
             by,
             spans,
             json,
+            report,
             window,
         } => {
             let (trace, w, a) = analysed(&file, window)?;
             let spans = spans.unwrap_or(if json { 500 } else { 20 }).max(1);
             let t = analysis::timeline::of(&trace, &a, w, by, spans, top);
             out!("{}", timeline::text_or_json(&file, &trace, &t, json)?);
+            if let Some(path) = report {
+                let page = crate::report::Page {
+                    title: "retype: memory over time",
+                    intro: "A recorded program's live heap bytes over time, its top sites in their own bands.",
+                    parts: vec![crate::report::timeline::part(&file.display().to_string(), &t)],
+                };
+                write_file(&path, page.html().as_bytes())?;
+                eprintln!("retype: wrote {}", path.display());
+            }
             Ok(())
         }
         Command::Flamegraph {
