@@ -6,24 +6,29 @@
 //! - [`requests`]: the request stream, what every format comes to and the replay runs:
 //!   made from events ([`requests::from_events`]) or from a malloc-lab file.
 //! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools, each
-//!   read with one [`ParseError`] naming the file and line; [`format`](mod@format): which is which, and
-//!   any file read as a trace or as requests.
-//! - [`summary`]: what `retype trace info` reports; [`sites`]: what
-//!   `retype trace sites` counts per call stack.
+//!   read with one [`ParseError`] naming the file and line; [`format`](mod@format): which is
+//!   which, and any file read as a trace or as requests.
+//! - [`summary`]: what `retype trace info` reports; [`heap`]: the live
+//!   blocks as events change them, which [`sites`] (what `retype trace sites`
+//!   counts per call stack) and [`timeline`] (live bytes over time) walk;
+//!   [`window`]: the part of a trace they look at.
 
 pub mod codec;
 pub mod csv;
 pub mod error;
 pub mod event;
 pub mod format;
+pub mod heap;
 pub mod malloclab;
 pub mod reader;
 pub mod requests;
 pub mod sites;
 pub mod summary;
+pub mod timeline;
 pub mod trace;
 pub mod valgrind;
 pub mod wee_alloc;
+pub mod window;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};

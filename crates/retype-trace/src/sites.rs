@@ -1,19 +1,17 @@
-//! What `retype trace sites`, `leaks` and `diff` count per call stack: the
-//! allocations made from it, its share of the live bytes at the trace's peak
-//! (the moment [`Summary`] reports), and the blocks it left live at exit.
+//! What `retype trace sites`, `leaks` and `diff` count per call stack, in
+//! the whole trace or a [`Window`] of it: the allocations made from it, its
+//! share of the live bytes at the trace's peak (the moment
+//! [`Summary`](crate::summary::Summary) reports), the blocks it left live at
+//! exit, and its temporary allocations.
 //!
-//! Blocks follow the same rules as [`Summary`]: each segment (program image)
-//! starts with an empty heap, a realloc moves its block to the realloc's
-//! stack (the old block is freed, a new one allocated there, as heaptrack
-//! counts it), and a block handed out at an address still live replaces the
-//! old one (a free the trace missed). So the stacks' peak bytes add up to
-//! the summary's peak and their leaked bytes to its live bytes at the end.
+//! Blocks follow the [`heap`](crate::heap) model, which is the summary's: so
+//! the stacks' peak bytes add up to the summary's peak and their leaked bytes
+//! to its live bytes at the end.
 
-use std::collections::HashMap;
-
-use crate::event::Op;
-use crate::summary::Summary;
+use crate::event::Event;
+use crate::heap::{Block, Heap};
 use crate::trace::Trace;
+use crate::window::Window;
 
 /// The figures of one call stack (or of a group of them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,6 +30,9 @@ pub struct SiteStats {
     /// of the last segment): never freed.
     pub leaked_blocks: u64,
     pub leaked_bytes: u64,
+    /// Of its allocations, those freed before their thread allocated
+    /// anything else (heaptrack's temporaries).
+    pub temporary: u64,
 }
 
 impl SiteStats {
@@ -42,7 +43,7 @@ impl SiteStats {
         }
     }
 
-    fn fields(&self) -> [u64; 7] {
+    fn fields(&self) -> [u64; 8] {
         [
             self.calls,
             self.bytes,
@@ -51,10 +52,11 @@ impl SiteStats {
             self.peak_bytes,
             self.leaked_blocks,
             self.leaked_bytes,
+            self.temporary,
         ]
     }
 
-    fn fields_mut(&mut self) -> [&mut u64; 7] {
+    fn fields_mut(&mut self) -> [&mut u64; 8] {
         [
             &mut self.calls,
             &mut self.bytes,
@@ -63,53 +65,55 @@ impl SiteStats {
             &mut self.peak_bytes,
             &mut self.leaked_blocks,
             &mut self.leaked_bytes,
+            &mut self.temporary,
         ]
     }
 }
 
-/// A live block: its size and the stack that allocated it.
-#[derive(Clone, Copy)]
-struct Block {
-    size: u64,
-    stack: u32,
-}
-
-/// The figures of every stack: element 0 counts the calls without a stack,
-/// element `k` those of `trace.stacks[k - 1]`.
-pub fn per_stack(trace: &Trace) -> Vec<SiteStats> {
-    let summary = Summary::of(trace);
+/// The figures of every stack in `window`: element 0 counts the calls
+/// without a stack, element `k` those of `trace.stacks[k - 1]`.
+///
+/// In a window, a stack's calls, bytes, failures and temporaries are those
+/// of its calls that started in the window; its peak is its share of the
+/// live bytes (blocks allocated before the window included) at the window's
+/// highest moment; its leaks are the blocks allocated in the window and
+/// still live at its end (at the program's exit when the window reaches it).
+pub fn per_stack(trace: &Trace, window: Window) -> Vec<SiteStats> {
+    let segments = trace.serialized_segments();
+    let peak = peak_in(&segments, window);
     let mut stats = vec![SiteStats::default(); trace.stacks.len() + 1];
-    let mut live: HashMap<u64, Block> = HashMap::new();
+    let mut heap = Heap::new();
+    let born_in = |b: &Block| window.contains(b.born_ns);
+    let leak = |stats: &mut [SiteStats], b: &Block| {
+        let s = &mut stats[b.stack as usize];
+        s.leaked_blocks += 1;
+        s.leaked_bytes = s.leaked_bytes.saturating_add(b.size);
+    };
     let mut i = 0u64;
-    for segment in trace.serialized_segments() {
-        live.clear();
-        for e in &segment {
-            let at = e.stack as usize;
-            match e.op {
-                Op::Free => {
-                    live.remove(&e.ptr);
-                }
-                Op::Realloc if e.ptr != 0 && e.size == 0 && e.ret == 0 => {
-                    live.remove(&e.ptr);
-                }
-                _ if e.ret == 0 => stats[at].failed += 1,
-                _ => {
-                    if e.op == Op::Realloc {
-                        live.remove(&e.ptr);
+    for (n, segment) in segments.iter().enumerate() {
+        heap.clear();
+        for e in segment {
+            let c = heap.apply(e);
+            for (b, temporary) in c.freed.into_iter().flatten() {
+                if born_in(&b) {
+                    stats[b.stack as usize].temporary += u64::from(temporary);
+                    if e.time_ns >= window.to_ns {
+                        leak(&mut stats, &b);
                     }
-                    live.insert(
-                        e.ret,
-                        Block {
-                            size: e.size,
-                            stack: e.stack,
-                        },
-                    );
-                    stats[at].calls += 1;
-                    stats[at].bytes = stats[at].bytes.saturating_add(e.size);
                 }
             }
-            if i == summary.peak_event && summary.peak_live_bytes > 0 {
-                for b in live.values() {
+            if window.contains(e.time_ns) {
+                let s = &mut stats[e.stack as usize];
+                if c.failed {
+                    s.failed += 1;
+                }
+                if let Some(b) = c.allocated {
+                    s.calls += 1;
+                    s.bytes = s.bytes.saturating_add(b.size);
+                }
+            }
+            if Some(i) == peak {
+                for b in heap.blocks() {
                     let s = &mut stats[b.stack as usize];
                     s.peak_blocks += 1;
                     s.peak_bytes = s.peak_bytes.saturating_add(b.size);
@@ -117,11 +121,35 @@ pub fn per_stack(trace: &Trace) -> Vec<SiteStats> {
             }
             i += 1;
         }
-    }
-    for b in live.values() {
-        let s = &mut stats[b.stack as usize];
-        s.leaked_blocks += 1;
-        s.leaked_bytes = s.leaked_bytes.saturating_add(b.size);
+        // Blocks an exec drops were live at the window's end if it came after
+        // it; those left at the program's exit, always.
+        let last = n + 1 == segments.len();
+        let ended_inside = segment.iter().any(|e| e.time_ns >= window.to_ns);
+        if last || ended_inside {
+            for b in heap.blocks().filter(|b| born_in(b)) {
+                leak(&mut stats, b);
+            }
+        }
     }
     stats
+}
+
+/// The index (in time order, all segments) of the event in `window` after
+/// which the most bytes were live, the first if several; none if no bytes
+/// were ever live in it.
+fn peak_in(segments: &[Vec<Event>], window: Window) -> Option<u64> {
+    let mut heap = Heap::new();
+    let (mut best, mut at) = (0, None);
+    let mut i = 0u64;
+    for segment in segments {
+        heap.clear();
+        for e in segment {
+            heap.apply(e);
+            if window.contains(e.time_ns) && heap.bytes() > best {
+                (best, at) = (heap.bytes(), Some(i));
+            }
+            i += 1;
+        }
+    }
+    at
 }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::event::{Event, Op, ThreadSummary};
+use crate::heap::Heap;
 use crate::trace::Trace;
 
 /// Counts by powers of two: bucket `k` holds values `v` with `2^(k-1) < v <= 2^k`
@@ -87,6 +88,9 @@ pub struct Summary {
     pub latency_max_running_ns: u64,
     /// Calls during which the thread was descheduled.
     pub descheduled: u64,
+    /// Allocations freed before their thread allocated anything else
+    /// (heaptrack's temporaries, see [`heap`](crate::heap)).
+    pub temporary_allocations: u64,
 }
 
 struct Live {
@@ -119,12 +123,21 @@ impl Summary {
         let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
         let mut live: HashMap<u64, Live> = HashMap::new();
         let mut live_bytes = 0u64;
+        let mut heap = Heap::new();
         for (i, e) in events.iter().enumerate() {
             if starts.last() == Some(&i) {
                 starts.pop();
                 live.clear();
                 live_bytes = 0;
+                heap.clear();
             }
+            let temporaries = heap
+                .apply(e)
+                .freed
+                .into_iter()
+                .flatten()
+                .filter(|&(_, t)| t);
+            s.temporary_allocations += temporaries.count() as u64;
             let i = i as u64;
             *s.ops.entry(e.op).or_default() += 1;
             *per_thread.entry(e.thread).or_default() += 1;

@@ -70,6 +70,7 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         "unknown_pointers": s.unknown_pointers,
         "reallocs_moved": s.reallocs_moved,
         "reallocs_in_place": s.reallocs_in_place,
+        "temporary_allocations": s.temporary_allocations,
         "stacks": t.stacks.len(),
         "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
         "modules": t.modules.len(),

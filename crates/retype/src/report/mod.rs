@@ -15,6 +15,7 @@ pub mod replay;
 pub mod sites;
 pub mod study;
 pub mod table;
+pub mod timeline;
 pub mod tlm;
 
 use std::fmt::Write;

@@ -26,22 +26,35 @@ pub enum Weight {
     Peak,
     /// Bytes never freed
     Leaked,
+    /// Allocations freed before their thread allocated anything else (heaptrack's temporaries)
+    Temporary,
 }
 
 impl Weight {
-    fn of(self, s: &SiteStats) -> u64 {
+    /// A stack's or a site's figure under this weight.
+    pub fn of(self, s: &SiteStats) -> u64 {
         match self {
             Weight::Allocated => s.bytes,
             Weight::Peak => s.peak_bytes,
             Weight::Leaked => s.leaked_bytes,
+            Weight::Temporary => s.temporary,
         }
     }
 
-    fn title(self) -> &'static str {
+    pub fn title(self) -> &'static str {
         match self {
             Weight::Allocated => "bytes allocated",
             Weight::Peak => "bytes live at the peak",
             Weight::Leaked => "bytes leaked at exit",
+            Weight::Temporary => "temporary allocations",
+        }
+    }
+
+    /// What it counts: bytes, or allocations.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Weight::Temporary => "allocations",
+            _ => "bytes",
         }
     }
 }
@@ -79,7 +92,7 @@ pub fn flamegraph(name: &str, a: &Analysis, weight: Weight, out: impl Write) -> 
     }
     let mut opt = inferno::flamegraph::Options::default();
     opt.title = format!("{name}: {}", weight.title());
-    opt.count_name = "bytes".into();
+    opt.count_name = weight.unit().into();
     opt.colors = inferno::flamegraph::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
     opt.deterministic = true;
     inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), out)
@@ -122,7 +135,7 @@ impl Strings {
 /// pprof's gzipped profile of `trace`: a sample per stack with its six
 /// figures, a location per return address with its functions and lines
 /// (inlined ones expanded), a mapping per loaded object.
-pub fn pprof(trace: &Trace, a: &Analysis, default: Weight) -> Vec<u8> {
+pub fn pprof(trace: &Trace, a: &Analysis, default: Weight) -> anyhow::Result<Vec<u8>> {
     let mut strings = Strings::default();
     let mut p = pprof::Profile {
         sample_type: SAMPLE_TYPES
@@ -138,6 +151,9 @@ pub fn pprof(trace: &Trace, a: &Analysis, default: Weight) -> Vec<u8> {
         Weight::Allocated => "alloc_space",
         Weight::Peak => "peak_space",
         Weight::Leaked => "leaked_space",
+        Weight::Temporary => anyhow::bail!(
+            "pprof's profile holds allocated, peak and leaked figures, not temporaries; export --weight temporary as collapsed stacks"
+        ),
     });
     for (i, m) in trace.modules.iter().enumerate() {
         p.mapping.push(pprof::Mapping {
@@ -227,5 +243,5 @@ pub fn pprof(trace: &Trace, a: &Analysis, default: Weight) -> Vec<u8> {
     let mut gz = GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&p.encode_to_vec())
         .expect("writing to memory does not fail");
-    gz.finish().expect("writing to memory does not fail")
+    Ok(gz.finish().expect("writing to memory does not fail"))
 }

@@ -9,14 +9,18 @@
 //! `new`, not `operator new` itself. `By::Stack` keeps whole stacks.
 
 pub mod export;
+pub mod gate;
+pub mod massif;
 pub mod pprof;
 pub mod symbols;
+pub mod timeline;
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use clap::ValueEnum;
 use retype_trace::sites::{per_stack, SiteStats};
+use retype_trace::window::Window;
 use retype_trace::Trace;
 
 use symbols::{Frame, Symbolizer};
@@ -85,8 +89,14 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// The whole trace's stacks.
     pub fn of(trace: &Trace) -> Analysis {
-        let stats = per_stack(trace);
+        Analysis::in_window(trace, Window::ALL)
+    }
+
+    /// The stacks' figures in `window` (see [`per_stack`]).
+    pub fn in_window(trace: &Trace, window: Window) -> Analysis {
+        let stats = per_stack(trace, window);
         let mut sym = Symbolizer::new(trace);
         let mut total = SiteStats::default();
         let stacks = stats
@@ -124,12 +134,7 @@ impl Analysis {
             .iter()
             .filter(|r| r.stats != SiteStats::default())
         {
-            let frames = match (by, r.frames.get(r.site)) {
-                (_, None) => Vec::new(),
-                (By::Stack, Some(_)) => r.frames.clone(),
-                (_, Some(f)) => vec![f.clone()],
-            };
-            let key = site_key(by, &frames);
+            let (key, frames) = r.site_of(by);
             let site = groups.entry(key.clone()).or_insert_with(|| Site {
                 key,
                 frames,
@@ -150,6 +155,18 @@ impl Analysis {
             ))
         });
         sites
+    }
+}
+
+impl Resolved {
+    /// The site it belongs to under `by`: its name and frames.
+    pub fn site_of(&self, by: By) -> (String, Vec<Frame>) {
+        let frames = match (by, self.frames.get(self.site)) {
+            (_, None) => Vec::new(),
+            (By::Stack, Some(_)) => self.frames.clone(),
+            (_, Some(f)) => vec![f.clone()],
+        };
+        (site_key(by, &frames), frames)
     }
 }
 
@@ -195,4 +212,19 @@ pub fn require_stacks(file: &Path, a: &Analysis) -> anyhow::Result<()> {
         "{}: recorded without call stacks (a trace before format 2, an import, or `retype record --no-stacks`); record it again with `retype record`",
         file.display()
     )
+}
+
+/// Each site of two analyses (by `by`) with its figures in both (zero where
+/// it is absent), largest change of bytes allocated first.
+pub fn pairs(a: &Analysis, b: &Analysis, by: By) -> Vec<(String, [SiteStats; 2])> {
+    let mut rows: HashMap<String, [SiteStats; 2]> = HashMap::new();
+    for (i, sites) in [a.sites(by), b.sites(by)].into_iter().enumerate() {
+        for s in sites {
+            rows.entry(s.key).or_default()[i] = s.stats;
+        }
+    }
+    let change = |[x, y]: &[SiteStats; 2]| x.bytes.abs_diff(y.bytes);
+    let mut rows: Vec<(String, [SiteStats; 2])> = rows.into_iter().collect();
+    rows.sort_by(|(ka, a), (kb, b)| (change(b), ka).cmp(&(change(a), kb)));
+    rows
 }

@@ -1,21 +1,25 @@
 //! `retype trace`: `info` and `convert`, and for recordings with call
-//! stacks `sites`, `leaks`, `diff` (printed by [`sites`]), `flamegraph` and
-//! `export` (of [`crate::sites`]).
+//! stacks `sites`, `leaks`, `diff` (printed by [`sites`]), `timeline`
+//! (printed by [`timeline`]), `flamegraph` and `export` (of
+//! [`crate::sites`]), each in a time window when `--from`/`--to` give one.
 
 pub mod sites;
+pub mod timeline;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use retype_trace::format::{self, Format};
 use retype_trace::requests::from_events;
 use retype_trace::summary::{Log2Histogram, Summary};
+use retype_trace::window::{Bound, Window};
 use retype_trace::{malloclab, Op, Trace};
 use serde_json::json;
 
 use crate::sites::export::{self, Weight};
-use crate::sites::{self as analysis, Analysis, By};
+use crate::sites::gate::{Gate, Scope, Threshold};
+use crate::sites::{self as analysis, massif, Analysis, By};
 use crate::trace_info;
 
 #[derive(Subcommand)]
@@ -64,6 +68,11 @@ pub enum Command {
         /// Also write an HTML page with the flame graph and the sites table
         #[arg(long, value_name = "FILE.html")]
         report: Option<PathBuf>,
+        /// Rank the sites by this figure (temporary: also show each site's temporaries)
+        #[arg(long, value_enum, default_value_t = Weight::Allocated)]
+        weight: Weight,
+        #[command(flatten)]
+        window: WindowArgs,
     },
     /// Allocations never freed, grouped by stack (or --by function|line), with counts and bytes
     Leaks {
@@ -75,6 +84,9 @@ pub enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// In a window: the blocks allocated in it and still live at its end
+        #[command(flatten)]
+        window: WindowArgs,
     },
     /// Per-site change between two recordings (bytes allocated, calls, peak, leaks)
     Diff {
@@ -88,6 +100,45 @@ pub enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// The figure shown in the a and b columns and ranked by
+        #[arg(long, value_enum, default_value_t = Weight::Allocated)]
+        weight: Weight,
+        /// Exit 1 when a site (or the total) grew past this: a share of A's
+        /// figure (5%) or bytes (1MB, 64KiB); given twice, past both
+        #[arg(long, value_name = "5%|BYTES", value_parser = Threshold::parse)]
+        fail_above: Vec<Threshold>,
+        /// The figure --fail-above holds
+        #[arg(long, value_enum, default_value_t = Weight::Peak, requires = "fail_above")]
+        fail_on: Weight,
+        /// Whether --fail-above holds every site and the total, or the total only
+        #[arg(long, value_enum, default_value_t = Scope::Site, requires = "fail_above")]
+        fail_per: Scope,
+        /// The window of both recordings
+        #[command(flatten)]
+        window: WindowArgs,
+    },
+    /// Live heap bytes over time, for the whole process and its top sites
+    Timeline {
+        /// A trace recorded with call stacks
+        file: PathBuf,
+        /// Show the N sites whose live bytes rose highest; the rest as one band
+        #[arg(long, value_name = "N", default_value_t = 5)]
+        top: usize,
+        /// Group stacks by the function that called the allocator, its source line, or whole stack
+        #[arg(long, value_enum, default_value_t = By::Function)]
+        by: By,
+        /// Spans of time to cut the window into; each gives its highest and its last moment
+        /// (text: 20 by default, JSON: 500)
+        #[arg(long, value_name = "N")]
+        spans: Option<usize>,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+        /// Also write an HTML page that draws it, a band per site
+        #[arg(long, value_name = "FILE.html")]
+        report: Option<PathBuf>,
+        #[command(flatten)]
+        window: WindowArgs,
     },
     /// A flame graph (SVG) of the bytes each stack allocated, held at the peak, or leaked
     Flamegraph {
@@ -99,22 +150,47 @@ pub enum Command {
         /// What the widths measure
         #[arg(long, value_enum, default_value_t = Weight::Allocated)]
         weight: Weight,
+        #[command(flatten)]
+        window: WindowArgs,
     },
-    /// Export the stacks as collapsed stacks (inferno, speedscope, flamegraph.pl)
-    /// or pprof's gzipped profile (pprof, its web UI, speedscope)
+    /// Export the stacks as collapsed stacks (inferno, speedscope, flamegraph.pl),
+    /// pprof's gzipped profile (pprof, its web UI, speedscope), or massif's
+    /// output (ms_print, massif-visualizer)
     Export {
         /// A trace recorded with call stacks
         file: PathBuf,
-        /// The file to write: .folded/.collapsed/.txt, or .pb.gz/.pprof
+        /// The file to write: .folded/.collapsed/.txt, .pb.gz/.pprof, or .massif/massif.out.*
         #[arg(short, long)]
         output: PathBuf,
-        /// collapsed or pprof; from the output's extension when left out
+        /// collapsed, pprof or massif; from the output's name when left out
         #[arg(long, value_enum)]
         format: Option<ExportFormat>,
         /// collapsed: what the counts measure; pprof: the default sample type
         #[arg(long, value_enum, default_value_t = Weight::Allocated)]
         weight: Weight,
+        #[command(flatten)]
+        window: WindowArgs,
     },
+}
+
+/// `--from`/`--to`: the part of a recording to analyse.
+#[derive(Args, Clone, Copy)]
+pub struct WindowArgs {
+    /// Count only calls from this time on: seconds after the first event (1.5s, 200ms, 40us)
+    /// or the start of segment N (seg:N)
+    #[arg(long, value_name = "TIME|seg:N", value_parser = Bound::parse)]
+    from: Option<Bound>,
+    /// Count only calls before this time, or up to the end of segment N (seg:N)
+    #[arg(long, value_name = "TIME|seg:N", value_parser = Bound::parse)]
+    to: Option<Bound>,
+}
+
+impl WindowArgs {
+    /// The window in `trace`, read from `file`.
+    fn of(self, file: &Path, trace: &Trace) -> Result<Window> {
+        Window::of(trace, self.from, self.to)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+    }
 }
 
 /// What `trace export` writes.
@@ -124,6 +200,8 @@ pub enum ExportFormat {
     Collapsed,
     /// pprof's profile.proto, gzipped
     Pprof,
+    /// valgrind massif's output: snapshots of the live heap with heap trees
+    Massif,
 }
 
 impl ExportFormat {
@@ -135,6 +213,9 @@ impl ExportFormat {
         {
             return Some(ExportFormat::Pprof);
         }
+        if name.ends_with(".massif") || name.starts_with("massif.out") {
+            return Some(ExportFormat::Massif);
+        }
         [".folded", ".collapsed", ".txt"]
             .iter()
             .any(|x| name.ends_with(x))
@@ -142,12 +223,14 @@ impl ExportFormat {
     }
 }
 
-/// A trace with call stacks and its analysis, or an error saying why not.
-fn analysed(file: &Path) -> Result<(Trace, Analysis)> {
+/// A trace with call stacks, the window asked for and its analysis, or an
+/// error saying why not.
+fn analysed(file: &Path, window: WindowArgs) -> Result<(Trace, Window, Analysis)> {
     let trace = format::load(file, None)?;
-    let a = Analysis::of(&trace);
+    let w = window.of(file, &trace)?;
+    let a = Analysis::in_window(&trace, w);
     analysis::require_stacks(file, &a)?;
-    Ok((trace, a))
+    Ok((trace, w, a))
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -162,10 +245,12 @@ pub fn run(c: Command) -> Result<()> {
             top,
             json,
             report,
+            weight,
+            window,
         } => {
-            let (_, a) = analysed(&file)?;
+            let (_, _, a) = analysed(&file, window)?;
             let top = top.or((!json).then_some(20)).filter(|&n| n > 0);
-            out!("{}", sites::sites(&file, &a, by, top, json));
+            out!("{}", sites::sites(&file, &a, by, top, weight, json));
             if let Some(path) = report {
                 let name = file.display().to_string();
                 let page = crate::report::Page {
@@ -178,23 +263,73 @@ pub fn run(c: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Leaks { file, by, json } => {
-            let (_, a) = analysed(&file)?;
+        Command::Leaks {
+            file,
+            by,
+            json,
+            window,
+        } => {
+            let (_, _, a) = analysed(&file, window)?;
             out!("{}", sites::leaks(&file, &a, by, json));
             Ok(())
         }
-        Command::Diff { a, b, by, json } => {
-            let (_, x) = analysed(&a)?;
-            let (_, y) = analysed(&b)?;
-            out!("{}", sites::diff([&a, &b], &x, &y, by, json));
+        Command::Diff {
+            a,
+            b,
+            by,
+            json,
+            weight,
+            fail_above,
+            fail_on,
+            fail_per,
+            window,
+        } => {
+            let (_, _, x) = analysed(&a, window)?;
+            let (_, _, y) = analysed(&b, window)?;
+            let gate = (!fail_above.is_empty()).then_some(Gate {
+                thresholds: fail_above,
+                on: fail_on,
+                per: fail_per,
+            });
+            let (text, failed) = sites::diff([&a, &b], &x, &y, by, weight, gate.as_ref(), json);
+            out!("{text}");
+            if failed {
+                std::io::Write::flush(&mut std::io::stdout())?;
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Timeline {
+            file,
+            top,
+            by,
+            spans,
+            json,
+            report,
+            window,
+        } => {
+            let (trace, w, a) = analysed(&file, window)?;
+            let spans = spans.unwrap_or(if json { 500 } else { 20 }).max(1);
+            let t = analysis::timeline::of(&trace, &a, w, by, spans, top);
+            out!("{}", timeline::text_or_json(&file, &trace, &t, json)?);
+            if let Some(path) = report {
+                let page = crate::report::Page {
+                    title: "retype: memory over time",
+                    intro: "A recorded program's live heap bytes over time, its top sites in their own bands.",
+                    parts: vec![crate::report::timeline::part(&file.display().to_string(), &t)],
+                };
+                write_file(&path, page.html().as_bytes())?;
+                eprintln!("retype: wrote {}", path.display());
+            }
             Ok(())
         }
         Command::Flamegraph {
             file,
             output,
             weight,
+            window,
         } => {
-            let (_, a) = analysed(&file)?;
+            let (_, _, a) = analysed(&file, window)?;
             let mut svg = Vec::new();
             export::flamegraph(&file.display().to_string(), &a, weight, &mut svg)?;
             write_file(&output, &svg)?;
@@ -206,18 +341,20 @@ pub fn run(c: Command) -> Result<()> {
             output,
             format,
             weight,
+            window,
         } => {
             let format = format.or_else(|| ExportFormat::from_extension(&output)).with_context(|| {
-                format!("{}: cannot tell the format from its name; give --format collapsed or pprof", output.display())
+                format!("{}: cannot tell the format from its name; give --format collapsed, pprof or massif", output.display())
             })?;
-            let (trace, a) = analysed(&file)?;
+            let (trace, w, a) = analysed(&file, window)?;
             let bytes = match format {
                 ExportFormat::Collapsed => {
                     let mut text = export::collapsed(&a, weight).join("\n");
                     text.push('\n');
                     text.into_bytes()
                 }
-                ExportFormat::Pprof => export::pprof(&trace, &a, weight),
+                ExportFormat::Pprof => export::pprof(&trace, &a, weight)?,
+                ExportFormat::Massif => massif::massif(&trace, &a, w).into_bytes(),
             };
             write_file(&output, &bytes)?;
             eprintln!("retype: wrote {}", output.display());
@@ -281,7 +418,7 @@ pub fn run(c: Command) -> Result<()> {
 }
 
 /// `1234567` as `1.23 ms`.
-fn ns(v: u64) -> String {
+pub(super) fn ns(v: u64) -> String {
     match v {
         0..=9_999 => format!("{v} ns"),
         10_000..=9_999_999 => format!("{:.2} µs", v as f64 / 1e3),
@@ -364,6 +501,11 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.live_at_end_bytes, s.live_at_end_blocks
     );
     let _ = writeln!(o, "bytes requested: {}", s.bytes_requested);
+    let _ = writeln!(
+        o,
+        "temporary allocations (freed before their thread allocated again): {}",
+        s.temporary_allocations
+    );
     if !t.stacks.is_empty() {
         let with = t.events.iter().filter(|e| e.stack != 0).count();
         let _ = writeln!(

@@ -1,15 +1,16 @@
 //! `retype trace sites`, `leaks` and `diff`: a recording's sites
 //! ([`crate::sites`]) as text or JSON.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::Path;
 
 use retype_trace::sites::SiteStats;
 use serde_json::{json, Value};
 
+use crate::sites::export::Weight;
+use crate::sites::gate::{Breach, Gate, TOTAL};
 use crate::sites::symbols::Frame;
-use crate::sites::{Analysis, By, Site, NO_STACK};
+use crate::sites::{pairs, Analysis, By, Site, NO_STACK};
 
 pub fn frame_json(f: &Frame) -> Value {
     json!({
@@ -31,6 +32,7 @@ pub fn stats_json(s: &SiteStats) -> Value {
         "peak_live_blocks": s.peak_blocks,
         "leaked_bytes": s.leaked_bytes,
         "leaked_blocks": s.leaked_blocks,
+        "temporary_allocations": s.temporary,
     })
 }
 
@@ -56,9 +58,21 @@ pub fn thousands(v: u64) -> String {
     out
 }
 
-/// `retype trace sites`.
-pub fn sites(file: &Path, a: &Analysis, by: By, top: Option<usize>, json: bool) -> String {
-    let sites = a.sites(by);
+/// `retype trace sites`, ranked by `weight` (bytes allocated: as
+/// [`Analysis::sites`] orders them).
+pub fn sites(
+    file: &Path,
+    a: &Analysis,
+    by: By,
+    top: Option<usize>,
+    weight: Weight,
+    json: bool,
+) -> String {
+    let mut sites = a.sites(by);
+    if weight != Weight::Allocated {
+        sites.sort_by_key(|s| std::cmp::Reverse(weight.of(&s.stats)));
+    }
+    let temporaries = weight == Weight::Temporary;
     let shown = &sites[..top.unwrap_or(sites.len()).min(sites.len())];
     if json {
         let v = json!({
@@ -84,32 +98,51 @@ pub fn sites(file: &Path, a: &Analysis, by: By, top: Option<usize>, json: bool) 
         thousands(t.leaked_bytes),
         thousands(t.leaked_blocks)
     );
+    if temporaries {
+        let _ = writeln!(
+            o,
+            "{} temporary allocations (freed before their thread allocated again)",
+            thousands(t.temporary)
+        );
+    }
+    let extra = if temporaries { 11 } else { 0 };
     let _ = writeln!(
         o,
-        "{:>14} {:>10} {:>13} {:>13} {:>7}  site",
-        "bytes", "calls", "peak live", "leaked", "blocks"
+        "{:>14} {:>10} {:>13} {:>13} {:>7}{}  site",
+        "bytes",
+        "calls",
+        "peak live",
+        "leaked",
+        "blocks",
+        if temporaries { "  temporary" } else { "" }
     );
     for s in shown {
         let st = &s.stats;
         let _ = writeln!(
             o,
-            "{:>14} {:>10} {:>13} {:>13} {:>7}  {}",
+            "{:>14} {:>10} {:>13} {:>13} {:>7}{}  {}",
             thousands(st.bytes),
             thousands(st.calls),
             thousands(st.peak_bytes),
             thousands(st.leaked_bytes),
             thousands(st.leaked_blocks),
+            if temporaries {
+                format!(" {:>10}", thousands(st.temporary))
+            } else {
+                String::new()
+            },
             site_name(s, by)
         );
         if by == By::Stack {
             for f in s.frames.iter().skip(1) {
-                let _ = writeln!(o, "{:>62}  {}", "", f.label());
+                let _ = writeln!(o, "{:>w$}  {}", "", f.label(), w = 62 + extra);
             }
             if s.truncated {
                 let _ = writeln!(
                     o,
-                    "{:>62}  … (deeper than the recording's --stack-depth)",
-                    ""
+                    "{:>w$}  … (deeper than the recording's --stack-depth)",
+                    "",
+                    w = 62 + extra
                 );
             }
         }
@@ -203,30 +236,32 @@ pub fn leaks(file: &Path, a: &Analysis, by: By, json: bool) -> String {
 }
 
 /// `retype trace diff`: each site's figures in `a` and `b` and the change,
-/// largest change of bytes allocated first.
-pub fn diff(files: [&Path; 2], a: &Analysis, b: &Analysis, by: By, json: bool) -> String {
-    let (sa, sb) = (a.sites(by), b.sites(by));
-    let mut rows: HashMap<&str, [SiteStats; 2]> = HashMap::new();
-    for (i, sites) in [&sa, &sb].into_iter().enumerate() {
-        for s in sites {
-            rows.entry(&s.key).or_default()[i] = s.stats;
-        }
-    }
+/// largest change of `weight` first; with a `gate`, the sites that grew past
+/// it, and whether any did.
+pub fn diff(
+    files: [&Path; 2],
+    a: &Analysis,
+    b: &Analysis,
+    by: By,
+    weight: Weight,
+    gate: Option<&Gate>,
+    json: bool,
+) -> (String, bool) {
+    let mut rows = pairs(a, b, by);
     let change = |x: u64, y: u64| y as i128 - x as i128;
-    let mut rows: Vec<(&str, [SiteStats; 2])> = rows.into_iter().collect();
-    rows.sort_by(|(ka, [a0, a1]), (kb, [b0, b1])| {
-        let (da, db) = (
-            change(a0.bytes, a1.bytes).abs(),
-            change(b0.bytes, b1.bytes).abs(),
-        );
-        (db, ka).cmp(&(da, kb))
-    });
+    if weight != Weight::Allocated {
+        rows.sort_by_key(|(_, [x, y])| std::cmp::Reverse(weight.of(x).abs_diff(weight.of(y))));
+    }
+    let total = [a.total, b.total];
+    let breaches = gate.map(|g| g.breaches(&rows, total));
+    let failed = breaches.as_ref().is_some_and(|b| !b.is_empty());
     let delta = |x: &SiteStats, y: &SiteStats| {
         json!({
             "calls": change(x.calls, y.calls) as i64,
             "bytes_allocated": change(x.bytes, y.bytes) as i64,
             "peak_live_bytes": change(x.peak_bytes, y.peak_bytes) as i64,
             "leaked_bytes": change(x.leaked_bytes, y.leaked_bytes) as i64,
+            "temporary_allocations": change(x.temporary, y.temporary) as i64,
         })
     };
     if json {
@@ -234,21 +269,40 @@ pub fn diff(files: [&Path; 2], a: &Analysis, b: &Analysis, by: By, json: bool) -
             .iter()
             .map(|(k, [x, y])| json!({"site": k, "a": stats_json(x), "b": stats_json(y), "delta": delta(x, y)}))
             .collect();
-        let v = json!({
+        let mut v = json!({
             "a": files[0],
             "b": files[1],
             "by": by.to_string(),
             "total": {"a": stats_json(&a.total), "b": stats_json(&b.total), "delta": delta(&a.total, &b.total)},
             "sites": sites,
         });
-        return serde_json::to_string_pretty(&v).unwrap() + "\n";
+        if let (Some(g), Some(breaches)) = (gate, &breaches) {
+            v["gate"] = json!({
+                "fail_above": g.thresholds.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+                "fail_on": g.on.to_string(),
+                "fail_per": g.per.to_string(),
+                "failed": failed,
+                "grew": breaches.iter().map(|r| json!({"site": r.site, "a": r.a, "b": r.b})).collect::<Vec<_>>(),
+            });
+        }
+        return (serde_json::to_string_pretty(&v).unwrap() + "\n", failed);
     }
     let mut o = String::new();
     let _ = writeln!(o, "a: {}\nb: {}", files[0].display(), files[1].display());
+    let name = match weight {
+        Weight::Allocated => "bytes",
+        Weight::Peak => "peak",
+        Weight::Leaked => "leaked",
+        Weight::Temporary => "temporary",
+    };
     let _ = writeln!(
         o,
         "{:>14} {:>14} {:>10} {:>13} {:>13}  site",
-        "bytes a", "bytes b", "calls ±", "peak live ±", "leaked ±"
+        format!("{name} a"),
+        format!("{name} b"),
+        "calls ±",
+        "peak live ±",
+        "leaked ±"
     );
     let signed = |v: i128| {
         if v > 0 {
@@ -259,16 +313,53 @@ pub fn diff(files: [&Path; 2], a: &Analysis, b: &Analysis, by: By, json: bool) -
             "0".into()
         }
     };
-    for (k, [x, y]) in rows.iter().chain([&("(total)", [a.total, b.total])]) {
+    for (k, [x, y]) in rows
+        .iter()
+        .map(|(k, p)| (k.as_str(), p))
+        .chain([(TOTAL, &total)])
+    {
         let _ = writeln!(
             o,
             "{:>14} {:>14} {:>10} {:>13} {:>13}  {k}",
-            thousands(x.bytes),
-            thousands(y.bytes),
+            thousands(weight.of(x)),
+            thousands(weight.of(y)),
             signed(change(x.calls, y.calls)),
             signed(change(x.peak_bytes, y.peak_bytes)),
             signed(change(x.leaked_bytes, y.leaked_bytes)),
         );
     }
-    o
+    if let (Some(g), Some(breaches)) = (gate, &breaches) {
+        gate_text(&mut o, g, breaches);
+    }
+    (o, failed)
+}
+
+/// The gate's verdict: what grew past it, or that nothing did.
+fn gate_text(o: &mut String, g: &Gate, breaches: &[Breach]) {
+    let limits: Vec<String> = g.thresholds.iter().map(|t| t.to_string()).collect();
+    let what = format!(
+        "{} (per {}) past {}",
+        g.on.title(),
+        g.per,
+        limits.join(" and ")
+    );
+    if breaches.is_empty() {
+        let _ = writeln!(o, "gate passed: nothing grew in {what}");
+        return;
+    }
+    let _ = writeln!(o, "gate failed: {} grew in {what}:", breaches.len());
+    for r in breaches {
+        let share = if r.a == 0 {
+            "new".to_string()
+        } else {
+            format!("{:+.1}%", (r.b as f64 - r.a as f64) * 100.0 / r.a as f64)
+        };
+        let _ = writeln!(
+            o,
+            "  {}: {} -> {} ({share})",
+            r.site,
+            thousands(r.a),
+            thousands(r.b)
+        );
+    }
 }

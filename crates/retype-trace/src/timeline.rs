@@ -1,0 +1,142 @@
+//! Live heap bytes over time, for the whole process and per group of stacks
+//! (a site: what `retype trace timeline` draws and the massif export
+//! snapshots).
+//!
+//! The window is cut into equal spans of time. Of each span the timeline
+//! keeps two moments: the one with the most live bytes (so no peak falls
+//! between points) and the last (so a drop shows even when the span also
+//! rose), each with every group's live bytes at that moment; they add up to
+//! the process's. Blocks follow the [`heap`](crate::heap) model.
+
+use crate::event::Event;
+use crate::heap::Heap;
+use crate::trace::Trace;
+use crate::window::Window;
+
+/// One moment of the timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Point {
+    /// ns after the trace's first event.
+    pub time_ns: u64,
+    /// The index (in time order, all segments) of the event after which it was taken.
+    pub event: u64,
+    /// Bytes live in the whole process.
+    pub live_bytes: u64,
+    /// Bytes live per group.
+    pub groups: Vec<u64>,
+}
+
+/// The moments and each group's highest live bytes in the window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Timeline {
+    pub points: Vec<Point>,
+    /// Each group's own maximum of live bytes over the window (not its share
+    /// at the process's peak).
+    pub group_peaks: Vec<u64>,
+}
+
+/// The timeline of `trace` in `window`, at most `2 * spans` points, its
+/// stacks grouped by `group`: stack `k` (0: none recorded) counts in group
+/// `group[k]`, one of `groups`.
+pub fn timeline(
+    trace: &Trace,
+    window: Window,
+    spans: usize,
+    group: &[usize],
+    groups: usize,
+) -> Timeline {
+    let segments = trace.serialized_segments();
+    let first = trace.events.iter().map(|e| e.time_ns).min().unwrap_or(0);
+    let moments = moments(&segments, window, spans.max(1));
+    let mut t = Timeline {
+        points: Vec::with_capacity(moments.len()),
+        group_peaks: vec![0; groups],
+    };
+    let mut live = vec![0u64; groups];
+    let mut heap = Heap::new();
+    let mut next = moments.iter().peekable();
+    let mut i = 0u64;
+    let mut entered = false;
+    for segment in &segments {
+        heap.clear();
+        live.iter_mut().for_each(|b| *b = 0);
+        for e in segment {
+            let c = heap.apply(e);
+            for (b, _) in c.freed.into_iter().flatten() {
+                live[group[b.stack as usize]] -= b.size;
+            }
+            if let Some(b) = c.allocated {
+                let g = group[b.stack as usize];
+                live[g] = live[g].saturating_add(b.size);
+            }
+            if window.contains(e.time_ns) {
+                // Only an allocation raises a group, but blocks from before
+                // the window count from its first event on.
+                let raised = c
+                    .allocated
+                    .filter(|_| entered)
+                    .map(|b| group[b.stack as usize]);
+                for g in raised.map_or(0..groups, |g| g..g + 1) {
+                    t.group_peaks[g] = t.group_peaks[g].max(live[g]);
+                }
+                entered = true;
+            }
+            if next.next_if_eq(&&i).is_some() {
+                let time_ns = (e.time_ns - first).max(t.points.last().map_or(0, |p| p.time_ns));
+                t.points.push(Point {
+                    time_ns,
+                    event: i,
+                    live_bytes: heap.bytes(),
+                    groups: live.clone(),
+                });
+            }
+            i += 1;
+        }
+    }
+    t
+}
+
+/// The indexes of the events the timeline keeps, in order: of each span of
+/// `window`, the event after which most bytes were live (the first such) and
+/// the span's last event.
+fn moments(segments: &[Vec<Event>], window: Window, spans: usize) -> Vec<u64> {
+    let times = || segments.iter().flatten().map(|e| e.time_ns);
+    let inside = || times().filter(|&t| window.contains(t));
+    let (Some(from), Some(to)) = (inside().min(), inside().max()) else {
+        return Vec::new();
+    };
+    let width = u128::from(to - from) + 1;
+    let span_of = |t: u64| (u128::from(t - from) * spans as u128 / width) as usize;
+    // Per span: (most bytes, its event, the last event).
+    let mut best: Vec<Option<(u64, u64, u64)>> = vec![None; spans];
+    let mut heap = Heap::new();
+    let mut i = 0u64;
+    for segment in segments {
+        heap.clear();
+        for e in segment {
+            heap.apply(e);
+            if window.contains(e.time_ns) {
+                let s = &mut best[span_of(e.time_ns)];
+                let bytes = heap.bytes();
+                match s {
+                    Some((most, at, last)) => {
+                        if bytes > *most {
+                            (*most, *at) = (bytes, i);
+                        }
+                        *last = i;
+                    }
+                    None => *s = Some((bytes, i, i)),
+                }
+            }
+            i += 1;
+        }
+    }
+    let mut kept: Vec<u64> = best
+        .into_iter()
+        .flatten()
+        .flat_map(|(_, at, last)| [at, last])
+        .collect();
+    kept.sort_unstable();
+    kept.dedup();
+    kept
+}

@@ -1,0 +1,109 @@
+//! `retype trace timeline`: live heap bytes over time for the whole process
+//! and its top sites (those whose own live bytes rose highest), the rest
+//! summed as one band ([`retype_trace::timeline`] holds the walk).
+
+use std::collections::HashMap;
+
+use retype_trace::timeline::timeline;
+use retype_trace::window::Window;
+use retype_trace::Trace;
+
+use super::{Analysis, By};
+
+/// The name of the band that sums the sites not shown.
+pub const OTHER: &str = "(other sites)";
+
+/// A site's band.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Band {
+    pub site: String,
+    /// Its highest live bytes in the window.
+    pub peak_bytes: u64,
+}
+
+/// One moment: ns after the first event, the process's live bytes, and each
+/// band's (the bands add up to the process).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Moment {
+    pub time_ns: u64,
+    pub live_bytes: u64,
+    pub bands: Vec<u64>,
+}
+
+/// The timeline of a recording's sites.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteTimeline {
+    /// The top sites, highest first, then [`OTHER`] if any site is left out.
+    pub bands: Vec<Band>,
+    pub moments: Vec<Moment>,
+    /// How many sites the recording has in the window.
+    pub sites_total: usize,
+}
+
+/// The timeline of `trace` (analysed as `a`) in `window`, over `spans`
+/// spans of time, its `top` sites by `by` in their own bands.
+pub fn of(
+    trace: &Trace,
+    a: &Analysis,
+    window: Window,
+    by: By,
+    spans: usize,
+    top: usize,
+) -> SiteTimeline {
+    let mut keys: Vec<String> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let group: Vec<usize> = a
+        .stacks
+        .iter()
+        .map(|r| {
+            let (key, _) = r.site_of(by);
+            *index.entry(key.clone()).or_insert_with(|| {
+                keys.push(key);
+                keys.len() - 1
+            })
+        })
+        .collect();
+    let t = timeline(trace, window, spans, &group, keys.len());
+    let mut order: Vec<usize> = (0..keys.len()).filter(|&g| t.group_peaks[g] > 0).collect();
+    order.sort_by(|&x, &y| (t.group_peaks[y], &keys[x]).cmp(&(t.group_peaks[x], &keys[y])));
+    let sites_total = order.len();
+    let rest = order.split_off(top.min(order.len()));
+    let mut bands: Vec<Band> = order
+        .iter()
+        .map(|&g| Band {
+            site: keys[g].clone(),
+            peak_bytes: t.group_peaks[g],
+        })
+        .collect();
+    let moments: Vec<Moment> = t
+        .points
+        .iter()
+        .map(|p| {
+            let mut v: Vec<u64> = order.iter().map(|&g| p.groups[g]).collect();
+            if !rest.is_empty() {
+                v.push(rest.iter().map(|&g| p.groups[g]).sum());
+            }
+            Moment {
+                time_ns: p.time_ns,
+                live_bytes: p.live_bytes,
+                bands: v,
+            }
+        })
+        .collect();
+    if !rest.is_empty() {
+        let peak_bytes = moments
+            .iter()
+            .map(|m| *m.bands.last().unwrap())
+            .max()
+            .unwrap_or(0);
+        bands.push(Band {
+            site: OTHER.into(),
+            peak_bytes,
+        });
+    }
+    SiteTimeline {
+        bands,
+        moments,
+        sites_total,
+    }
+}
