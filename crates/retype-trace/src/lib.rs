@@ -5,7 +5,8 @@
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
 //! - [`malloclab`], [`wee_alloc`], [`valgrind`], [`csv`]: text formats of other tools.
 //! - [`summary`]: what `retype trace info` reports; [`sites`]: what
-//!   `retype trace sites` counts per call stack.
+//!   `retype trace sites` counts per call stack; [`window`]: the stretches of
+//!   the run a trace recorded, when recording was started and stopped.
 
 pub mod codec;
 pub mod csv;
@@ -20,6 +21,7 @@ pub mod summary;
 pub mod trace;
 pub mod valgrind;
 pub mod wee_alloc;
+pub mod window;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
