@@ -273,20 +273,29 @@ fn python() -> PathBuf {
     std::fs::canonicalize(String::from_utf8_lossy(&o.stdout).trim()).unwrap()
 }
 
-/// Waits until process `pid` runs `exe` with its C library loaded.
-fn wait_until_running(pid: u32, exe: &Path) {
+/// Waits until process `pid` runs `exe` and is in its loop: it has slept
+/// (`time.sleep`, a voluntary context switch each) a few hundred times, which
+/// Python's start-up, however slow the machine, does not.
+fn wait_until_in_loop(pid: u32, exe: &Path) {
     let start = Instant::now();
+    let sleeps = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
     while std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
         .as_deref()
         != Some(exe)
-        || !std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .unwrap_or_default()
-            .contains("libc.so")
+        || sleeps().is_none_or(|n| n < 300)
     {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "process {pid} never started"
+            "process {pid} never reached its loop"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -310,8 +319,7 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_until_running(py.id(), &exe);
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until_in_loop(py.id(), &exe);
     let pid = py.id().to_string();
     let o = retype(&["record", "--pid", &pid, "-o", trace.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -330,6 +338,21 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
         stderr(&again)
     );
 
+    // The recorder attaches once per process, and says so.
+    let again = retype(&[
+        "record",
+        "--pid",
+        &pid,
+        "-o",
+        dir.join("again.rtr").to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("was recorded by --pid before"),
+        "{}",
+        stderr(&again)
+    );
+
     let out = py.wait_with_output().unwrap();
     assert!(out.status.success(), "python3 ended with {}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "100000");
@@ -343,7 +366,12 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
         ("attach", Some("detach"))
     );
     let stop = w[0].stop_ns.unwrap();
-    let thousands = t.events.iter().filter(|e| e.size == 1000).count();
+    // bytes(1000): a calloc of 1000 bytes and the object's header.
+    let thousands = t
+        .events
+        .iter()
+        .filter(|e| e.op == Op::Calloc && (1000..1100).contains(&e.size))
+        .count();
     assert!(
         thousands > 0,
         "no bytes(1000) recorded among {} events",
@@ -363,6 +391,40 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
         info.contains("(when recording stopped; the program ran on)"),
         "{info}"
     );
+}
+
+#[test]
+fn a_process_under_retype_record_is_pointed_to_its_toggle_signal() {
+    if let Some(why) = ptrace_forbidden() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = scratch("control-preloaded");
+    let trace = dir.join("t.rtr");
+    let mut p = Driven::start(&dir, &trace, &[]);
+    p.run("alloc 100 1");
+    // The program is the child of `retype record`.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", p.child.id())).unwrap();
+    let pid = children.split_whitespace().next().unwrap().to_string();
+    let o = retype(&[
+        "record",
+        "--pid",
+        &pid,
+        "-o",
+        dir.join("p.rtr").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("runs with the recorder preloaded"),
+        "{}",
+        stderr(&o)
+    );
+    // It was left as it was: it goes on, recorded.
+    p.run("alloc 200 1");
+    p.finish();
+    let t = Trace::read_file(&trace).unwrap();
+    assert_eq!((mallocs_of(&t, 100), mallocs_of(&t, 200)), (1, 1));
 }
 
 #[test]

@@ -94,14 +94,18 @@ pub fn detach(pid: i32) -> Result<PathBuf> {
     Ok(PathBuf::from(String::from_utf8_lossy(&path).into_owned()))
 }
 
-/// Seizes process `pid`'s main thread at a safe point, or says why it may not be traced.
+/// Seizes process `pid`'s main thread at a safe point, or says why it may
+/// not be traced. Unsafe to stop in: the C library, the loader, and a
+/// preloaded allocator (jemalloc, tcmalloc, mimalloc, ours), whose locks a
+/// `dlopen` would take.
 fn seize(pid: i32, objects: &[Loaded]) -> Result<Tracee> {
     let unsafe_code: Vec<(u64, u64)> = objects
         .iter()
         .filter(|o| {
-            o.path
-                .file_name()
-                .is_some_and(|n| is_libc(&n.to_string_lossy()) || is_loader(&n.to_string_lossy()))
+            o.path.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                is_libc(&n) || is_loader(&n) || n.contains("malloc")
+            })
         })
         .flat_map(|o| o.code.iter().copied())
         .collect();
