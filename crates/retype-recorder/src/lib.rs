@@ -6,7 +6,9 @@
 //! Environment ([`settings`], read once at start): `RETYPE_TRACE_FILE` names
 //! the trace (no variable, no recording); `RETYPE_ALLOCATOR` is copied into the
 //! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
-//! (default 32; 0: no stacks). `retype record` sets them. A forked child writes
+//! (default 32; 0: no stacks); `RETYPE_PAUSED` and `RETYPE_TOGGLE_SIGNAL`
+//! start paused and name the signal that starts and stops recording.
+//! `retype record` sets them. A forked child writes
 //! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
 //! process's file. When the file cannot be written (a full disk, the file-size
 //! limit, the program closed its descriptor), recording stops with one line on
@@ -21,6 +23,8 @@
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
 //! - [`output`]: the trace file: naming, header, continuation across exec,
 //!   and the stop, for good, when it cannot be written;
+//! - [`control`]: recording windows: a paused start, the toggle signal, and
+//!   the `window_start`/`window_stop` records;
 //! - [`stack_table`]: each distinct stack once, with its id;
 //! - [`cfi`]: the rule that leads from a frame to its caller's, from an
 //!   object's call-frame information (gimli);
@@ -32,7 +36,10 @@
 //! - [`process`]: start, fork, exec, `_exit`, fatal signals, process exit
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
-//! - [`hooks`]: the exported malloc family.
+//! - [`hooks`]: the exported malloc family;
+//! - [`got`]: a running process's calls redirected to the hooks (GOT slots rewritten);
+//! - [`attach`]: the recorder loaded into a running process (`retype record
+//!   --pid`): `retype_attach` and `retype_detach`, which the CLI calls in it.
 //!
 //! This crate exports `malloc`: nothing may link it as a Rust dependency.
 
@@ -40,7 +47,10 @@
 // links above resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+mod attach;
 mod cfi;
+mod control;
+mod got;
 mod hooks;
 mod modules;
 mod output;

@@ -313,6 +313,30 @@ pub fn end(events: u64) {
     }
 }
 
+/// Whether records go out: the trace is open and has not stopped for good.
+pub fn writable() -> bool {
+    FD.load(Ordering::Acquire) >= 0
+}
+
+/// Keeps the trace out of exec'd images (a recorder loaded into a running
+/// process is not in the images it execs, so none would continue the trace).
+pub fn close_on_exec() {
+    let fd = FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        // SAFETY: fcntl on our own descriptor.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+}
+
+/// The trace's path as /proc named it when it opened: copied into `out`
+/// (cut to fit); returns its length.
+pub fn path(out: &mut [u8]) -> usize {
+    let Ok(p) = PATH.try_lock() else { return 0 };
+    let n = p.as_bytes().len().min(out.len());
+    out[..n].copy_from_slice(&p.as_bytes()[..n]);
+    n
+}
+
 /// Stops writing (after the final end record).
 pub fn close() {
     let fd = FD.swap(-1, Ordering::Relaxed);

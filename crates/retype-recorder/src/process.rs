@@ -1,6 +1,8 @@
-//! The process's life: start (constructor), fork, exec, and every exit path we
-//! can catch (`exit` through the library destructor, `_exit`/`_Exit`, fatal
-//! signals). SIGKILL cannot be caught: its trace ends without an end record.
+//! The process's life: start (constructor, or a recorder loaded into a
+//! running process), fork, exec, and every exit path we can catch (`exit`
+//! through the library destructor, `_exit`/`_Exit`, fatal signals, and the
+//! detach that ends a loaded recorder's trace while the process runs on).
+//! SIGKILL cannot be caught: its trace ends without an end record.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -10,7 +12,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::real::real;
 use crate::thread::local::{local, Busy};
 use crate::thread::{buffer, cost, exit};
-use crate::{modules, output, recording, rseq, settings, stack_table, sys};
+use crate::{control, modules, output, rseq, settings, stack_table, sys};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -27,7 +29,11 @@ static INIT: extern "C" fn() = init;
 static FINI: extern "C" fn() = fini;
 
 extern "C" fn init() {
-    start();
+    // A recorder loaded late (dlopen) is not the program's malloc: it starts
+    // only when attached (see `crate::attach`).
+    if crate::real::interposed() {
+        start();
+    }
 }
 
 /// Whether [`start`] has run (or is running).
@@ -36,17 +42,31 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// Starts recording, once: from the library constructor, or from the first
 /// malloc-family call if another library's constructor calls first.
 pub fn start() {
+    launch(false);
+}
+
+/// Starts recording in a process the recorder was loaded into while it ran,
+/// with the settings given (once per process); false if it had started.
+pub fn attach() -> bool {
+    launch(true)
+}
+
+fn launch(attached: bool) -> bool {
     if STARTED.swap(true, Ordering::AcqRel) {
-        return;
+        return false;
     }
-    let Some(_busy) = Busy::enter() else { return };
+    let Some(_busy) = Busy::enter() else {
+        return false;
+    };
     real();
-    // The environment is read now, once.
-    settings::get();
+    // The environment is read now, once (unless the attach gave the settings).
+    let paused = settings::get().paused();
     exit::init();
     buffer::enable_fast_path();
-    begin(false);
+    control::init(attached);
+    begin(false, !paused, if attached { b"attach" } else { b"start" });
     catch_fatal_signals();
+    true
 }
 
 /// Whether [`start`] still has to run.
@@ -56,11 +76,11 @@ pub fn not_started() -> bool {
 }
 
 extern "C" fn fini() {
-    finish(false);
+    finish(false, b"exit");
 }
 
-/// Opens the trace and starts recording.
-fn begin(forked: bool) {
+/// Opens the trace; starts recording if `on` (a window that opens for `reason`).
+fn begin(forked: bool, on: bool, reason: &[u8]) {
     OWNER.store(sys::getpid(), Ordering::Release);
     // Before the trace opens: its meta records give the clock's resolution.
     sys::calibrate_clock();
@@ -72,17 +92,19 @@ fn begin(forked: bool) {
             modules::scan(true);
         }
         FINISHED.store(false, Ordering::Release);
-        recording::switch_on();
+        control::begin(on, reason);
     }
 }
 
-/// Ends the segment: writes every buffer, a summary for each thread still
-/// alive, and the end record. Once per segment; a no-op in a vfork child.
-fn end_segment(in_signal: bool) -> bool {
+/// Ends the segment for `reason` (`exit`, `exec`, `detach`): writes every
+/// buffer, a summary for each thread still alive, the end of the open window
+/// and the end record. Once per segment; a no-op in a vfork child. `None` if
+/// it did nothing, else whether it was recording.
+fn end_segment(in_signal: bool, reason: &[u8]) -> Option<bool> {
     if OWNER.load(Ordering::Acquire) != sys::getpid() || FINISHED.swap(true, Ordering::AcqRel) {
-        return false;
+        return None;
     }
-    recording::switch_off();
+    let on = control::end().unwrap_or(false);
     let _busy = Busy::enter();
     if settings::get().records_stacks() && !in_signal {
         // Libraries opened since the last scan, for the stacks that name them.
@@ -108,20 +130,30 @@ fn end_segment(in_signal: bool) -> bool {
         num.push_num(dropped);
         output::meta(b"stacks_dropped", num.as_bytes());
     }
+    // After the events: the window holds every one of them.
+    if on {
+        control::ended(reason);
+    }
     output::end(events);
-    true
+    Some(on)
 }
 
-/// Process exit: ends the segment and closes the trace.
-fn finish(in_signal: bool) {
-    if end_segment(in_signal) {
+/// Process exit (or detach, `reason`): ends the segment and closes the trace.
+fn finish(in_signal: bool, reason: &[u8]) {
+    if end_segment(in_signal, reason).is_some() {
         output::close();
     }
 }
 
+/// Ends a loaded recorder's trace; the process runs on, its calls forwarded
+/// unrecorded.
+pub fn detach() {
+    finish(false, b"detach");
+}
+
 /// Ends the trace and leaves through `pick(real)`: the next `_exit` or `_Exit`.
 fn exit_now(status: c_int, pick: fn(&crate::real::Real) -> crate::real::Exit) -> ! {
-    finish(false);
+    finish(false, b"exit");
     match real() {
         // SAFETY: forwarding.
         Some(r) => unsafe { pick(r)(status) },
@@ -157,11 +189,12 @@ pub unsafe extern "C" fn fork() -> pid_t {
     if pid == 0 {
         let _busy = Busy::enter();
         cost::started_now();
-        let was_recording = recording::switch_off();
+        // The parent's trace was open (recording or paused): the child's opens alike.
+        let open = control::end();
         modules::after_fork_child();
         buffer::after_fork_child(local().buf.get());
-        if was_recording {
-            begin(true);
+        if let Some(on) = open {
+            begin(true, on, b"fork");
         }
     }
     pid
@@ -170,11 +203,11 @@ pub unsafe extern "C" fn fork() -> pid_t {
 /// Runs an exec function: the segment ends before it (the new image appends
 /// its own), and a new segment begins if the exec fails.
 fn exec(call: impl FnOnce() -> c_int) -> c_int {
-    let ended = end_segment(false);
+    let ended = end_segment(false, b"exec");
     let rc = call();
-    if ended {
+    if let Some(on) = ended {
         let _busy = Busy::enter();
-        begin(false);
+        begin(false, on, b"exec");
     }
     rc
 }
@@ -291,7 +324,7 @@ fn catch_fatal_signals() {
 
 /// Ends the trace, then lets the signal do what it would have done.
 extern "C" fn on_fatal_signal(sig: c_int) {
-    finish(true);
+    finish(true, b"exit");
     // SAFETY: SA_RESETHAND restored the default action; raising it again ends the process.
     unsafe {
         libc::signal(sig, libc::SIG_DFL);

@@ -1,12 +1,15 @@
 //! The functions we forward to: the next definitions in the lookup order
-//! (`dlsym(RTLD_NEXT)`), resolved once on first use.
+//! (`dlsym(RTLD_NEXT)`), resolved once on first use. A recorder loaded into a
+//! running process is not in the program's lookup order at all: there the
+//! program's own definitions (`dlsym(RTLD_DEFAULT)`, which does not see a
+//! library dlopen'ed locally) are the ones to forward to.
 //!
 //! dlsym itself may call malloc or calloc (dlerror's message for a missing
 //! symbol). Those nested calls, made while this thread resolves, are served
 //! from a static bootstrap arena whose blocks are never freed.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use libc::{c_char, c_int, c_void, pid_t, size_t};
 
@@ -57,6 +60,37 @@ const RESOLVING: u8 = 1;
 const READY: u8 = 2;
 
 static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+/// Resolve in the program's lookup order (the recorder was loaded late).
+static LATE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the program's `malloc` is ours: the recorder was preloaded, not
+/// loaded into the running process later.
+pub fn interposed() -> bool {
+    // SAFETY: the name is NUL-terminated; dlsym and dladdr do not allocate on success.
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+        same_object(found, (&raw const STATE).cast())
+    }
+}
+
+/// Whether addresses `a` and `b` lie in the same loaded object.
+fn same_object(a: *const c_void, b: *const c_void) -> bool {
+    // SAFETY: all-zero Dl_info structs are valid; dladdr fills them.
+    unsafe {
+        let (mut ia, mut ib): (libc::Dl_info, libc::Dl_info) =
+            (std::mem::zeroed(), std::mem::zeroed());
+        !a.is_null()
+            && libc::dladdr(a, &mut ia) != 0
+            && libc::dladdr(b, &mut ib) != 0
+            && ia.dli_fbase == ib.dli_fbase
+    }
+}
+
+/// Forwards to the program's own definitions: called before the first
+/// [`real`] by a recorder loaded into a running process.
+pub fn resolve_late() {
+    LATE.store(true, Ordering::Release);
+}
 
 struct Slot(UnsafeCell<Option<Real>>);
 // SAFETY: written once by the resolving thread before STATE becomes READY
@@ -103,10 +137,15 @@ fn resolve_slow() -> Option<&'static Real> {
     unsafe { (*REAL.0.get()).as_ref() }
 }
 
-/// `dlsym(RTLD_NEXT, name)` (`name` NUL-terminated), or null.
+/// The definition of `name` (NUL-terminated) we forward to, or null.
 fn next(name: &[u8]) -> *mut c_void {
+    let handle = if LATE.load(Ordering::Acquire) {
+        libc::RTLD_DEFAULT
+    } else {
+        libc::RTLD_NEXT
+    };
     // SAFETY: `name` is NUL-terminated.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) }
+    unsafe { libc::dlsym(handle, name.as_ptr().cast()) }
 }
 
 macro_rules! required {

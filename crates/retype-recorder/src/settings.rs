@@ -6,9 +6,17 @@
 //! `RETYPE_TRACE_FILE` names the trace (unset or empty: no recording);
 //! `RETYPE_ALLOCATOR` is copied into the trace's metadata; `RETYPE_STACK_DEPTH`
 //! is the most frames a call stack keeps (unset or not a number: 32; at most
-//! [`MAX_STACK_DEPTH`]; 0: no stacks, the cheapest recording). The values are
+//! [`MAX_STACK_DEPTH`]; 0: no stacks, the cheapest recording);
+//! `RETYPE_PAUSED` (`1`) opens the trace without recording until the toggle
+//! signal starts it; `RETYPE_TOGGLE_SIGNAL` is that signal's number (unset: no
+//! signal toggles, so a program run with the library but not through `retype
+//! record` keeps its signals as they were). The values are
 //! copied into fixed storage: reading them allocates nothing, and what the
 //! program later does to its environment changes nothing.
+//!
+//! A recorder loaded into a running process (`retype record --pid`) has no
+//! such environment: the same variables come in one text, `NAME=VALUE` lines,
+//! given to [`set`] before the recording starts.
 
 use std::ffi::CStr;
 use std::sync::OnceLock;
@@ -23,6 +31,8 @@ const DEFAULT_STACK_DEPTH: usize = 32;
 const TRACE_FILE: &CStr = c"RETYPE_TRACE_FILE";
 const ALLOCATOR: &CStr = c"RETYPE_ALLOCATOR";
 const STACK_DEPTH: &CStr = c"RETYPE_STACK_DEPTH";
+const PAUSED: &CStr = c"RETYPE_PAUSED";
+const TOGGLE_SIGNAL: &CStr = c"RETYPE_TOGGLE_SIGNAL";
 
 /// A variable's value, up to 4096 bytes (what a path or a meta record's text
 /// holds in the trace; the rest is cut off).
@@ -33,6 +43,8 @@ pub struct Settings {
     trace_file: Option<Value>,
     allocator: Option<Value>,
     stack_depth: usize,
+    paused: bool,
+    toggle_signal: Option<i32>,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -41,14 +53,13 @@ static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// recorder's start makes).
 #[inline(always)]
 pub fn get() -> &'static Settings {
-    SETTINGS.get_or_init(|| {
-        let mut s = Settings::parse(getenv);
-        // Stacks are taken on x86-64 only.
-        if !cfg!(target_arch = "x86_64") {
-            s.stack_depth = 0;
-        }
-        s
-    })
+    SETTINGS.get_or_init(|| Settings::parse(getenv))
+}
+
+/// Takes the settings from `text` (`NAME=VALUE` lines) instead of the
+/// environment; false if they were read already.
+pub fn set(text: &[u8]) -> bool {
+    SETTINGS.set(Settings::from_text(text)).is_ok()
 }
 
 /// The value of environment variable `name`, if it is set.
@@ -74,12 +85,42 @@ impl Settings {
         Settings {
             trace_file: value(TRACE_FILE).filter(|v| !v.as_bytes().is_empty()),
             allocator: value(ALLOCATOR),
-            stack_depth: var(STACK_DEPTH)
+            // Stacks are taken on x86-64 only.
+            stack_depth: if cfg!(target_arch = "x86_64") {
+                var(STACK_DEPTH)
+                    .and_then(parse_num)
+                    .map_or(DEFAULT_STACK_DEPTH, |d| {
+                        d.min(MAX_STACK_DEPTH as u64) as usize
+                    })
+            } else {
+                0
+            },
+            paused: var(PAUSED) == Some(b"1"),
+            toggle_signal: var(TOGGLE_SIGNAL)
                 .and_then(parse_num)
-                .map_or(DEFAULT_STACK_DEPTH, |d| {
-                    d.min(MAX_STACK_DEPTH as u64) as usize
-                }),
+                .filter(|&n| n > 0 && n < 65)
+                .map(|n| n as i32),
         }
+    }
+
+    /// The settings `text` (`NAME=VALUE` lines) gives.
+    fn from_text(text: &[u8]) -> Settings {
+        Settings::parse(|name| {
+            text.split(|&c| c == b'\n').find_map(|line| {
+                line.strip_prefix(name.to_bytes())
+                    .and_then(|rest| rest.strip_prefix(b"="))
+            })
+        })
+    }
+
+    /// Whether the trace opens paused (`RETYPE_PAUSED=1`).
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The signal that starts and stops recording (`RETYPE_TOGGLE_SIGNAL`), if any.
+    pub fn toggle_signal(&self) -> Option<i32> {
+        self.toggle_signal
     }
 
     /// The trace's path (`RETYPE_TRACE_FILE`); `None`: this process records nothing.
@@ -149,6 +190,32 @@ mod tests {
         let s = parse(&[(c"RETYPE_TRACE_FILE", b""), (c"RETYPE_ALLOCATOR", b"")]);
         assert_eq!(s.trace_file(), None);
         assert_eq!(s.allocator(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn paused_and_the_toggle_signal_are_read() {
+        let s = parse(&[(c"RETYPE_PAUSED", b"1"), (c"RETYPE_TOGGLE_SIGNAL", b"12")]);
+        assert!(s.paused());
+        assert_eq!(s.toggle_signal(), Some(12));
+        let s = parse(&[(c"RETYPE_PAUSED", b"0"), (c"RETYPE_TOGGLE_SIGNAL", b"99")]);
+        assert!(!s.paused());
+        assert_eq!(s.toggle_signal(), None);
+        let s = parse(&[]);
+        assert!(!s.paused());
+        assert_eq!(s.toggle_signal(), None);
+    }
+
+    #[test]
+    fn a_text_of_lines_gives_the_same_settings() {
+        let s = Settings::from_text(
+            b"RETYPE_TRACE_FILE=/tmp/a b.rtr\nRETYPE_STACK_DEPTH=5\nRETYPE_PAUSED=1\n",
+        );
+        assert_eq!(s.trace_file(), Some(&b"/tmp/a b.rtr"[..]));
+        assert_eq!(s.stack_depth(), 5);
+        assert!(s.paused());
+        assert_eq!(s.allocator(), None);
+        // A name is matched whole: RETYPE_PAUSED_X is another variable.
+        assert!(!Settings::from_text(b"RETYPE_PAUSED_X=1").paused());
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! - [`summary`]: what `retype trace info` reports; [`heap`]: the live
 //!   blocks as events change them, which [`sites`] (what `retype trace sites`
 //!   counts per call stack) and [`timeline`] (live bytes over time) walk;
-//!   [`window`]: the part of a trace they look at.
+//!   [`window`]: the part of a trace they look at; [`recorded`]: the stretches of
+//!   the run a trace recorded, when recording was started and stopped.
 
 pub mod codec;
 pub mod csv;
@@ -21,6 +22,7 @@ pub mod format;
 pub mod heap;
 pub mod malloclab;
 pub mod reader;
+pub mod recorded;
 pub mod requests;
 pub mod sites;
 pub mod summary;

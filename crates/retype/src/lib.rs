@@ -7,6 +7,7 @@
 //! 1. The experiments, which compute typed results and print nothing: `study`
 //!    (seed 000), `tlm` (seed 003), `cheri_study` (seed 004's capabilities), `replay`, [`sites`], `protocol`, `bench`,
 //!    and what they share: `preload` (the allocators a program runs on),
+//!    `attach` (the recorder loaded into a running process),
 //!    `trace_info`, `names`, `progress`, `timing`.
 //! 2. `report`: the page kit (page, chart, table, the `--json` lines reader)
 //!    and one renderer per experiment, drawing the experiment's results.
@@ -32,6 +33,7 @@ macro_rules! outln {
 }
 
 pub mod api;
+mod attach;
 mod bench;
 mod cheri_study;
 pub mod cmd;

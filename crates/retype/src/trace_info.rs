@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use retype_trace::recorded::windows;
 use retype_trace::summary::{Log2Histogram, Summary};
 use retype_trace::{Op, Trace};
 use serde_json::{json, Value};
@@ -75,5 +76,12 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         "events_with_stack": t.events.iter().filter(|e| e.stack != 0).count(),
         "modules": t.modules.len(),
         "cut_short": t.cut_short.map(|c| json!({"at_byte": c.at_byte, "events": c.events})),
+        "windows": windows(t).iter().map(|w| json!({
+            "start_ns": w.start_ns,
+            "stop_ns": w.stop_ns,
+            "opened_by": w.opened_by,
+            "closed_by": w.closed_by,
+            "events": w.events,
+        })).collect::<Vec<_>>(),
     })
 }

@@ -1,16 +1,30 @@
 //! `retype record`: runs a program with the LD_PRELOAD recorder
-//! (libretype_recorder.so) in front of the chosen allocator.
+//! (libretype_recorder.so) in front of the chosen allocator, or loads the
+//! recorder into a running process (`--pid`, see `crate::attach`). Recording
+//! can start paused (`--paused`) and be started and stopped while the
+//! program runs: by the toggle signal (`--toggle-signal`, SIGUSR2 by
+//! default), or by `start` and `stop` lines written to a named pipe
+//! (`--control FIFO`), which this command turns into the signal with a value
+//! that says which.
 
 use std::ffi::OsString;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
+use retype_trace::recorded::windows;
 use retype_trace::summary::Summary;
 use retype_trace::Trace;
 
+use crate::attach;
 use crate::preload::{allocator_lib, beside_exe, ld_preload, Allocator};
+
+/// The value sent with the toggle signal to start recording (the recorder's `control` module)...
+const START: usize = 1;
+/// ... and to stop it.
+const STOP: usize = 2;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,35 +44,89 @@ pub struct Args {
     /// Print what was recorded as JSON
     #[arg(long)]
     json: bool,
+    /// Open the trace without recording: the toggle signal or --control starts it
+    #[arg(long)]
+    paused: bool,
+    /// The signal that starts and stops recording: USR1, USR2, HUP, WINCH, URG, PWR, or a number
+    #[arg(long, value_name = "SIG", default_value = "USR2", value_parser = parse_signal)]
+    toggle_signal: i32,
+    /// A named pipe (made if it does not exist) whose `start` and `stop` lines start and stop recording
+    #[arg(long, value_name = "FIFO", conflicts_with = "pid")]
+    control: Option<PathBuf>,
+    /// Record the running process PID: load the recorder into it (ptrace) and return
+    #[arg(long, value_name = "PID", conflicts_with = "allocator")]
+    pid: Option<i32>,
+    /// With --pid: end the recording of PID (the process runs on) and report it
+    #[arg(long, requires = "pid")]
+    stop: bool,
+    /// With --pid: record for SECS seconds, then stop
+    #[arg(long, value_name = "SECS", requires = "pid", conflicts_with = "stop")]
+    duration: Option<f64>,
     /// The program and its arguments
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "pid", conflicts_with = "pid")]
     command: Vec<OsString>,
 }
 
+/// A signal by name or number; refuses those that stop, kill or report a fault.
+fn parse_signal(s: &str) -> Result<i32, String> {
+    let name = s.trim_start_matches("SIG");
+    let sig = match name {
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "HUP" => libc::SIGHUP,
+        "WINCH" => libc::SIGWINCH,
+        "URG" => libc::SIGURG,
+        "PWR" => libc::SIGPWR,
+        n => n
+            .parse::<i32>()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| {
+                format!("`{s}` is not a signal (USR1, USR2, HUP, WINCH, URG, PWR, or 1 to 64)")
+            })?,
+    };
+    let refused = [
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGABRT,
+    ];
+    if refused.contains(&sig) {
+        return Err(format!(
+            "signal {sig} cannot toggle recording (it stops, kills or reports a fault)"
+        ));
+    }
+    Ok(sig)
+}
+
 pub fn run(a: Args) -> Result<()> {
+    if let Some(pid) = a.pid {
+        return record_pid(&a, pid);
+    }
     let recorder = beside_exe("libretype_recorder.so", "retype-recorder")?;
     let lib = allocator_lib(&a.allocator)?;
     let output = absolute(&a.output)?;
-    match std::fs::remove_file(&output) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(e).with_context(|| format!("cannot replace {}", output.display()))
-        }
-        _ => {}
-    }
+    remove_old(&output)?;
     let preload = ld_preload([Some(recorder.as_path()), lib.as_deref()]);
     let (program, args) = a.command.split_first().context("no command to record")?;
     let before = child_traces(&output)?;
-    let status = Command::new(program)
+    let fifo = a.control.as_deref().map(Fifo::open).transpose()?;
+    let mut child = Command::new(program)
         .args(args)
         .env("LD_PRELOAD", &preload)
-        .env("RETYPE_TRACE_FILE", &output)
+        .envs(settings(&a, &output))
         .env("RETYPE_ALLOCATOR", a.allocator.to_string())
-        .env(
-            "RETYPE_STACK_DEPTH",
-            if a.no_stacks { 0 } else { a.stack_depth }.to_string(),
-        )
-        .status()
+        .spawn()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    if let Some(fifo) = &fifo {
+        fifo.serve(child.id() as i32, a.toggle_signal)?;
+    }
+    let status = child.wait()?;
+    drop(fifo);
     if !output.exists() {
         bail!(
             "{} wrote no trace to {} (did it run with LD_PRELOAD?)",
@@ -74,7 +142,7 @@ pub fn run(a: Args) -> Result<()> {
     let trace = Trace::read_file(&output)?;
     let s = Summary::of(&trace);
     if a.json {
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "trace": output,
             "allocator": a.allocator.to_string(),
             "events": s.events,
@@ -84,15 +152,17 @@ pub fn run(a: Args) -> Result<()> {
             "child_traces": children,
             "exit_status": status.code(),
         });
+        v["windows"] = windows(&trace).len().into();
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         eprintln!(
-            "retype: recorded {} events of {} threads into {} (allocator {}); peak live {} bytes",
+            "retype: recorded {} events of {} threads into {} (allocator {}); peak live {} bytes{}",
             s.events,
             s.threads.len(),
             output.display(),
             a.allocator,
-            s.peak_live_bytes
+            s.peak_live_bytes,
+            in_windows(&trace)
         );
         for c in &children {
             eprintln!("retype: child process trace {}", c.display());
@@ -102,6 +172,209 @@ pub fn run(a: Args) -> Result<()> {
         bail!("{} exited with {status}", program.to_string_lossy());
     }
     Ok(())
+}
+
+/// The recorder's settings that `a` asks for, as its variables (docs/environment.md).
+fn settings(a: &Args, output: &Path) -> Vec<(&'static str, OsString)> {
+    let mut v = vec![
+        ("RETYPE_TRACE_FILE", output.as_os_str().to_owned()),
+        (
+            "RETYPE_STACK_DEPTH",
+            if a.no_stacks { 0 } else { a.stack_depth }
+                .to_string()
+                .into(),
+        ),
+        ("RETYPE_TOGGLE_SIGNAL", a.toggle_signal.to_string().into()),
+    ];
+    if a.paused {
+        v.push(("RETYPE_PAUSED", "1".into()));
+    }
+    v
+}
+
+/// `; in N windows` when recording was started and stopped.
+fn in_windows(trace: &Trace) -> String {
+    match windows(trace).len() {
+        0 => String::new(),
+        1 => "; in 1 recording window".to_string(),
+        n => format!("; in {n} recording windows"),
+    }
+}
+
+fn remove_old(output: &Path) -> Result<()> {
+    match std::fs::remove_file(output) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot replace {}", output.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `retype record --pid PID`: loads the recorder into PID and starts
+/// recording; with `--stop`, ends it; with `--duration`, both.
+fn record_pid(a: &Args, pid: i32) -> Result<()> {
+    if a.stop {
+        return stop_pid(a, pid);
+    }
+    let recorder = beside_exe("libretype_recorder.so", "retype-recorder")?;
+    let output = absolute(&a.output)?;
+    remove_old(&output)?;
+    let mut config = String::new();
+    for (k, v) in settings(a, &output) {
+        let v = v.to_str().context("the trace's path is not UTF-8")?;
+        if v.contains('\n') {
+            bail!("the trace's path holds a newline");
+        }
+        config.push_str(&format!("{k}={v}\n"));
+    }
+    attach::attach(pid, &recorder, &config)?;
+    match a.duration {
+        Some(secs) => {
+            std::thread::sleep(Duration::from_secs_f64(secs.max(0.0)));
+            stop_pid(a, pid)
+        }
+        None => {
+            let how = if a.paused {
+                "paused: the toggle signal starts it"
+            } else {
+                "recording"
+            };
+            if a.json {
+                let v = serde_json::json!({"pid": pid, "trace": output, "paused": a.paused});
+                outln!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                eprintln!(
+                    "retype: process {pid} records into {} ({how}); `retype record --pid {pid} --stop` ends it",
+                    output.display()
+                );
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `retype record --pid PID --stop`: ends PID's recording and reports it.
+fn stop_pid(a: &Args, pid: i32) -> Result<()> {
+    let output = attach::detach(pid)?;
+    let trace = Trace::read_file(&output)?;
+    let s = Summary::of(&trace);
+    if a.json {
+        let v = serde_json::json!({
+            "pid": pid,
+            "trace": output,
+            "events": s.events,
+            "threads": s.threads.len(),
+            "peak_live_bytes": s.peak_live_bytes,
+            "stacks": trace.stacks.len(),
+            "windows": windows(&trace).len(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        eprintln!(
+            "retype: recorded {} events of {} threads of process {pid} into {}; peak live {} bytes{}; the process runs on",
+            s.events,
+            s.threads.len(),
+            output.display(),
+            s.peak_live_bytes,
+            in_windows(&trace)
+        );
+    }
+    Ok(())
+}
+
+/// `--control FIFO`: the named pipe whose lines start and stop recording;
+/// removed at the end if this command made it.
+struct Fifo {
+    path: PathBuf,
+    made: bool,
+}
+
+impl Fifo {
+    /// Makes the pipe at `path`, or takes the one there.
+    fn open(path: &Path) -> Result<Fifo> {
+        use std::os::unix::fs::FileTypeExt;
+        match std::fs::metadata(path) {
+            Ok(m) if m.file_type().is_fifo() => Ok(Fifo {
+                path: path.to_path_buf(),
+                made: false,
+            }),
+            Ok(_) => bail!("{} exists and is not a named pipe", path.display()),
+            Err(_) => {
+                let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+                    .context("the pipe's path holds a NUL")?;
+                // SAFETY: `c` is NUL-terminated.
+                if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+                    return Err(std::io::Error::last_os_error())
+                        .with_context(|| format!("cannot make the named pipe {}", path.display()));
+                }
+                Ok(Fifo {
+                    path: path.to_path_buf(),
+                    made: true,
+                })
+            }
+        }
+    }
+
+    /// Reads the pipe's lines in a thread, signalling `pid` with `sig` and
+    /// the value that says start or stop; says so of a line it does not know.
+    fn serve(&self, pid: i32, sig: i32) -> Result<()> {
+        // Read and write: the pipe never reads as ended when a writer closes.
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .with_context(|| format!("cannot open {}", self.path.display()))?;
+        let name = self.path.display().to_string();
+        std::thread::spawn(move || {
+            for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+                let Ok(line) = line else { return };
+                let value = match line.trim() {
+                    "start" => START,
+                    "stop" => STOP,
+                    "" => continue,
+                    other => {
+                        eprintln!("retype: {name}:{}: `{other}` is not start or stop", n + 1);
+                        continue;
+                    }
+                };
+                let v = libc::sigval {
+                    sival_ptr: value as *mut libc::c_void,
+                };
+                // SAFETY: sigqueue sends a signal with a value; nothing is shared.
+                unsafe { libc::sigqueue(pid, sig, v) };
+                handled(pid, sig);
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Waits (a while at most) until process `pid` has taken signal `sig`: a
+/// signal sent while the same one is pending is lost, and so would be a
+/// `stop` that follows a `start` closely.
+fn handled(pid: i32, sig: i32) {
+    let bit = 1u64 << (sig - 1);
+    let pending = |key: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    let start = std::time::Instant::now();
+    while pending("ShdPnd:").is_some_and(|p| p & bit != 0)
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+impl Drop for Fifo {
+    fn drop(&mut self) {
+        if self.made {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

@@ -437,6 +437,38 @@ fn histogram_text(out: &mut String, title: &str, h: &Log2Histogram, unit: fn(u64
     }
 }
 
+/// The recording windows of a trace whose recording was started and stopped.
+fn window_text(o: &mut String, t: &Trace, windows: &[retype_trace::recorded::RecordedWindow]) {
+    use std::fmt::Write;
+    if windows.is_empty() {
+        return;
+    }
+    let opened: u64 = t
+        .meta_value("start_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(windows[0].start_ns);
+    let plural = if windows.len() == 1 { "" } else { "s" };
+    let _ = writeln!(
+        o,
+        "  recorded in {} window{plural} (times after the trace opened; nothing was recorded outside them):",
+        windows.len()
+    );
+    for (k, w) in windows.iter().enumerate() {
+        let stop = match (w.stop_ns, &w.closed_by) {
+            (Some(at), Some(by)) => format!("{} ({by})", ns(at.saturating_sub(opened))),
+            _ => "the end of the trace".to_string(),
+        };
+        let _ = writeln!(
+            o,
+            "    window {}: {} ({}) to {stop}: {} events",
+            k + 1,
+            ns(w.start_ns.saturating_sub(opened)),
+            w.opened_by,
+            w.events
+        );
+    }
+}
+
 fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
     use std::fmt::Write;
     let mut o = String::new();
@@ -480,6 +512,8 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
     for cmd in images {
         let _ = writeln!(o, "  cmdline: {cmd}");
     }
+    let windows = retype_trace::recorded::windows(t);
+    window_text(&mut o, t, &windows);
     let ops: Vec<String> = Op::ALL
         .iter()
         .filter_map(|op| s.ops.get(op).map(|n| format!("{} {n}", op.name())))
@@ -495,10 +529,20 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         "peak live: {} bytes in {} blocks, at event {}{when}",
         s.peak_live_bytes, s.peak_live_blocks, s.peak_event
     );
+    // Recording that stopped before the program ended: what was live then is no leak.
+    let ran_on = windows
+        .last()
+        .is_some_and(|w| w.closed_by.as_deref().is_some_and(|c| c != "exit"));
     let _ = writeln!(
         o,
-        "live at end: {} bytes in {} blocks",
-        s.live_at_end_bytes, s.live_at_end_blocks
+        "live at end: {} bytes in {} blocks{}",
+        s.live_at_end_bytes,
+        s.live_at_end_blocks,
+        if ran_on {
+            " (when recording stopped; the program ran on)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(o, "bytes requested: {}", s.bytes_requested);
     let _ = writeln!(
@@ -526,6 +570,12 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         "failed allocations: {}; free(NULL): {}; frees/reallocs of blocks not allocated in the trace: {}",
         s.failed_allocations, s.free_null, s.unknown_pointers
     );
+    if !windows.is_empty() && s.unknown_pointers > 0 {
+        let _ = writeln!(
+            o,
+            "  (blocks allocated while nothing was recorded: their frees and reallocs are these, their bytes never counted)"
+        );
+    }
     if s.latency_total_ns > 0 {
         let _ = writeln!(
             o,
