@@ -3,8 +3,7 @@
 //! (see `spill`). A free by another thread goes to that thread's batch (see `remote`), sent
 //! with a compare-and-swap onto the page's `thread_free` list; if the page was in the full
 //! list, the sender also puts the page on the heap's `notified` stack so the owner moves it
-//! back. A page whose last block its owner
-//! frees retires (`heap::retire`).
+//! back. A page whose last block its owner frees retires (`heap::retire`).
 
 use core::sync::atomic::Ordering;
 

@@ -41,7 +41,8 @@
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
 //!   frees by other threads onto the page's lock-free list (in batches, see `remote`);
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
-//!   new threads; the list of every heap made;
+//!   new threads, their empty pages reclaimed when they waited the purge delay; the list of
+//!   every heap made;
 //! - `census`: the statistics as figures ([`Stats`], from the counters and the heaps, each
 //!   heap's bytes) and their JSON form;
 //! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s

@@ -162,7 +162,16 @@ fn heaps_of_exited_threads_hold_only_what_live_blocks_pin() {
             "every thread exited: {:?}",
             s.heaps
         );
-        let held = s.heap_total().held;
+        let total = s.heap_total();
+        let held = total.held;
+        // glibc's fields, as `mallinfo2` gives them, say the same after heaps were reclaimed.
+        let m = s.mallinfo();
+        assert_eq!(
+            (m.uordblks, m.arena + m.hblkhd),
+            (total.in_use, s.mapped),
+            "{m:?}"
+        );
+        assert_eq!(m.arena, m.uordblks + m.fordblks, "{m:?}");
         let bound: usize = live.iter().map(|b| page_bytes(b.size)).sum();
         eprintln!(
             "{threads} threads: {} heaps hold {held} bytes; {} blocks live ({} bytes) may pin {bound}",
