@@ -180,6 +180,9 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
     if args.note:
         top.append(args.note)
     w(" ".join(top) + "\n")
+    w("What bounds the memory of thread heaps as threads come and go, and remote frees in batches "
+      "(issue #41, points 2 and 3), with their before-and-after figures: "
+      "[malloc.md](malloc.md#memory-as-threads-come-and-go).\n")
     w(f"Command: `{args.command}`. Load average at the start {args.load_start}, at the end {load_end}.\n")
     w("Machines (every figure below names the one it came from):\n")
     for i, m in enumerate(machines):

@@ -96,8 +96,9 @@ pub(crate) unsafe fn check(heap: *mut Heap) -> Result<(), &'static str> {
     }
 }
 
-/// Checks every spill: blocks of the heap's full pages of its class (pages of few blocks,
-/// when frees spill at all), as many as counted, and none unless the heap knows it spills.
+/// Checks every spill: blocks of the heap's pages of its class of few enough blocks to spill
+/// (full when the blocks came; frees by other threads may have made them not full since, see
+/// `spill`), as many as counted, and none unless the heap knows it spills.
 /// (That the fast path pops from a spill holding blocks is `heap::check_class`'s.)
 unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
     // SAFETY: the calling thread owns `heap`, its spills and the pages their blocks are in.
@@ -108,11 +109,9 @@ unsafe fn check_spills(heap: *mut Heap) -> Result<(), &'static str> {
             let mut n = 0;
             while !b.is_null() {
                 let page = segment::page_of(segment::of(b.cast()), b.cast());
-                if (*page).heap != id(heap)
-                    || (*page).class as usize != class
-                    || !spill::takes(page)
+                if (*page).heap != id(heap) || (*page).class as usize != class || !spill::fits(page)
                 {
-                    return Err("heap: a spilled block not of a full small page of its class");
+                    return Err("heap: a spilled block not of a page of its class that spills");
                 }
                 n += 1;
                 if n > sp.len() {

@@ -9,8 +9,8 @@ pub const SEGMENT_SIZE: usize = 1 << SEGMENT_SHIFT;
 pub(crate) const SEGMENT_MASK: usize = SEGMENT_SIZE - 1;
 /// log2 of [`SLICE_SIZE`].
 pub(crate) const SLICE_SHIFT: usize = 16;
-/// Bytes in a slice, the unit pages are made of.
-pub(crate) const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
+/// Bytes in a slice, the unit pages are made of (see [`crate::size_class::span_of`]).
+pub const SLICE_SIZE: usize = 1 << SLICE_SHIFT;
 /// Slices in a segment.
 pub(crate) const SLICES: usize = SEGMENT_SIZE / SLICE_SIZE;
 /// The OS page size: mappings are multiples of it.

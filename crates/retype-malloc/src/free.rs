@@ -1,9 +1,9 @@
 //! The free path. A free by the owning thread is a push onto the page's free list (the fast
 //! path, inlined into `free`); one into a full page of few blocks goes to its class's spill
-//! (see `spill`). A free by another thread is a compare-and-swap onto the page's
-//! `thread_free` list; if the page was in the full list, that thread also puts the page on
-//! the heap's `notified` stack so the owner moves it back. A page whose last block its owner
-//! frees retires (`heap::retire`).
+//! (see `spill`). A free by another thread goes to that thread's batch (see `remote`), sent
+//! with a compare-and-swap onto the page's `thread_free` list; if the page was in the full
+//! list, the sender also puts the page on the heap's `notified` stack so the owner moves it
+//! back. A page whose last block its owner frees retires (`heap::retire`).
 
 use core::sync::atomic::Ordering;
 
@@ -103,7 +103,7 @@ unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a freed block of `page`, still counted as used.
     unsafe {
         if (*page).heap != heap::id(heap) {
-            return remote_free(page, block.cast());
+            return remote_free(heap, page, block.cast());
         }
         if spill::takes(page) {
             return spill_block(heap, page, block.cast());
@@ -138,9 +138,42 @@ unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
     }
 }
 
-/// A free by a thread that does not own the page.
-unsafe fn remote_free(page: *mut Page, block: *mut Block) {
-    // SAFETY: until `block` is pushed its owner counts it used, so the page and heap stay alive.
+/// A free by a thread that does not own the page, whose heap is `heap`: into its batch (see
+/// `remote`), the batch sent first if it is of another page or full; sent at once by a
+/// thread without a heap.
+unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut Block) {
+    // SAFETY: the calling thread owns `heap` (unless it is the empty heap, never written);
+    // `block` stays counted as used by `page` until it is sent.
+    unsafe {
+        if heap::is_empty(heap) {
+            return send(page, block, block);
+        }
+        if !(*heap).remote.add(page, block) {
+            send_batch(heap);
+            let added = (*heap).remote.add(page, block);
+            debug_assert!(added);
+        }
+    }
+}
+
+/// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks: the
+/// heap's slow path, `malloc_trim`, and a thread that parks or exits call it.
+pub(crate) unsafe fn send_batch(heap: *mut Heap) {
+    // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
+    unsafe {
+        if !(*heap).remote.is_empty() {
+            let b = (*heap).remote.take();
+            send(b.page, b.first, b.last);
+        }
+    }
+}
+
+/// Puts the freed blocks `first` to `last`, linked, on the remote list of `page`, which a
+/// thread that does not own it freed them into; if the page is full, first on its heap's
+/// `notified` stack.
+unsafe fn send(page: *mut Page, first: *mut Block, last: *mut Block) {
+    // SAFETY: until the blocks are pushed their owner counts them used, so the page and heap
+    // stay alive.
     unsafe {
         if (*page).full_state.load(Ordering::SeqCst) == FULL
             && (*page)
@@ -151,7 +184,7 @@ unsafe fn remote_free(page: *mut Page, block: *mut Block) {
             let heap = (*page).heap.cast::<Heap>();
             list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
         }
-        page::push_remote(page, block);
+        page::push_remote(page, first, last);
     }
 }
 

@@ -9,7 +9,7 @@ use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
 use crate::{
-    cache, canary, census, config, large, os, pool, quarantine, registry, secret, stats, zero,
+    cache, canary, census, config, free, large, os, pool, quarantine, registry, secret, stats, zero,
 };
 
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -82,6 +82,8 @@ pub(crate) unsafe fn alloc_slow(mut heap: *mut Heap, size: usize) -> *mut u8 {
             return p;
         }
     }
+    // SAFETY: `heap` is the calling thread's own heap.
+    unsafe { free::send_batch(heap) };
     if config::canary() {
         // SAFETY: as below.
         return unsafe { alloc_sealed(heap, size) };

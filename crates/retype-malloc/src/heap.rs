@@ -17,6 +17,7 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
 use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED};
+use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
@@ -52,6 +53,8 @@ pub(crate) struct Heap {
     /// takes it back: it does so first, even after another thread adopted it meanwhile and
     /// exited. 0: none.
     pub home: usize,
+    /// When it was last put in the pool (`os::now_ms`), written by its owner as it gives it up.
+    pub pooled_at: u64,
     /// Empty pages kept for reuse, oldest first.
     pub kept: Kept,
     /// Per class from [`spill::FIRST_CLASS`], blocks freed into its full pages (see [`spill`]).
@@ -69,6 +72,8 @@ pub(crate) struct Heap {
     pub quarantine: *mut quarantine::Ring,
     /// Counted mode: live bytes not yet added to the statistics.
     uncounted: isize,
+    /// Blocks its thread freed into a page of another heap, not yet sent (see `remote`).
+    pub remote: Batch,
 }
 
 struct SyncPage(Page);
@@ -93,6 +98,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     next_made: ptr::null_mut(),
     pooled: false,
     home: 0,
+    pooled_at: 0,
     kept: Kept::EMPTY,
     spills: [const { Spill::empty() }; spill::CLASSES_SPILLING],
     spilling: false,
@@ -101,6 +107,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     scanned_at: 0,
     quarantine: ptr::null_mut(),
     uncounted: 0,
+    remote: Batch::EMPTY,
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 

@@ -23,6 +23,7 @@
 //! - `page`: per-page free lists (in hardened mode a link is checked before it is followed),
 //!   a lock-free list for frees from other threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
+//!   `remote`: a thread's batch of frees into one page of another heap, sent together;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
@@ -38,9 +39,10 @@
 //! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
 //!   counts held against each other), for tests;
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
-//!   frees by other threads onto the page's lock-free list;
+//!   frees by other threads onto the page's lock-free list (in batches, see `remote`);
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
-//!   new threads; the list of every heap made;
+//!   new threads, their empty pages reclaimed when they waited the purge delay; the list of
+//!   every heap made;
 //! - `census`: the statistics as figures ([`Stats`], from the counters and the heaps, each
 //!   heap's bytes) and their JSON form;
 //! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s
@@ -102,6 +104,7 @@ mod registry;
 mod cache;
 mod page;
 
+mod remote;
 mod spill;
 
 mod segment;
@@ -133,7 +136,7 @@ use core::ptr;
 use alloc::{alloc, alloc_large};
 pub use census::{HeapBytes, HeapState, HeapStats, Stats};
 pub use consistency::check_consistency;
-pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE};
+pub use consts::{HEADER_SIZE, MIN_ALIGN, SEGMENT_SIZE, SLICE_SIZE};
 pub use global::{init, park};
 pub use mallinfo::Mallinfo;
 pub use os::enomem_if_null;
@@ -325,14 +328,19 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
     }
 }
 
-/// Gives retired memory back to the OS now, instead of after the purge delay, and the empty
-/// pages the calling thread's heap keeps back to their segments.
+/// Gives retired memory back to the OS now, instead of after the purge delay; and back to
+/// their segments the empty pages the calling thread's heap keeps, and those of the heaps of
+/// exited and parked threads (see `pool::reclaim`).
 pub fn trim() {
     let heap = heap::current();
     if !heap::is_empty(heap) {
         // SAFETY: the heap is the calling thread's own.
-        unsafe { heap::trim(heap) };
+        unsafe {
+            free::send_batch(heap);
+            heap::trim(heap);
+        }
     }
+    pool::reclaim();
     cache::purge(true);
 }
 

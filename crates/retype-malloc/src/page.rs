@@ -294,10 +294,11 @@ pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8
     }
 }
 
-/// Pushes a block freed by a thread that does not own the page.
-pub(crate) unsafe fn push_remote(page: *mut Page, block: *mut Block) {
-    // SAFETY: `block` is a free block of `page`, which stays in use until its owner collects it.
-    unsafe { list::push(&(*page).thread_free, block, &raw mut (*block).next) }
+/// Pushes blocks freed by a thread that does not own the page, linked from `first` to `last`.
+pub(crate) unsafe fn push_remote(page: *mut Page, first: *mut Block, last: *mut Block) {
+    // SAFETY: the blocks are free blocks of `page`, which stays in use until its owner
+    // collects them; `last` ends the chain, its link is rewritten here.
+    unsafe { list::push(&(*page).thread_free, first, &raw mut (*last).next) }
 }
 
 /// The index in its page's area of the block holding `p`, at or after the area's start (if

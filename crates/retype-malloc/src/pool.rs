@@ -2,14 +2,23 @@
 //! until a new thread adopts one; so do the heaps of threads parked while they wait (see
 //! `global::park`), which their thread takes back first if no other did. New heaps are cut
 //! from 256 KiB mappings, and never unmade: the pool lists them all, for the statistics. Its
-//! spin lock is taken only when a thread gets or gives up its
-//! heap, and around fork.
+//! spin lock is taken only when a thread gets or gives up its heap, at `malloc_trim`, and
+//! around fork.
+//!
+//! Whoever holds the lock owns the heaps waiting here, so the pool reclaims them (see
+//! `reclaim_locked`): when a thread exits, the pages of the heaps that waited here for the
+//! purge delay that other threads' frees emptied go back to their segments, and at
+//! `malloc_trim` those of every heap here. A heap that waited then holds only pages with live
+//! blocks: what exited and waiting threads hold follows the blocks still live, not how many
+//! threads came and went (see `docs/malloc.md`, "Memory as threads come and go").
 
 use core::ptr;
+use core::sync::atomic::Ordering;
 
+use crate::consistency;
 use crate::heap::{self, Heap};
-use crate::lock::SpinLock;
-use crate::{os, stats};
+use crate::lock::{Guard, SpinLock};
+use crate::{config, free, os, stats};
 
 /// Heaps of exited threads waiting for adoption, and the bump area new heaps come from.
 pub(crate) struct Pool {
@@ -80,12 +89,45 @@ pub(crate) fn acquire(me: usize) -> *mut Heap {
 }
 
 /// Abandons `heap`, the heap of an exiting thread: its empty pages go back to their
-/// segments and the rest waits in the pool.
+/// segments and the rest waits in the pool; then the heaps that waited in the pool for longer
+/// than the purge delay are reclaimed (see [`reclaim_locked`]).
 pub(crate) unsafe fn abandon(heap: *mut Heap) {
     // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
-    unsafe {
+    let pool = unsafe {
         heap::release_empty_pages(heap);
-        park(heap);
+        put(heap)
+    };
+    let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
+    reclaim_locked(&pool, os::now_ms().saturating_sub(delay));
+}
+
+/// Gives back the pages of every heap in the pool that hold no live block (`malloc_trim`):
+/// see [`reclaim_locked`].
+pub(crate) fn reclaim() {
+    let pool = POOL.lock();
+    reclaim_locked(&pool, u64::MAX);
+}
+
+/// Gives back the pages of the heaps put in the pool before `before` (the clock, ms) that hold
+/// no live block: frees by other threads emptied them since the heap's thread exited or
+/// parked (they are collected here, as the owner would), and a parked heap's kept pages and
+/// spills. A heap put in the pool since is left as it is, as the cache leaves a segment for
+/// the purge delay: a thread created meanwhile adopts it, and would only claim its pages
+/// again (`transient 2 2000 1000`, whose main thread starts a thread as soon as one exits:
+/// reclaiming every heap at every exit took twice the page claims and 1.3 times the peak
+/// RSS). Its time grows with the heaps in the pool and their pages: a thread's exit pays it,
+/// as it pays for its own heap.
+fn reclaim_locked(pool: &Pool, before: u64) {
+    let mut h = pool.abandoned;
+    while !h.is_null() {
+        // SAFETY: heaps in the pool are the pool's, and its lock is held: no thread runs them.
+        unsafe {
+            if (*h).pooled_at < before {
+                heap::release_empty_pages(h);
+                os::debug_verify(|| consistency::check(h));
+            }
+            h = (*h).next_in_pool;
+        }
     }
 }
 
@@ -93,8 +135,19 @@ pub(crate) unsafe fn abandon(heap: *mut Heap) {
 /// whose empty pages stay for the thread that adopts it or for its own next malloc. Constant
 /// time, whatever the heap holds: a thread may wait often.
 pub(crate) unsafe fn park(heap: *mut Heap) {
+    // SAFETY: the calling thread owns `heap`; the pool does afterwards.
+    unsafe { put(heap) };
+}
+
+/// Puts `heap` (the calling thread's, its batch of remote frees sent and its live bytes
+/// counted) on the pool's stack; returns the pool, locked.
+unsafe fn put(heap: *mut Heap) -> Guard<'static, Pool> {
     // SAFETY: the calling thread owns `heap`.
-    unsafe { heap::settle_count(heap) };
+    unsafe {
+        free::send_batch(heap);
+        heap::settle_count(heap);
+        (*heap).pooled_at = os::now_ms();
+    }
     let mut pool = POOL.lock();
     // SAFETY: the calling thread owns `heap`; afterwards the pool does.
     unsafe {
@@ -102,4 +155,5 @@ pub(crate) unsafe fn park(heap: *mut Heap) {
         (*heap).pooled = true;
     }
     pool.abandoned = heap;
+    pool
 }
