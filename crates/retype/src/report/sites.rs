@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use super::chart::{self, Axes, FlameFrame};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
+use crate::sites::tree::StackTree;
 use crate::sites::{Analysis, By};
 
 /// Rows of each trace's sites table.
@@ -15,29 +16,17 @@ const TOP: usize = 15;
 /// Frames narrower than this share of the total are left out of the flame graph.
 const MIN_SHARE: f64 = 0.0005;
 
-/// A node of the stacks' tree, outermost function at the root.
-#[derive(Default)]
-struct Node {
-    bytes: u64,
-    children: BTreeMap<String, Node>,
-}
-
 /// The flame graph's frames and names of `a`'s stacks weighted by bytes allocated.
 fn flame_frames(a: &Analysis) -> (Vec<String>, Vec<FlameFrame>) {
-    let mut root = Node::default();
+    // Outermost function at the root.
+    let mut root = StackTree::default();
     for r in a.stacks.iter().filter(|r| r.stats.bytes > 0) {
-        root.bytes += r.stats.bytes;
-        let mut node = &mut root;
-        let names = r.frames.iter().rev().map(|f| f.function.clone());
         let names: Vec<String> = if r.frames.is_empty() {
             vec!["(no stack recorded)".into()]
         } else {
-            names.collect()
+            r.frames.iter().rev().map(|f| f.function.clone()).collect()
         };
-        for name in names {
-            node = node.children.entry(name).or_default();
-            node.bytes += r.stats.bytes;
-        }
+        root.add(&names, r.stats.bytes);
     }
     let (mut names, mut index, mut frames) = (Vec::new(), BTreeMap::new(), Vec::new());
     let min = root.bytes as f64 * MIN_SHARE;

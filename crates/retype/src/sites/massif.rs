@@ -4,13 +4,13 @@
 //! heap tree (who allocated the live bytes: the allocator's callers, then
 //! theirs), as massif writes them with `--time-unit=ms`.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use retype_trace::timeline::timeline;
 use retype_trace::window::Window;
 use retype_trace::Trace;
 
+use super::tree::StackTree;
 use super::{Analysis, NO_STACK};
 
 /// Snapshots massif takes by default (and at most 100, as here: up to two per span).
@@ -18,39 +18,20 @@ const SPANS: usize = 50;
 /// Every how many snapshots one is detailed, as massif's `--detailed-freq`.
 const DETAILED_EVERY: usize = 10;
 
-/// A node of a heap tree: bytes live below it and its callers by label.
-#[derive(Default)]
-struct Node {
-    bytes: u64,
-    callers: BTreeMap<String, Node>,
-}
-
-impl Node {
-    fn add(&mut self, path: &[String], bytes: u64) {
-        self.bytes += bytes;
-        if let Some((first, rest)) = path.split_first() {
-            self.callers
-                .entry(first.clone())
-                .or_default()
-                .add(rest, bytes);
-        }
-    }
-
-    /// Writes the node as massif does: `nCHILDREN: BYTES LABEL`, callers
-    /// with the most bytes first, one space deeper.
-    fn write(&self, out: &mut String, depth: usize, label: &str) {
-        let _ = writeln!(
-            out,
-            "{:depth$}n{}: {} {label}",
-            "",
-            self.callers.len(),
-            self.bytes
-        );
-        let mut callers: Vec<(&String, &Node)> = self.callers.iter().collect();
-        callers.sort_by(|a, b| (b.1.bytes, a.0).cmp(&(a.1.bytes, b.0)));
-        for (label, n) in callers {
-            n.write(out, depth + 1, label);
-        }
+/// Writes `node` as massif does: `nCHILDREN: BYTES LABEL`, callers with the most bytes
+/// first, one space deeper.
+fn write(node: &StackTree, out: &mut String, depth: usize, label: &str) {
+    let _ = writeln!(
+        out,
+        "{:depth$}n{}: {} {label}",
+        "",
+        node.children.len(),
+        node.bytes
+    );
+    let mut callers: Vec<(&String, &StackTree)> = node.children.iter().collect();
+    callers.sort_by(|a, b| (b.1.bytes, a.0).cmp(&(a.1.bytes, b.0)));
+    for (label, n) in callers {
+        write(n, out, depth + 1, label);
     }
 }
 
@@ -105,11 +86,12 @@ pub fn massif(trace: &Trace, a: &Analysis, window: Window) -> String {
             time_ns / 1_000_000
         );
         if let Some(groups) = groups {
-            let mut root = Node::default();
+            let mut root = StackTree::default();
             for (k, &b) in groups.iter().enumerate().filter(|(_, &b)| b > 0) {
                 root.add(&paths[k], b);
             }
-            root.write(
+            write(
+                &root,
                 &mut out,
                 0,
                 "(heap allocation functions) malloc/new/new[], --alloc-fns, etc.",

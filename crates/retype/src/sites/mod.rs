@@ -14,6 +14,7 @@ pub mod massif;
 pub mod pprof;
 pub mod symbols;
 pub mod timeline;
+pub mod tree;
 
 use std::collections::HashMap;
 use std::path::Path;
