@@ -18,9 +18,9 @@ use crate::report::{Page, Part};
 use crate::study::cantrip::{self, Headline, LogMatch};
 use crate::study::data::Prepared;
 use crate::study::run::{self, Run, Workload};
-use crate::study::series;
 use crate::study::spec::{parse_layout, Policies, PolicySpec, Workloads};
 use crate::study::tables;
+use crate::study::{latency, series};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
@@ -171,6 +171,7 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
                     title: w.name.clone(),
                     runs,
                     published,
+                    notes: Vec::new(),
                 };
                 emit(args, &w, &mut csv, &mut report)?;
             }
@@ -297,7 +298,7 @@ fn summary(done: &[Workload], matches: &[LogMatch]) -> anyhow::Result<()> {
         "Seed 000 from the thesis's own logs: {whole} of {} logs reproduced exactly on every request (bytes in use, slab resets, both fragmentations, failed retypes, OOMs).",
         matches.len()
     );
-    outln!("Total fragmentation in KiB, peak / average: ours, and the thesis's in brackets where it publishes them.");
+    outln!("Total fragmentation in KiB, peak / average: ours (the thesis's definition), in braces ours counted as the logs count where that differs, and the thesis's in brackets where it publishes them.");
     let headlines: Vec<Headline> = done.iter().map(Headline::of).collect();
     let width = headlines.iter().map(|h| h.table.len()).max().unwrap_or(0);
     for h in &headlines {
@@ -308,7 +309,13 @@ fn summary(done: &[Workload], matches: &[LogMatch]) -> anyhow::Result<()> {
                 let thesis = r
                     .thesis
                     .map_or_else(String::new, |(p, a)| format!(" [{p:.2} / {a:.2}]"));
-                format!("{}: {:.2} / {:.2}{thesis}", r.policy, r.ours.0, r.ours.1)
+                let logs = r.logs.map_or_else(String::new, |(p, a)| {
+                    format!(" {{logs' count {p:.2} / {a:.2}}}")
+                });
+                format!(
+                    "{}: {:.2} / {:.2}{logs}{thesis}",
+                    r.policy, r.ours.0, r.ours.1
+                )
             })
             .collect();
         outln!("  {:<width$}  {}", h.table, cells.join("; "));
@@ -319,6 +326,12 @@ fn summary(done: &[Workload], matches: &[LogMatch]) -> anyhow::Result<()> {
     });
     if differs {
         outln!("Where ours and the thesis's differ, docs/reproduction-000.md says why.");
+    }
+    for note in done.iter().flat_map(|w| &w.notes) {
+        outln!("{note}");
+    }
+    for line in latency::findings(done) {
+        outln!("{line}");
     }
     Ok(())
 }

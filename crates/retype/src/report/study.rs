@@ -8,7 +8,7 @@ use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
 use crate::study::run::{SlabShot, Workload};
 use crate::study::summary::kib;
-use crate::study::tables::{self, Column, NOTABLE};
+use crate::study::tables::{self, Column, LOGS_COUNT, NOTABLE};
 
 /// A policy's run, as the report needs it.
 struct PolicyRun<'a> {
@@ -80,10 +80,14 @@ impl StudyPart {
         self.part.sections.push(section);
         let mut row = Vec::new();
         for (i, c) in columns.iter().enumerate() {
-            let Some(ours) = &c.ours else { continue };
-            let thesis = columns
-                .get(i + 1)
-                .and_then(|n| n.published.as_ref())
+            let Some(ours) = c.ours.as_ref().filter(|_| c.label != LOGS_COUNT) else {
+                continue;
+            };
+            // The thesis's column follows the run's, after its logs' count if any.
+            let thesis = columns[i + 1..]
+                .iter()
+                .take_while(|n| n.label == LOGS_COUNT || n.published.is_some())
+                .find_map(|n| n.published.as_ref())
                 .map(|p| p.peak[2]);
             row.push(Headline {
                 policy: c.label.clone(),

@@ -3,6 +3,7 @@
 
 pub mod cantrip;
 pub mod data;
+pub mod latency;
 pub mod log;
 pub mod logcheck;
 pub mod run;

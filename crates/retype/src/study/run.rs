@@ -15,7 +15,7 @@ use super::data::{self, Prepared};
 use super::logcheck::Agreement;
 use super::spec::PolicySpec;
 use super::summary::{kib, Summary};
-use super::tables::Column;
+use super::tables::{Column, LOGS_COUNT};
 use super::thesis::Published;
 
 /// One run: a workload under a policy.
@@ -26,6 +26,9 @@ pub struct Run {
     pub summary: Summary,
     /// How well it reproduces its log, when it has one.
     pub agreement: Option<Agreement>,
+    /// The same figures counted as the logs count them
+    /// ([`Accounting::LOGS`]), when the run has its log.
+    pub logs_summary: Option<Summary>,
     /// Per-slab states at 25, 50, 75 and 100 % of the run (for reports).
     pub snapshots: Vec<Vec<SlabShot>>,
 }
@@ -37,11 +40,14 @@ pub struct Workload {
     pub runs: Vec<Run>,
     /// The thesis's figures for each run's policy, where it has them.
     pub published: Vec<Option<Published>>,
+    /// What the summary must flag about the workload's data.
+    pub notes: Vec<String>,
 }
 
 impl Workload {
-    /// The columns of its table: each run's figures, the thesis's beside
-    /// them where it has them.
+    /// The columns of its table: each run's figures, then the same run
+    /// counted as its log counts where that differs, and the thesis's
+    /// figures where it has them.
     pub fn columns(&self) -> Vec<Column> {
         let mut columns = Vec::new();
         for (r, published) in self.runs.iter().zip(&self.published) {
@@ -50,6 +56,13 @@ impl Workload {
                 ours: Some(r.summary.clone()),
                 published: None,
             });
+            if let Some(logs) = r.logs_count_differs() {
+                columns.push(Column {
+                    label: LOGS_COUNT.into(),
+                    ours: Some(logs.clone()),
+                    published: None,
+                });
+            }
             if let Some(p) = published {
                 columns.push(Column {
                     label: "(thesis)".into(),
@@ -92,21 +105,25 @@ pub fn run_one(
         || epoch.elapsed().as_nanos() as u64,
         |s, _| steps.push(*s),
     )?;
-    let agreement = match w.log.as_ref().filter(|l| l.policy == policy) {
+    let (agreement, logs_summary) = match w.log.as_ref().filter(|l| l.policy == policy) {
         Some(l) => {
             let mut logged = Vec::new();
+            let epoch = Instant::now();
             replay(
                 w,
                 policy,
                 config,
                 layout,
                 Accounting::LOGS,
-                || 0,
+                || epoch.elapsed().as_nanos() as u64,
                 |s, _| logged.push(*s),
             )?;
-            Some(Agreement::of(&logged, &l.ops))
+            (
+                Some(Agreement::of(&logged, &l.ops)),
+                Some(Summary::of(&logged)),
+            )
         }
-        None => None,
+        None => (None, None),
     };
     let mut snapshots = Vec::new();
     if shots {
@@ -133,8 +150,24 @@ pub fn run_one(
         summary: Summary::of(&steps),
         steps,
         agreement,
+        logs_summary,
         snapshots,
     })
+}
+
+impl Run {
+    /// Its figures as the logs count them, where any differs from the
+    /// thesis's definition (time aside: each replay is timed on its own).
+    pub fn logs_count_differs(&self) -> Option<&Summary> {
+        self.logs_summary.as_ref().filter(|l| {
+            let untimed = |s: &Summary| Summary {
+                total_ns: 0,
+                max_ns: 0,
+                ..s.clone()
+            };
+            untimed(l) != untimed(&self.summary)
+        })
+    }
 }
 
 /// Drives a fresh manager through `w` ([`drive`]).
@@ -174,7 +207,16 @@ pub fn json(r: &Run) -> serde_json::Value {
         "peak_bytes_in_use": s.peak_bytes_in_use,
         "bytes_requested": s.bytes_requested,
         "mean_ns_per_op": s.mean_ns(),
+        "max_ns_per_op": s.max_ns,
     });
+    if let Some(l) = r.logs_count_differs() {
+        v["logs_count"] = serde_json::json!({
+            "peak_frag_total_kib": kib(l.peak_frag_total as f64),
+            "avg_frag_total_kib": kib(l.avg_frag_total),
+            "peak_frag_watermark_kib": kib(l.peak_frag_watermark as f64),
+            "avg_frag_watermark_kib": kib(l.avg_frag_watermark),
+        });
+    }
     if let Some(a) = &r.agreement {
         v["log_exact_fraction"] = serde_json::json!(a.exact_fraction());
     }

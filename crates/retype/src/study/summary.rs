@@ -21,6 +21,8 @@ pub struct Summary {
     pub peak_bytes_in_use: u64,
     pub bytes_requested: u64,
     pub total_ns: u64,
+    /// The slowest request's time.
+    pub max_ns: u64,
 }
 
 impl Summary {
@@ -40,6 +42,7 @@ impl Summary {
             sum_w += u128::from(st.frag_watermark);
             sum_a += u128::from(st.frag_alignment);
             s.total_ns += step.ticks;
+            s.max_ns = s.max_ns.max(step.ticks);
         }
         if let Some(last) = steps.last() {
             s.slab_resets = last.stats.slab_resets;

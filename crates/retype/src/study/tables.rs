@@ -15,6 +15,10 @@ pub struct Column {
     pub published: Option<Published>,
 }
 
+/// The label of a column that repeats the run before it counted as its log
+/// counts ([`retype_core::mm::Accounting::LOGS`]).
+pub const LOGS_COUNT: &str = "(logs' count)";
+
 /// How to fill one row's cell of a column (`None`: it has no figure).
 pub type Cell = Box<dyn Fn(&Column) -> Option<String>>;
 

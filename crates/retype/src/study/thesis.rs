@@ -1,5 +1,8 @@
 //! The figures seed 000 publishes (Tables 4.3, 4.4 and 4.5), to print beside
-//! ours. Fragmentation in KiB: watermarking, alignment, total.
+//! ours. Fragmentation in KiB: watermarking, alignment, total; the
+//! applications' peak footprints.
+
+use super::spec::App;
 
 /// One column of the thesis's tables.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,5 +81,16 @@ pub fn sequence(n: usize, a: Allocator) -> Option<Published> {
         (3, Best) => p([48.50, 13.94, 62.00], [1.01, 10.80, 11.81]),
         (3, Next) => p([309.56, 34.12, 334.00], [63.99, 20.88, 84.87]),
         _ => None,
+    }
+}
+
+/// Each standalone application's peak footprint as §4.1.3 states it: bytes
+/// and objects in use at the peak.
+pub fn app_peak(app: App) -> (u64, u64) {
+    match app {
+        App::Hello => (46_400, 15),
+        App::Timer => (104_448, 29),
+        App::Fibonacci => (208_896, 58),
+        App::Mltest => (1_157_376, 285),
     }
 }
