@@ -3,11 +3,12 @@
 # hardened-malloc-sys crate vendors, and prints its path. The crate ships the sources and
 # hardened_malloc's config/VARIANT.mk but not its Makefile, so this compiles them as that
 # Makefile does: its CONFIG_* values as -D defines, its flags, the C++ operators (new.cc)
-# since CONFIG_CXX_ALLOCATOR is true in both variants. CONFIG_NATIVE (-march=native) and
-# CONFIG_WERROR are left out: the library runs where it was built either way, and a warning
-# of a newer compiler must not stop the benchmark. The sources are C23 (alignas as a keyword),
-# which gcc 12 reads with -std=c2x once <stdalign.h> is included. Cached under target/bench/hardened_malloc/
-# and rebuilt only when missing; nothing here is committed.
+# since CONFIG_CXX_ALLOCATOR is true in both variants. Two of its settings are left out:
+# CONFIG_NATIVE (-march=native), so that the cached library is the same whatever CPU built
+# it, and CONFIG_WERROR, so that a warning of another compiler does not stop the benchmark.
+# The sources are C23 (alignas as a keyword), which gcc 12 reads with -std=c2x once
+# <stdalign.h> is included. Cached under target/bench/hardened_malloc/ and rebuilt only when
+# missing; nothing here is committed.
 #   bench/peers/hardened_malloc.sh          the default variant (config/default.mk)
 #   bench/peers/hardened_malloc.sh light    the light variant (config/light.mk)
 set -euo pipefail
