@@ -23,15 +23,8 @@ ALLOC[mimalloc-secure]=$(bash bench/peers/mimalloc_secure.sh)
 ORDER=(hardened_malloc retype-hardened scudo mimalloc-secure retype hardened_malloc-light)
 for f in bench/src/*.c; do gcc -O2 -pthread -o "$OUT/$(basename "$f" .c)" "$f"; done
 
-# The benchmark set and run_one exactly as bench/run.sh defines them (its lines from
-# "# name | command line" to the "fi" that closes the set, and its run_one function), so that
-# both scripts run the same programs the same way.
-eval "$(sed -n '/^# name | command line/,/^fi$/p' bench/run.sh)"
-eval "$(sed -n '/^run_one() {/,/^}$/p' bench/run.sh)"
-if [ "${#SET[@]}" -eq 0 ] || ! declare -F run_one >/dev/null; then
-  echo "bench/hardened.sh: cannot read SET and run_one from bench/run.sh" >&2
-  exit 1
-fi
+# The benchmark set and run_one that bench/run.sh runs too.
+source bench/programs.sh
 
 CSV="$OUT/results.csv"
 echo "bench,allocator,rep,wall_s,rss_kib,ops_per_s" > "$CSV"

@@ -12,26 +12,8 @@ DIR=$PWD/target/bench/snmalloc
 SO=$DIR/libsnmallocshim-$VERSION.so
 if [ ! -f "$SO" ]; then
   bash scripts/install-deps cmake g++ >&2
-  mkdir -p "$DIR/fetch/src"
-  cat > "$DIR/fetch/Cargo.toml" <<EOF
-[package]
-name = "snmalloc-fetch"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[dependencies]
-snmalloc-sys = "=$VERSION"
-
-[workspace]
-EOF
-  echo 'fn main() {}' > "$DIR/fetch/src/main.rs"
-  cargo fetch -q --manifest-path "$DIR/fetch/Cargo.toml"
-  # Where cargo unpacked the crate, whatever CARGO_HOME is.
-  SRC=$(cargo metadata -q --format-version 1 --manifest-path "$DIR/fetch/Cargo.toml" |
-    python3 -c 'import json, os, sys
-m = json.load(sys.stdin)
-print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"] == "snmalloc-sys"))')
+  source bench/peers/crate.sh
+  SRC=$(crate_src snmalloc-sys "$VERSION" "$DIR")
   echo "building snmalloc's shim from $SRC/upstream" >&2
   cmake -S "$SRC/upstream" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DSNMALLOC_BUILD_TESTING=OFF >"$DIR/cmake.log" 2>&1 ||
     { cat "$DIR/cmake.log" >&2; exit 1; }

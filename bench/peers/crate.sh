@@ -1,6 +1,6 @@
-# Sourced by the peer build scripts: crate_src NAME VERSION DIR prints where cargo unpacked the
-# crate NAME at exactly VERSION, fetched through a throwaway project in DIR/fetch (as
-# bench/snmalloc.sh fetches snmalloc-sys), whatever CARGO_HOME is.
+# Sourced by the peer build scripts and bench/snmalloc.sh: crate_src NAME VERSION DIR prints where cargo unpacked the
+# crate NAME at exactly VERSION, fetched through a throwaway project in DIR/fetch,
+# whatever CARGO_HOME is.
 crate_src() {
   local name=$1 version=$2 dir=$3
   mkdir -p "$dir/fetch/src"
