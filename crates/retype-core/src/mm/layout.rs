@@ -22,6 +22,11 @@ impl fmt::Display for LayoutError {
 impl core::error::Error for LayoutError {}
 
 impl Layout {
+    /// The most slabs a layout has: far beyond any study, small enough to
+    /// hold in memory, and every layout of so many slabs of at most 2^40
+    /// bytes is placed below 2^64 by [`Layout::regions`].
+    pub const MAX_SLABS: usize = 1 << 20;
+
     /// The evaluation's layout (seed 000, recovered from its logs): 22 slabs,
     /// 2,723,328 bytes, sorted by descending size as CantripOS sorts them.
     /// CantripOS also holds a 256-byte slab for static objects, not used here.
@@ -47,6 +52,13 @@ impl Layout {
         if bits.is_empty() {
             return Err(LayoutError("a layout needs at least one slab".into()));
         }
+        if bits.len() > Layout::MAX_SLABS {
+            return Err(LayoutError(alloc::format!(
+                "{} slabs are more than a layout holds ({})",
+                bits.len(),
+                Layout::MAX_SLABS
+            )));
+        }
         if let Some(b) = bits.iter().find(|&&b| !(4..=40).contains(&b)) {
             return Err(LayoutError(alloc::format!(
                 "slab size 2^{b} is outside 2^4..=2^40 bytes"
@@ -68,8 +80,12 @@ impl Layout {
                 .filter(|&k| k >= 1)
                 .ok_or_else(|| LayoutError(alloc::format!("bad repeat count in {s:?}")))?;
             let one = Layout::cantrip().bits;
-            return Ok(Layout {
-                bits: one.iter().copied().cycle().take(one.len() * k).collect(),
+            let n = one.len().checked_mul(k).filter(|&n| n <= Layout::MAX_SLABS);
+            return n.map(Layout::cantrip_repeated).ok_or_else(|| {
+                LayoutError(alloc::format!(
+                    "{s:?} is more than {} slabs, the most a layout holds",
+                    Layout::MAX_SLABS
+                ))
             });
         }
         let bits = s

@@ -98,14 +98,15 @@ impl<'t> Symbolizer<'t> {
         let frames: Rc<[Frame]> = match module {
             None => vec![unresolved("?", ret)].into(),
             Some(m) => {
-                let probe = ret.wrapping_sub(m.base).wrapping_sub(1);
+                // Wrapping: a recording may hold any address (fuzz target symbolize).
+                let offset = ret.wrapping_sub(m.base);
                 let name = file_name(&m.path);
                 let mut found = self
                     .loader(m)
-                    .map(|l| lookup(l, probe, name))
+                    .map(|l| lookup(l, offset, name))
                     .unwrap_or_default();
                 if found.is_empty() {
-                    found.push(unresolved(name, probe + 1));
+                    found.push(unresolved(name, offset));
                 }
                 found.into()
             }
@@ -185,8 +186,10 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The functions at `probe` in `loader`'s object, innermost first.
-fn lookup(loader: &Loader, probe: u64, module: &str) -> Vec<Frame> {
+/// The functions of the call before return address `offset` in `loader`'s
+/// object, innermost first.
+fn lookup(loader: &Loader, offset: u64, module: &str) -> Vec<Frame> {
+    let probe = offset.wrapping_sub(1);
     let mut out = Vec::new();
     if let Ok(mut it) = loader.find_frames(probe) {
         while let Ok(Some(f)) = it.next() {
@@ -204,7 +207,7 @@ fn lookup(loader: &Loader, probe: u64, module: &str) -> Vec<Frame> {
                 file,
                 line,
                 module: module.to_string(),
-                offset: probe + 1,
+                offset,
             });
         }
     }
@@ -229,7 +232,7 @@ fn lookup(loader: &Loader, probe: u64, module: &str) -> Vec<Frame> {
                     file: None,
                     line: None,
                     module: module.to_string(),
-                    offset: probe + 1,
+                    offset,
                     resolved: true,
                 });
             }
@@ -238,7 +241,7 @@ fn lookup(loader: &Loader, probe: u64, module: &str) -> Vec<Frame> {
     }
     // Inlined levels without a name keep their place as module+offset.
     for f in out.iter_mut().filter(|f| !f.resolved) {
-        f.function = format!("{module}+{:#x}", probe + 1);
+        f.function = format!("{module}+{offset:#x}");
     }
     out
 }

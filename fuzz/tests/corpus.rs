@@ -1,0 +1,210 @@
+//! The short run of every fuzz target that `scripts/test` makes, on stable
+//! Rust and without libFuzzer: each target's corpus (`fuzz/corpus/TARGET/`)
+//! replayed, then random mutations of it for a few seconds
+//! (`RETYPE_FUZZ_SECONDS`, default 2). The mutations are not coverage-guided
+//! as libFuzzer's are (`scripts/fuzz` runs those); they are seeded by
+//! `RETYPE_FUZZ_SEED`, or by the clock, and the seed is printed. An input
+//! that makes a target panic is written to `fuzz/artifacts/TARGET/`, where
+//! `scripts/fuzz` and libFuzzer read it too, and named in the failure.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use retype_fuzz::{Target, TARGETS};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The files of `dir`, by name (none when it does not exist).
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.expect("a readable directory").path()).collect())
+        .unwrap_or_default();
+    out.retain(|p| p.is_file());
+    out.sort();
+    out
+}
+
+#[test]
+fn every_target_has_a_binary_and_a_corpus() {
+    let mut binaries: Vec<String> = files(&root().join("fuzz_targets"))
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    binaries.sort();
+    let mut names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
+    names.sort();
+    assert_eq!(
+        binaries, names,
+        "fuzz_targets/ and TARGETS name other targets"
+    );
+    for t in TARGETS {
+        let corpus = files(&root().join("corpus").join(t.name));
+        assert!(
+            !corpus.is_empty(),
+            "{}: no seeds in fuzz/corpus/{0}",
+            t.name
+        );
+    }
+}
+
+/// A small generator (xorshift64*), so that a seed replays a run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Bytes and words that parsers treat specially.
+const TOKENS: &[&[u8]] = &[
+    b"\n",
+    b"\0",
+    b",",
+    b" ",
+    b":",
+    b"=",
+    b"-",
+    b"0x",
+    b"0",
+    b"1",
+    b"-1",
+    b"255",
+    b"4294967295",
+    b"4294967296",
+    b"18446744073709551615",
+    b"99999999999999999999999",
+    b"\xff",
+    b"\x80",
+    b"\xc3",
+];
+
+/// One to four random changes of `input`: bit flips, tokens written or
+/// inserted, ranges deleted or repeated, a cut, a piece of another seed.
+fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    let mut v = input.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let at = rng.below(v.len() + 1);
+        match rng.below(7) {
+            0 if !v.is_empty() => {
+                let i = at.min(v.len() - 1);
+                v[i] ^= 1 << rng.below(8);
+            }
+            1 if !v.is_empty() => {
+                let i = at.min(v.len() - 1);
+                v[i] = rng.next() as u8;
+            }
+            2 => {
+                let t = TOKENS[rng.below(TOKENS.len())];
+                v.splice(at..at, t.iter().copied());
+            }
+            3 => {
+                let end = (at + 1 + rng.below(16)).min(v.len());
+                v.drain(at..end);
+            }
+            4 => {
+                let end = (at + 1 + rng.below(64)).min(v.len());
+                let piece = v[at..end].to_vec();
+                v.splice(at..at, piece);
+            }
+            5 => v.truncate(at),
+            _ if !other.is_empty() => {
+                let from = rng.below(other.len());
+                let end = (from + 1 + rng.below(256)).min(other.len());
+                v.splice(at..at, other[from..end].iter().copied());
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+/// Runs `target` on `input`; on a panic, keeps the input and fails naming it.
+fn check(target: &Target, input: &[u8], what: &str) {
+    if catch_unwind(AssertUnwindSafe(|| (target.run)(input))).is_ok() {
+        return;
+    }
+    let dir = root().join("artifacts").join(target.name);
+    std::fs::create_dir_all(&dir).expect("fuzz/artifacts is writable");
+    let path = dir.join(format!("crash-{:016x}", fnv(input)));
+    std::fs::write(&path, input).expect("fuzz/artifacts is writable");
+    panic!(
+        "{}: {what} panics (above); the input is {}",
+        target.name,
+        path.display()
+    );
+}
+
+/// FNV-1a, to name a crashing input by its bytes.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn run(name: &str) {
+    let target = TARGETS.iter().find(|t| t.name == name).expect("a target");
+    let seeds: Vec<(PathBuf, Vec<u8>)> = files(&root().join("corpus").join(name))
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).expect("a readable seed");
+            (p, bytes)
+        })
+        .collect();
+    for (path, bytes) in &seeds {
+        check(target, bytes, &format!("seed {}", path.display()));
+    }
+    let seconds: f64 = std::env::var("RETYPE_FUZZ_SECONDS").map_or(2.0, |s| {
+        s.parse()
+            .expect("RETYPE_FUZZ_SECONDS is a number of seconds")
+    });
+    let seed = std::env::var("RETYPE_FUZZ_SEED").map_or_else(
+        |_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        },
+        |s| s.parse().expect("RETYPE_FUZZ_SEED is a whole number"),
+    );
+    let mut rng = Rng(seed);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let mut tried = 0u64;
+    while Instant::now() < deadline {
+        let (_, input) = &seeds[rng.below(seeds.len())];
+        let (_, other) = &seeds[rng.below(seeds.len())];
+        let mutant = mutate(&mut rng, input, other);
+        check(
+            target,
+            &mutant,
+            &format!("mutation {tried} of RETYPE_FUZZ_SEED={seed}"),
+        );
+        tried += 1;
+    }
+    println!(
+        "{name}: {} seeds, {tried} mutations (RETYPE_FUZZ_SEED={seed})",
+        seeds.len()
+    );
+}
+
+macro_rules! targets {
+    ($($name:ident)*) => {$(
+        #[test]
+        fn $name() {
+            run(stringify!($name));
+        }
+    )*};
+}
+
+targets!(rtr rtr_cut rep valgrind wee_alloc csv cantrip_log script grid_cell symbolize cheri_decode);
