@@ -8,6 +8,7 @@
 use retype_trace::format::{self, Format};
 use retype_trace::sites::per_stack;
 use retype_trace::summary::Summary;
+use retype_trace::window::Window;
 use retype_trace::{Event, Trace};
 
 use crate::{place, scratch};
@@ -83,32 +84,12 @@ pub fn csv(data: &[u8]) {
     import(data, Format::Csv, "in.csv");
 }
 
-/// Errors that name the file but no place in it, found by these targets
-/// and reported: malloclab.rs is being rewritten elsewhere, and the regression
-/// inputs wait in crates/retype-trace/tests/fuzz/ (tests/fuzz_found.rs). A
-/// `.rep` file that ends inside its header, or right after it, says so and
-/// names no line.
-const NAMED_NO_PLACE: &[(Format, &str)] = &[
-    (Format::Rep, ": truncated header: "),
-    (Format::Rep, ", the file ends after 0"),
-];
-
 /// `trace convert --from FORMAT` of a file holding `data`.
 fn import(data: &[u8], from: Format, name: &str) {
     let path = scratch::file(name, data);
     match format::load(&path, Some(from)) {
         Ok(t) => use_trace(&t),
-        Err(e) => {
-            let message = format!("{e:#}");
-            if NAMED_NO_PLACE
-                .iter()
-                .any(|&(f, m)| f == from && message.contains(m))
-            {
-                place::assert_names_file(&message, &path);
-            } else {
-                place::assert_names_place(&e, &path);
-            }
-        }
+        Err(e) => place::assert_names_place(&e, &path),
     }
 }
 
@@ -116,7 +97,7 @@ fn import(data: &[u8], from: Format, name: &str) {
 /// to every output format; the `.rtr` copy reads back equal.
 fn use_trace(t: &Trace) {
     let _ = Summary::of(t);
-    let _ = per_stack(t);
+    let _ = per_stack(t, Window::ALL);
     for (to, name) in [(Format::Csv, "out.csv"), (Format::Rep, "out.rep")] {
         let path = scratch::remove(name);
         format::save(t, &path, to).unwrap_or_else(|e| panic!("convert to {to}: {e:#}"));

@@ -75,6 +75,7 @@ class NoTasks:
         ({"study": {"polcy": "best-fit"}}, "unknown key"),
         ({"replay": {"trace": ["/no/such.rep"]}}, "no such file"),
         ({"study": {}, "replay": {}}, "one table"),
+        ({"study": 5}, "a table of keys"),
     ],
 )
 def test_a_bad_grid_is_refused_before_any_task(grid, words):

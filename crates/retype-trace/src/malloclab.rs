@@ -45,9 +45,11 @@ pub fn read(path: &Path) -> Result<Requests, ParseError> {
 
 /// Parses the text of a `.rep` file; `file` names it in errors.
 pub fn parse(file: &str, text: &[u8]) -> Result<Requests, ParseError> {
+    let end = text.split(|&b| b == b'\n').count() - usize::from(text.ends_with(b"\n"));
     Parser {
         file,
         lines: text.split(|&b| b == b'\n').enumerate(),
+        end: end.max(1),
     }
     .trace()
 }
@@ -55,6 +57,8 @@ pub fn parse(file: &str, text: &[u8]) -> Result<Requests, ParseError> {
 struct Parser<'a, I> {
     file: &'a str,
     lines: I,
+    /// The file's last line (1 for an empty file): where a file cut short ends.
+    end: usize,
 }
 
 impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
@@ -108,7 +112,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
         while n < 4 {
             let Some((line, tokens)) = self.next_line() else {
                 return Err(self.error(
-                    0,
+                    self.end,
                     format!("truncated header: expected 4 integers, found {n}"),
                 ));
             };
@@ -133,9 +137,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
         let mut trace = Requests::default();
         let mut live: HashMap<u32, ()> = HashMap::new();
         let mut requests: u64 = 0;
-        let mut last_line = 0;
         while let Some((line, tokens)) = self.next_line() {
-            last_line = line;
             requests += 1;
             if requests > header.num_ops {
                 return Err(self.error(
@@ -242,7 +244,7 @@ impl<'a, I: Iterator<Item = (usize, &'a [u8])>> Parser<'a, I> {
         }
         if requests < header.num_ops {
             return Err(self.error(
-                last_line,
+                self.end,
                 format!(
                     "truncated: the header announces {} requests, the file ends after {requests}",
                     header.num_ops
@@ -353,7 +355,7 @@ mod tests {
     fn refuses_bad_input_naming_file_and_line() {
         assert_eq!(
             err("0\n1\n"),
-            "t.rep: truncated header: expected 4 integers, found 2"
+            "t.rep:2: truncated header: expected 4 integers, found 2"
         );
         assert_eq!(
             err("0 1 2 1\na 0 8\n"),

@@ -163,6 +163,8 @@ def load_grid(grid):
     if len(kinds) != 1 or len(grid) != 1:
         raise _native.Error("a grid has one table: [study] or [replay]")
     kind = kinds[0]
+    if not isinstance(grid[kind], dict):
+        raise _native.Error(f"[{kind}] is a table of keys, not {grid[kind]!r}")
     points = study_points if kind == "study" else replay_points
     return kind, points(grid[kind])
 
