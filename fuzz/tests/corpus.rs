@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use retype_core::rng::SplitMix64;
 use retype_fuzz::{Target, TARGETS};
 
 fn root() -> &'static Path {
@@ -50,19 +51,16 @@ fn every_target_has_a_binary_and_a_corpus() {
     }
 }
 
-/// A small generator (xorshift64*), so that a seed replays a run.
-struct Rng(u64);
+/// The project's seeded generator, so that a seed replays a run; `below` takes any `n`.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.below(n.max(1) as u64) as usize
     }
 }
 
@@ -178,7 +176,7 @@ fn run(name: &str) {
         },
         |s| s.parse().expect("RETYPE_FUZZ_SEED is a whole number"),
     );
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64::new(seed));
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let mut tried = 0u64;
     while Instant::now() < deadline {

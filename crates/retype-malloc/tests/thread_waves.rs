@@ -9,6 +9,8 @@
 
 use std::sync::{Barrier, Mutex};
 
+use proptest::prelude::RngExt;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use retype_malloc::{self as rm, size_class, HeapState, Stats, SLICE_SIZE};
 
 /// Threads exit in this many waves: those of wave `w` run `(w + 1) * ROUNDS` rounds.
@@ -27,19 +29,22 @@ struct Block {
     tag: u8,
 }
 
-/// xorshift64*: a small seeded generator, so each thread's sizes differ.
-struct Rng(u64);
+/// A seeded generator (proptest's), so each thread's sizes differ and a seed replays a run.
+struct Rng(TestRng);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        Rng(TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.random()
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        self.0.random_range(0..n)
     }
 
     /// Mostly small blocks, some of a few KiB, a few medium ones up to the largest class.
@@ -84,7 +89,7 @@ fn free(b: Block) {
 /// shared list (while it has room), blocks taken from it and freed, half of its own freed.
 /// Every thread waits at `start` after its first round, so all have a heap at once.
 fn worker(id: usize, wave: usize, handed: &Mutex<Vec<Block>>, start: &Barrier) {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((id as u64 + 1) * 0x1000_0001));
+    let mut rng = Rng::new(id as u64);
     let mut own: Vec<Block> = Vec::new();
     for round in 0..(wave + 1) * ROUNDS {
         if round == 1 {
@@ -141,7 +146,7 @@ fn run(threads: usize) -> (Stats, Vec<Block>) {
     });
     // The default purge delay, and a margin for a loaded machine; then one more thread.
     std::thread::sleep(std::time::Duration::from_millis(100 + 100));
-    std::thread::spawn(|| free(alloc(&mut Rng(1))))
+    std::thread::spawn(|| free(alloc(&mut Rng::new(u64::MAX))))
         .join()
         .unwrap();
     (rm::stats(), handed.into_inner().unwrap())
