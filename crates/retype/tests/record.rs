@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -471,6 +472,47 @@ fn clear_errors_for_missing_allocators_and_commands() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such shared object"));
+}
+
+/// `-o` names a path in a missing directory, or something that is not a regular file (a
+/// directory, a pipe, a device): refused before the program runs, naming the path, and
+/// nothing there removed.
+#[test]
+fn an_output_that_is_not_a_file_is_refused_and_kept() {
+    recorder_built();
+    let dir = common::scratch("record-output");
+    let fifo = dir.join("pipe");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let missing = dir.join("no-such-dir").join("t.rtr");
+    let cases = [
+        (dir.clone(), "is not a regular file"),
+        (fifo.clone(), "is not a regular file"),
+        (missing.clone(), "no directory"),
+    ];
+    for (path, words) in cases {
+        let o = retype_cmd()
+            .args(["record", "-o"])
+            .arg(&path)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains(words),
+            "{err}"
+        );
+    }
+    assert!(dir.is_dir());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
 }
 
 #[test]

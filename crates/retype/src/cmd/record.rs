@@ -201,12 +201,27 @@ fn in_windows(trace: &Trace) -> String {
     }
 }
 
+/// Makes room for the trace at `output`: its directory must exist, and what is there already
+/// is replaced only if it is a regular file (never a device, a pipe or a directory, which the
+/// recorder would otherwise remove or write into).
 fn remove_old(output: &Path) -> Result<()> {
-    match std::fs::remove_file(output) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(e).with_context(|| format!("cannot replace {}", output.display()))
-        }
-        _ => Ok(()),
+    let dir = output.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        bail!(
+            "cannot write the trace {}: no directory {}",
+            output.display(),
+            dir.display()
+        );
+    }
+    match std::fs::symlink_metadata(output) {
+        Ok(m) if !m.file_type().is_file() => bail!(
+            "{} exists and is not a regular file: give the trace another path",
+            output.display()
+        ),
+        Ok(_) => std::fs::remove_file(output)
+            .with_context(|| format!("cannot replace {}", output.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot write the trace {}", output.display())),
     }
 }
 
