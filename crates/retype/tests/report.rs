@@ -222,6 +222,18 @@ fn bench_mm_report_draws_a_bar_per_policy_and_slab_count() {
     }
 }
 
+/// A slab count past the memory manager's limit is refused before anything is allocated
+/// (it once allocated without bound), naming the limit.
+#[test]
+fn bench_mm_refuses_more_slabs_than_a_layout_may_hold() {
+    let too_many = (retype_core::mm::Layout::MAX_SLABS + 1).to_string();
+    for slabs in ["0", too_many.as_str(), "99999999999999"] {
+        let o = retype(&["bench", "mm", "--ops", "10", "--slabs", slabs]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("from 1 to 1048576"), "{}", stderr(&o));
+    }
+}
+
 /// Clicks every link of the table of contents and of the summary, each with
 /// every part collapsed first, and returns the links that did not bring
 /// their part or section to the top of the window, below the contents when

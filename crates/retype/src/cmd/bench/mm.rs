@@ -42,8 +42,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             s.trim()
                 .parse()
                 .ok()
-                .filter(|&n| n > 0)
-                .with_context(|| format!("--slabs: {s:?} is not a positive number"))
+                .filter(|&n| n > 0 && n <= Layout::MAX_SLABS)
+                .with_context(|| {
+                    format!(
+                        "--slabs: {s:?} is not a number of slabs from 1 to {}",
+                        Layout::MAX_SLABS
+                    )
+                })
         })
         .collect::<anyhow::Result<_>>()?;
     let reqs = mm::requests(args.seed, args.ops);
