@@ -1,9 +1,12 @@
 //! The short run of every fuzz target that `scripts/test` makes, on stable
 //! Rust and without libFuzzer: each target's corpus (`fuzz/corpus/TARGET/`)
-//! replayed, then random mutations of it for a few seconds
-//! (`RETYPE_FUZZ_SECONDS`, default 2). The mutations are not coverage-guided
-//! as libFuzzer's are (`scripts/fuzz` runs those); they are seeded by
-//! `RETYPE_FUZZ_SEED`, or by the clock, and the seed is printed. An input
+//! replayed, then random mutations of it: by default the same 200 per target
+//! on every run (`RETYPE_FUZZ_MUTATIONS`, seed `RETYPE_FUZZ_SEED`, default 1),
+//! so that a test run passes or fails alike on any machine; with
+//! `RETYPE_FUZZ_SECONDS` set, as many as fit in that time, seeded by the clock
+//! unless `RETYPE_FUZZ_SEED` is given. The mutations are not coverage-guided as
+//! libFuzzer's are (`scripts/fuzz` runs those). The seed is printed before the
+//! first mutation, so that a run that hangs can be replayed. An input
 //! that makes a target panic is written to `fuzz/artifacts/TARGET/`, where
 //! `scripts/fuzz` and libFuzzer read it too, and named in the failure.
 
@@ -162,24 +165,29 @@ fn run(name: &str) {
     for (path, bytes) in &seeds {
         check(target, bytes, &format!("seed {}", path.display()));
     }
-    let seconds: f64 = std::env::var("RETYPE_FUZZ_SECONDS").map_or(2.0, |s| {
+    let var = |k: &str| std::env::var(k).ok();
+    let seconds: Option<f64> = var("RETYPE_FUZZ_SECONDS")
+        .map(|s| s.parse().expect("RETYPE_FUZZ_SECONDS is a number of seconds"));
+    let mutations: u64 = var("RETYPE_FUZZ_MUTATIONS").map_or(200, |s| {
         s.parse()
-            .expect("RETYPE_FUZZ_SECONDS is a number of seconds")
+            .expect("RETYPE_FUZZ_MUTATIONS is a whole number")
     });
-    let seed = std::env::var("RETYPE_FUZZ_SEED").map_or_else(
-        |_| {
+    let seed = match (var("RETYPE_FUZZ_SEED"), seconds) {
+        (Some(s), _) => s.parse().expect("RETYPE_FUZZ_SEED is a whole number"),
+        (None, Some(_)) => {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64
                 | 1
-        },
-        |s| s.parse().expect("RETYPE_FUZZ_SEED is a whole number"),
-    );
+        }
+        (None, None) => 1,
+    };
+    eprintln!("{name}: mutations from RETYPE_FUZZ_SEED={seed}");
     let mut rng = Rng(SplitMix64::new(seed));
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let deadline = seconds.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let mut tried = 0u64;
-    while Instant::now() < deadline {
+    while deadline.map_or(tried < mutations, |d| Instant::now() < d) {
         let (_, input) = &seeds[rng.below(seeds.len())];
         let (_, other) = &seeds[rng.below(seeds.len())];
         let mutant = mutate(&mut rng, input, other);
