@@ -114,6 +114,15 @@ pub struct Key {
 }
 
 impl Key {
+    /// The key of no capability: what an unused slot of a mapping database holds.
+    pub const EMPTY: Key = Key {
+        root: 0,
+        ty: 0,
+        base: 0,
+        size: 0,
+        eq: [0, 0],
+    };
+
     pub fn end(&self) -> u64 {
         self.base + self.size
     }

@@ -18,13 +18,7 @@ struct Link {
 }
 
 const EMPTY: Link = Link {
-    key: Key {
-        root: 0,
-        ty: 0,
-        base: 0,
-        size: 0,
-        eq: [0, 0],
-    },
+    key: Key::EMPTY,
     prev: NIL,
     next: NIL,
     live: false,

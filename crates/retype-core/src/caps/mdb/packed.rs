@@ -76,13 +76,7 @@ struct Node {
 }
 
 const EMPTY: Node = Node {
-    key: Key {
-        root: 0,
-        ty: 0,
-        base: 0,
-        size: 0,
-        eq: [0, 0],
-    },
+    key: Key::EMPTY,
     left: Word(NIL),
     right: Word(NIL),
     parent: Word(NIL),

@@ -41,13 +41,7 @@ struct Node<P> {
 
 impl<P: UpLink> Node<P> {
     const EMPTY: Node<P> = Node {
-        key: Key {
-            root: 0,
-            ty: 0,
-            base: 0,
-            size: 0,
-            eq: [0, 0],
-        },
+        key: Key::EMPTY,
         left: NIL,
         right: NIL,
         parent: P::NONE,
