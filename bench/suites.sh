@@ -43,7 +43,6 @@ on_allocator() {
     glibc) env -u LD_PRELOAD nice "$@" ;;
     retype) env LD_PRELOAD="$LIB" nice "$@" ;;
     retype-hardened) env LD_PRELOAD="$LIB" RETYPE_MALLOC_HARDENED=1 nice "$@" ;;
-    *) echo "unknown allocator $ALLOC" >&2; return 2 ;;
   esac
 }
 
@@ -55,7 +54,6 @@ numpy_setup() {
     "hypothesis==$HYPOTHESIS_VERSION"
 }
 
-# Writes $dir/results.tsv: one line per test, "id<TAB>outcome" (passed, failed, error, skipped).
 numpy_run() { # dir
   local dir=$1 py=$OUT/venv/bin/python numpy_dir
   numpy_dir=$("$py" -c 'import numpy, os; print(os.path.dirname(numpy.__file__))')
@@ -66,6 +64,7 @@ numpy_run() { # dir
     > "$dir/log" 2>&1)
 }
 
+# Writes $dir/results.tsv: one line per test, "id<TAB>outcome" (passed, failed, error, skipped).
 numpy_results() { # dir
   python3 - "$1/junit.xml" > "$1/results.tsv" <<'PY'
 import sys, xml.etree.ElementTree as ET
@@ -145,6 +144,15 @@ for config, filename, state, nerr, ntest, output in db.execute(
     print(f"{script}:passed\tpassed\t{(ntest or 0) - (nerr or 0)}")
 PY
 }
+
+for suite in "${SUITES[@]}"; do
+  declare -F "${suite}_setup" > /dev/null || { echo "bench/suites.sh: no suite $suite (numpy, sqlite)" >&2; exit 2; }
+done
+for ALLOC in "${ALLOCATORS[@]}"; do
+  case $ALLOC in glibc | retype | retype-hardened) ;;
+    *) echo "bench/suites.sh: no allocator $ALLOC (glibc, retype, retype-hardened)" >&2; exit 2 ;;
+  esac
+done
 
 # Each suite's rows and new failures go to its own folder, so that suites may run at once from
 # two invocations; the end prints those of this one's suites.
