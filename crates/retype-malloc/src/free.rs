@@ -121,6 +121,18 @@ unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     }
 }
 
+/// Lets the quarantine of `heap` (the calling thread's, which exits) go: its blocks, checked,
+/// go back to their pages (see `quarantine::emptying`).
+pub(crate) unsafe fn empty_quarantine(heap: *mut Heap) {
+    // SAFETY: the calling thread owns `heap` and its quarantine; their blocks are ours.
+    unsafe {
+        while let Some(b) = quarantine::emptying((*heap).quarantine) {
+            let seg = segment::of(b);
+            release(heap, segment::page_of(seg, b), b);
+        }
+    }
+}
+
 /// Puts the freed `block` of `page` back: on its free list, or on its remote list when
 /// `heap`, the calling thread's, does not own it.
 unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
