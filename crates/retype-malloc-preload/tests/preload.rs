@@ -119,12 +119,15 @@ fn fork_while_other_threads_allocate() {
     assert_ok(&run(Command::new(compile("fork")), true), "fork");
 }
 
+/// The C programs (`stress`: sixteen threads) in hardened and secure mode.
 #[test]
-fn hardened_mode_runs_the_c_programs_unchanged() {
-    for name in ["semantics", "stress", "fork", "handoff"] {
-        let mut cmd = Command::new(compile(name));
-        cmd.envs(HARDENED);
-        assert_ok(&run(cmd, true), &format!("{name} in hardened mode"));
+fn hardened_and_secure_modes_run_the_c_programs_unchanged() {
+    for env in [&HARDENED[..], &SECURE] {
+        for name in ["semantics", "stress", "fork", "handoff"] {
+            let mut cmd = Command::new(compile(name));
+            cmd.envs(env.iter().copied());
+            assert_ok(&run(cmd, true), &format!("{name} with {env:?}"));
+        }
     }
 }
 
@@ -153,18 +156,20 @@ fn misuse(case: &str, size: usize, env: &[(&str, &str)]) -> Output {
     run(cmd, true)
 }
 
-/// Hardened mode, and hardened mode without canaries: a small block's liveness is its canary
-/// tag in the first, a bit of its segment's bitmap in the second.
-const LIVENESS: [&[(&str, &str)]; 2] = [
+/// Hardened mode, hardened mode without canaries, and secure mode: a small block's liveness
+/// is its canary tag in the first, a bit of its segment's bitmap in the second, whether it
+/// holds a free-list link in the third.
+const LIVENESS: [&[(&str, &str)]; 3] = [
     &HARDENED,
     &[
         ("RETYPE_MALLOC_HARDENED", "1"),
         ("RETYPE_MALLOC_CANARY", "0"),
     ],
+    &SECURE,
 ];
 
 #[test]
-fn hardened_mode_aborts_on_double_and_invalid_frees() {
+fn hardened_and_secure_modes_abort_on_double_and_invalid_frees() {
     // A pointer into an 8-byte block (a 16-byte slot) is not 16-aligned.
     for (size, interior) in [
         (8, "invalid free (misaligned)"),
@@ -226,6 +231,7 @@ fn assert_caught(out: &Output, signal: i32, message: &str, what: &str) {
 }
 
 const HARDENED: [(&str, &str); 1] = [("RETYPE_MALLOC_HARDENED", "1")];
+const SECURE: [(&str, &str); 1] = [("RETYPE_MALLOC_SECURE", "1")];
 
 #[test]
 fn hardened_mode_catches_overflows_and_underflows_of_small_blocks_with_canaries() {
@@ -271,9 +277,10 @@ fn assert_faulted(out: &Output, what: &str) {
 
 #[test]
 fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
-    // 1 MiB ends at its last page's end: any access past either end faults there.
+    // 1 MiB ends at its last page's end: any access past either end faults there (secure
+    // mode's guard pages too).
     let mib = 1 << 20;
-    for case in [
+    for (case, env) in [
         "overflow-1",
         "overflow-32",
         "overflow-block",
@@ -282,8 +289,12 @@ fn hardened_mode_guards_large_blocks_with_guard_pages_and_canaries() {
         "underflow-1",
         "underflow-32",
         "underflow-memcpy",
-    ] {
-        assert_faulted(&harden(case, mib, &HARDENED), &format!("{case} 1 MiB"));
+    ]
+    .into_iter()
+    .flat_map(|case| [(case, &HARDENED), (case, &SECURE)])
+    {
+        let what = format!("{case} 1 MiB {env:?}");
+        assert_faulted(&harden(case, mib, env), &what);
     }
     // One byte more: 15 bytes of canary after the block, 4080 before it in its first page.
     let odd = mib + 1;
@@ -338,9 +349,10 @@ const HARDENED_UNTIMED: [(&str, &str); 2] = [
 
 /// A free-list link rewritten after free is followed by default (the next mallocs hand out
 /// the address written); in hardened mode the quarantine holds the block back (and checks it
-/// at exit), and without the quarantine the link is checked before it is followed.
+/// at exit), and without the quarantine, and in secure mode, the link is decoded and checked
+/// before it is followed.
 #[test]
-fn hardened_mode_checks_free_list_links() {
+fn hardened_and_secure_modes_check_free_list_links() {
     let unquarantined = [
         ("RETYPE_MALLOC_HARDENED", "1"),
         ("RETYPE_MALLOC_QUARANTINE_BYTES", "0"),
@@ -357,22 +369,29 @@ fn hardened_mode_checks_free_list_links() {
         let what = format!("poison {size}");
         let message = "write after free (quarantine, at exit)";
         assert_caught(&out, libc::SIGABRT, message, &what);
-        let out = harden("poison", size, &unquarantined);
-        let what = format!("poison {size} without quarantine");
-        assert_caught(
-            &out,
-            libc::SIGABRT,
-            "heap corruption (free list link)",
-            &what,
-        );
+        for env in [&unquarantined[..], &SECURE] {
+            let out = harden("poison", size, env);
+            let what = format!("poison {size} with {env:?}");
+            assert_caught(
+                &out,
+                libc::SIGABRT,
+                "heap corruption (free list link)",
+                &what,
+            );
+        }
     }
 }
 
-/// Fresh blocks come in a random order in hardened mode, in address order by default.
+/// Fresh blocks come in a random order in hardened and secure mode, in address order by
+/// default.
 #[test]
-fn hardened_mode_hands_out_fresh_blocks_in_a_random_order() {
+fn hardened_and_secure_modes_hand_out_fresh_blocks_in_a_random_order() {
     for size in [8, 4096] {
-        for (env, seen) in [(&HARDENED[..], "shuffled\n"), (&[][..], "address order\n")] {
+        for (env, seen) in [
+            (&HARDENED[..], "shuffled\n"),
+            (&SECURE, "shuffled\n"),
+            (&[], "address order\n"),
+        ] {
             let out = harden("order", size, env);
             assert!(
                 out.status.success() && text(&out.stdout) == seen,
@@ -416,7 +435,7 @@ fn hardened_mode_quarantines_freed_blocks_and_checks_them_on_leaving() {
 #[test]
 fn the_heap_is_never_executable() {
     for size in [8, 4096, 1 << 20] {
-        for env in [&HARDENED[..], &[]] {
+        for env in [&HARDENED[..], &SECURE, &[]] {
             let what = format!("execute {size} {env:?}");
             assert_faulted(&harden("execute", size, env), &what);
         }
@@ -854,30 +873,56 @@ fn error_outcome(kind: &str, size: usize, env: &[(&str, &str)]) -> String {
     }
 }
 
-/// Every error kind in all three sizes under the default mode and hardened mode: prints the
-/// table (docs/hardening.md holds a copy) and checks hardened mode's column against [`ERRORS`].
+/// The errors of [`ERRORS`] that secure mode catches as hardened mode does: double and
+/// invalid frees in every size (its free checks), and what lands past a large block's pages
+/// (its guard pages).
+fn secure_catches(kind: &str, size: usize) -> bool {
+    let guarded = [
+        "overflow-1",
+        "overflow-32",
+        "overflow-1-memcpy",
+        "overflow-32-memcpy",
+        "underflow-1",
+        "underflow-32",
+        "underflow-1-memcpy",
+        "underflow-32-memcpy",
+    ];
+    ["double-free", "invalid-free", "interior-free"].contains(&kind)
+        || (size == 1 << 20 && guarded.contains(&kind))
+}
+
+/// Every error kind in all three sizes under the default, hardened and secure modes: prints
+/// the table (docs/hardening.md holds a copy) and checks hardened mode's column against
+/// [`ERRORS`], and secure mode's against hardened mode's where it catches the same.
 #[test]
 fn what_each_mode_catches() {
     let sizes = [8, 4096, 1 << 20];
-    let mut table = String::from("| error | size | default | hardened |\n|---|---|---|---|\n");
+    let mut table =
+        String::from("| error | size | default | hardened | secure |\n|---|---|---|---|---|\n");
     let mut wrong = Vec::new();
     for (kind, expected) in ERRORS {
         for (size, expect) in sizes.into_iter().zip(expected) {
             let default = error_outcome(kind, size, &[]);
             let hardened = error_outcome(kind, size, &HARDENED);
+            let secure = error_outcome(kind, size, &SECURE);
             let shown = match size {
                 8 => "8 B".to_string(),
                 4096 => "4 KiB".to_string(),
                 _ => "1 MiB".to_string(),
             };
-            table += &format!("| {kind} | {shown} | {default} | {hardened} |\n");
+            table += &format!("| {kind} | {shown} | {default} | {hardened} | {secure} |\n");
             if hardened != expect {
                 wrong.push(format!("{kind} {size}: {hardened:?}, expected {expect:?}"));
+            }
+            if secure_catches(kind, size) && secure != expect {
+                wrong.push(format!(
+                    "secure {kind} {size}: {secure:?}, expected {expect:?}"
+                ));
             }
         }
     }
     println!("{table}");
-    assert!(wrong.is_empty(), "hardened mode:\n{}", wrong.join("\n"));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The measures `errors.c` shows at work, each off in hardened mode and on alone. (Without

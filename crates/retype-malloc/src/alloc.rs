@@ -2,7 +2,7 @@
 //! class (as mimalloc's `alloc.c`); everything else is a call to a slow path that cannot
 //! unwind. The malloc family in `lib.rs` inlines it.
 
-use crate::{global, heap, large, os, page};
+use crate::{config, global, heap, large, os, page};
 
 /// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from
 /// the calling thread's heap: the fast path pops from the slot's direct page; anything else
@@ -31,7 +31,15 @@ pub(crate) unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
 #[inline(never)]
 unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
     // SAFETY: as for `alloc`.
-    os::enomem_if_null(unsafe { global::alloc_slow(heap, size) })
+    unsafe {
+        if config::secure() {
+            let p = heap::alloc_secure(heap, size);
+            if !p.is_null() {
+                return p;
+            }
+        }
+        os::enomem_if_null(global::alloc_slow(heap, size))
+    }
 }
 
 /// Allocates a large block (null, with errno ENOMEM, when out of memory); the settings are

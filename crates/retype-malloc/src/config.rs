@@ -14,13 +14,20 @@ pub(crate) static HUGE_LARGE: AtomicBool = AtomicBool::new(true);
 /// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
 /// Validate every free and realloc, catching double and invalid frees: on with
-/// `RETYPE_MALLOC_HARDENED` and with any of the measures below, which rely on it.
+/// `RETYPE_MALLOC_HARDENED`, `RETYPE_MALLOC_SECURE` and with any of the measures below, which
+/// rely on it.
 pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
+/// Secure mode (`RETYPE_MALLOC_SECURE`, with no measure on but guard pages and realloc
+/// moves, and no statistics): the free checks without the liveness bitmap and its atomic
+/// instructions, a double free told by the freed block's free-list link, which only a free
+/// block holds (see `hardened::check_not_free`); a malloc pops as the fast path would, and
+/// the owner's free pushes (see `heap::alloc_secure`, `free::secure`).
+pub(crate) static SECURE: AtomicBool = AtomicBool::new(false);
 /// Canaries after blocks, checked on free and realloc (`RETYPE_MALLOC_CANARY`, default: as
 /// `RETYPE_MALLOC_HARDENED`).
 pub(crate) static CANARY: AtomicBool = AtomicBool::new(false);
-/// Guard pages around large blocks (`RETYPE_MALLOC_GUARD`, default: as
-/// `RETYPE_MALLOC_HARDENED`).
+/// Guard pages around large blocks (`RETYPE_MALLOC_GUARD`, default: on in hardened and
+/// secure mode).
 pub(crate) static GUARD: AtomicBool = AtomicBool::new(false);
 /// `malloc(0)` returns a pointer that faults on any access (`RETYPE_MALLOC_ZERO_FAULT`,
 /// default: as `RETYPE_MALLOC_HARDENED`).
@@ -65,6 +72,11 @@ pub(crate) static COUNTED: AtomicBool = AtomicBool::new(false);
 #[inline]
 pub(crate) fn hardened() -> bool {
     HARDENED.load(Ordering::Relaxed)
+}
+
+#[inline]
+pub(crate) fn secure() -> bool {
+    SECURE.load(Ordering::Relaxed)
 }
 
 #[inline]
@@ -175,8 +187,10 @@ pub(crate) fn load() {
     );
     // `RETYPE_MALLOC_HARDENED` is the default of each measure; each may be set on its own.
     let all = flag(c"RETYPE_MALLOC_HARDENED", false);
+    // Secure mode is the free checks and guard pages alone; hardened mode holds it.
+    let secure = flag(c"RETYPE_MALLOC_SECURE", false) && !all;
     let canary = flag(c"RETYPE_MALLOC_CANARY", all);
-    let guard = flag(c"RETYPE_MALLOC_GUARD", all);
+    let guard = flag(c"RETYPE_MALLOC_GUARD", all || secure);
     let zero_fault = flag(c"RETYPE_MALLOC_ZERO_FAULT", all);
     let zero_on_free = flag(c"RETYPE_MALLOC_ZERO_ON_FREE", all);
     let zero_on_malloc = flag(c"RETYPE_MALLOC_ZERO_ON_MALLOC", all);
@@ -196,15 +210,10 @@ pub(crate) fn load() {
     if let Some(ms) = env(c"RETYPE_MALLOC_QUARANTINE_MS").and_then(number) {
         QUARANTINE_MS.store(ms, Ordering::Relaxed);
     }
-    let any = all
-        || canary
-        || guard
-        || zero_fault
-        || bytes > 0
-        || zero_on_free
-        || zero_on_malloc
-        || realloc_moves
-        || exit_check;
+    let others = canary || zero_fault || bytes > 0 || zero_on_free || zero_on_malloc || exit_check;
+    let stats_fd = open_stats();
+    SECURE.store(secure && !others && stats_fd < 0, Ordering::Relaxed);
+    let any = all || secure || guard || realloc_moves || others;
     HARDENED.store(any, Ordering::Relaxed);
     if let Some(mib) = env(c"RETYPE_MALLOC_HUGEPAGES_MIN_MIB").and_then(number) {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
@@ -219,7 +228,6 @@ pub(crate) fn load() {
     if let Some(mib) = env(c"RETYPE_MALLOC_CACHE_MIB").and_then(number) {
         CACHE_BYTES.store((mib as usize) << 20, Ordering::Relaxed);
     }
-    let stats_fd = open_stats();
     STATS_FD.store(stats_fd, Ordering::Relaxed);
     COUNTED.store(stats_fd >= 0, Ordering::Relaxed);
 }

@@ -3,7 +3,9 @@
 //! is already free stops the program with a message naming the address, then `abort()`.
 //! A small block's liveness is its canary tag when blocks carry canaries (`canary::unseal`
 //! swaps it), else one bit per block, set by malloc and cleared atomically by free: either
-//! way two threads freeing the same block are caught too.
+//! way two threads freeing the same block are caught too. Secure mode
+//! (`RETYPE_MALLOC_SECURE=1`) keeps no bit, and so no atomic instruction on malloc or free:
+//! a block's liveness is whether it holds a free-list link ([`check_not_free`]).
 
 use core::sync::atomic::Ordering;
 
@@ -76,28 +78,27 @@ fn bit_of(page: *const Page, block: *const u8) -> (usize, usize, u64) {
     (first, n / 64, 1u64 << (n % 64))
 }
 
-/// Marks `block` of `page`, just popped from its free list, allocated, and checks the link
-/// it held (now the list's head): aborts if the block was live already or the link is not a
-/// carved block of the page. Links live in freed blocks, where an overflow from the block
-/// before or a write after free can rewrite them; checked so, a rewritten link can neither
-/// hand out memory outside the page nor a block in use. With canaries, the block's tag says
-/// whether it is live (`canary::seal` checks it), and the bitmap is not kept; the tags of
-/// its neighbours are checked too, so an overflow or underflow into a block that is never
-/// freed is caught at the next malloc beside it. Then the block's fill is checked and it
-/// is zeroed, as `freed` says.
+/// Marks `block` of `page`, just popped from its free list (its link checked, see
+/// `page::pop_checked`), allocated: aborts if it was live already. Links live in freed
+/// blocks, where an overflow from the block before or a write after free can rewrite them;
+/// checked so, a rewritten link can hand out neither memory outside the page nor (but in
+/// secure mode, which keeps no bitmap) a block in use. With canaries, the block's tag says
+/// whether it is live (`canary::seal` checks it), and the bitmap is not kept; the tags of its
+/// neighbours are checked too, so an overflow or underflow into a block that is never freed
+/// is caught at the next malloc beside it. Then the block's fill is checked and it is
+/// zeroed, as `freed` says.
 pub(crate) unsafe fn remember_block(page: *mut Page, block: *mut u8) {
     // SAFETY: the bitmap belongs to the page's segment; the page is the caller's.
     unsafe {
         if config::canary() {
             check_neighbours(page, block);
-        } else {
+        } else if !config::secure() {
             let (first, word, bit) = bit_of(page, block);
             let bits = &(*segment::bitmap(segment::of(block), first))[word];
             if bits.fetch_or(bit, Ordering::AcqRel) & bit != 0 {
                 die_at("heap corruption (free list holds a live block)", block);
             }
         }
-        page::check_link(page, block, (*page).free.cast());
         freed::reuse(block, (*page).block_size as usize);
     }
 }
@@ -144,6 +145,23 @@ pub(crate) unsafe fn forget_block(seg: *mut Segment, page: *mut Page, block: *mu
     }
 }
 
+/// Secure mode's check of a freed small block: aborts if `block` of `page` is free already.
+/// Only a free block holds a free-list link (see `page::holds_link`), so a block that holds
+/// none is live: the common case costs one load and a decode. One that holds one is looked
+/// for on the free list if the caller owns the page, and taken for free if not (the list
+/// is another thread's to walk; a live block holds a link by a chance of one in 2^50). A
+/// block freed first by another thread and not yet collected holds a link of that thread's
+/// batch, which is not encoded: its second free is not caught here (the page's walk of its
+/// remote list may find the loop it makes, see `page::collect`).
+pub(crate) unsafe fn check_not_free(page: *mut Page, block: *mut u8, owner: bool) {
+    // SAFETY: `validate` found `block` to be a carved block of `page`, in use.
+    unsafe {
+        if page::holds_link(page, block) && (!owner || page::on_free_list(page, block)) {
+            os::die("double free", block, Some((*page).block_size as usize));
+        }
+    }
+}
+
 /// Marks the large block with header `seg` free; aborts if it already was.
 pub(crate) unsafe fn forget_large(seg: *mut Segment) {
     // SAFETY: `validate` found `seg` to be the header of a large mapping of ours.
@@ -171,8 +189,16 @@ pub(crate) unsafe fn check_live(p: *mut u8) {
         } else {
             p
         };
-        // With canaries, the tag says whether the block is live (`canary::size`).
-        if !config::canary() && !is_live(seg, page, block) {
+        // With canaries, the tag says whether the block is live (`canary::size`); in secure
+        // mode, its first word.
+        let free = if config::canary() {
+            false
+        } else if config::secure() {
+            page::holds_link(page, block)
+        } else {
+            !is_live(seg, page, block)
+        };
+        if free {
             die_at("use after free", p);
         }
     }

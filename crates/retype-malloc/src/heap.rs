@@ -365,14 +365,33 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
                 return ptr::null_mut();
             }
         }
-        let p = page::pop(page);
-        if config::hardened() {
+        let p = if config::hardened() {
+            let p = page::pop_checked(page);
             hardened::remember_block(page, p);
-        }
+            p
+        } else {
+            page::pop(page)
+        };
         if config::counted() {
             count(heap, (*page).block_size as isize);
         }
         p
+    }
+}
+
+/// Secure mode's malloc of `size` bytes (small or medium) while the first page of its class
+/// has a free block and no remote frees wait to be sent: that block, its link checked, as
+/// the fast path would pop it; else null, and the caller takes [`alloc_slow`]'s way.
+#[inline]
+pub(crate) unsafe fn alloc_secure(heap: *mut Heap, size: usize) -> *mut u8 {
+    // SAFETY: the heap belongs to the calling thread (or is the empty heap, whose queues are
+    // empty); its first page of a class is in use.
+    unsafe {
+        let page = (*heap).queues[size_class::class_of(size)].first;
+        if page.is_null() || (*page).free.is_null() || !(*heap).remote.is_empty() {
+            return ptr::null_mut();
+        }
+        page::pop_checked(page)
     }
 }
 
@@ -412,8 +431,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
 pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     // SAFETY: `b` is a freed block of `page`, still counted as used.
     unsafe {
-        (*b).next = (*page).free;
-        (*page).free = b;
+        page::push(page, b);
         (*page).used -= 1;
         if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
             unfull(heap, page);

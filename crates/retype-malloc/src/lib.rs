@@ -7,8 +7,8 @@
 //! - on `consts` only: [`size_class`] (16-byte classes to 256 bytes, then eight per doubling to
 //!   128 KiB), `stats` (counters and the report), `config` (settings);
 //! - `os`: mappings, huge-page advice, the clock, diagnostics;
-//! - `secret`: hardened mode's per-process secret, which keys its patterns and orders fresh
-//!   blocks at random;
+//! - `secret`: hardened and secure mode's per-process secret, which keys their patterns and
+//!   free-list links and orders fresh blocks at random;
 //! - `canary`, `zero`: hardened mode's keyed patterns after blocks, which catch overflows;
 //!   the inaccessible zero-size block;
 //! - `freed`: hardened mode's fill of free blocks (zero, or the quarantine's junk), checked
@@ -20,8 +20,9 @@
 //! - `registry`, `cache`: which mappings are ours (hardened mode); retired mappings, reused
 //!   (cut, or gathered by moving their pages) and returned to the OS after a delay, under a
 //!   cap;
-//! - `page`: per-page free lists (in hardened mode a link is checked before it is followed),
-//!   a lock-free list for frees from other threads;
+//! - `page`: per-page free lists (in hardened and secure mode a link is encoded with the
+//!   page's key, and checked before it is followed), a lock-free list for frees from other
+//!   threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //!   `remote`: a thread's batch of frees into one page of another heap, sent together;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
@@ -30,7 +31,8 @@
 //! - `large`: objects over 128 KiB are mapped on their own (between guard pages in hardened
 //!   mode); those of 2 MiB and more on a 2 MiB boundary, advised for huge pages; realloc
 //!   resizes them in their mapping or moves their pages;
-//! - `hardened`: optional detection of double and invalid frees (the base of hardened mode);
+//! - `hardened`: optional detection of double and invalid frees (the base of hardened mode,
+//!   and with guard pages all of secure mode, `RETYPE_MALLOC_SECURE`);
 //! - `kept`: the ring of emptied pages, carved, that a heap keeps for reuse by their class
 //!   (up to 4 MiB);
 //! - `heap`: one heap per thread, no lock on malloc or free: its page queues and full list,
@@ -238,7 +240,11 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
     // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
     unsafe {
         let seg = hardened::validate(p);
-        free::block(seg, segment::page_of(seg, p), p)
+        let page = segment::page_of(seg, p);
+        if config::secure() {
+            return free::secure(seg, page, p);
+        }
+        free::block(seg, page, p)
     }
 }
 

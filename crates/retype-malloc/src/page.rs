@@ -7,6 +7,13 @@
 //!
 //! Blocks are carved lazily from the page's area ("extend"), a few KiB at a time, so memory
 //! is touched only as the page fills.
+//!
+//! In hardened and secure mode (pages with [`FLAG_CHECKED`]) the links stored in the free
+//! blocks of `free` are encoded with the page's secret key, as in mimalloc's secure mode: an
+//! overflow or a write after free that rewrites one cannot aim it anywhere, and a link
+//! decoded is checked to be a block of the page before it is followed. Malloc clears the link
+//! of the block it hands out, so only a free block holds a link that decodes (see
+//! [`holds_link`]).
 
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -76,6 +83,8 @@ pub(crate) struct Page {
     pub area: *mut u8,
     pub heap: *mut HeapId,
     pub thread_free: AtomicPtr<Block>,
+    /// The key that encodes the links of `free` (pages with [`FLAG_CHECKED`]; see [`encode`]).
+    pub key: u64,
     /// Links in the heap's queue of this page's class, or in its full list.
     pub links: Links<Page>,
     /// Link in the heap's `notified` stack.
@@ -109,6 +118,7 @@ impl Page {
             area: ptr::null_mut(),
             heap: ptr::null_mut(),
             thread_free: AtomicPtr::new(ptr::null_mut()),
+            key: 0,
             links: Links::NONE,
             notified_next: ptr::null_mut(),
         }
@@ -173,6 +183,7 @@ pub(crate) unsafe fn init(
             span: span as u8,
             area,
             heap,
+            key: if checked != 0 { secret::random() } else { 0 },
             ..Page::empty()
         })
     };
@@ -188,6 +199,95 @@ pub(crate) unsafe fn pop(page: *mut Page) -> *mut u8 {
         // Wrapping: a spill's page (see `spill`) counts every block taken out, without bound.
         (*page).used = (*page).used.wrapping_add(1);
         b.cast()
+    }
+}
+
+/// The link to `next` as stored in a free block of a page with key `key`: xor-ed with the
+/// key, rotated by its low bits and offset by it (mimalloc's `mi_ptr_encode`, with one key).
+/// A bijection, so a link that decodes to a block of the page is one only the key could make.
+#[inline]
+pub(crate) fn encode(key: u64, next: *mut Block) -> *mut Block {
+    ((next as u64 ^ key)
+        .rotate_left(key as u32 & 63)
+        .wrapping_add(key)) as *mut Block
+}
+
+/// The block a link stored by [`encode`] points to.
+#[inline]
+pub(crate) fn decode(key: u64, link: *mut Block) -> *mut Block {
+    ((link as u64)
+        .wrapping_sub(key)
+        .rotate_right(key as u32 & 63)
+        ^ key) as *mut Block
+}
+
+/// The next block after free block `b` of `page` on its free list.
+unsafe fn next_of(page: *const Page, b: *mut Block) -> *mut Block {
+    // SAFETY: `b` is a free block of the page, holding its link.
+    unsafe {
+        if (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0 {
+            decode((*page).key, (*b).next)
+        } else {
+            (*b).next
+        }
+    }
+}
+
+/// [`pop`] for a page with [`FLAG_CHECKED`]: the link is decoded and checked (see
+/// [`check_link`]) before it is followed, and cleared in the block handed out.
+#[inline]
+pub(crate) unsafe fn pop_checked(page: *mut Page) -> *mut u8 {
+    // SAFETY: the caller owns the page and checked that its free list is not empty.
+    unsafe {
+        let b = (*page).free;
+        let next = decode((*page).key, (*b).next);
+        check_link(page, b.cast(), next.cast());
+        (*b).next = ptr::null_mut();
+        (*page).free = next;
+        (*page).used += 1;
+        b.cast()
+    }
+}
+
+/// Pushes the free block `b` onto `page`'s free list (the owner's push; the link encoded on
+/// a page with [`FLAG_CHECKED`]).
+#[inline]
+pub(crate) unsafe fn push(page: *mut Page, b: *mut Block) {
+    // SAFETY: the caller owns the page and gives up `b`.
+    unsafe {
+        push_after(page, b, (*page).free);
+        (*page).free = b;
+    }
+}
+
+/// Whether the first word of `block`, a block of the checked `page`, is a free-list link
+/// (decodes to null or to a carved block of the page): a block that is free holds one;
+/// a block in use does not, but by a chance of about one in 2^50 (malloc clears the word, and
+/// nothing can write one without the key).
+pub(crate) unsafe fn holds_link(page: *const Page, block: *const u8) -> bool {
+    // SAFETY: `block` is a carved block of the page, readable.
+    unsafe {
+        let next = decode((*page).key, *block.cast::<*mut Block>());
+        next.is_null() || is_carved(page, next.cast())
+    }
+}
+
+/// Whether `block` is on the free list of `page`, which the caller owns (a walk, at most as
+/// long as the page's capacity).
+pub(crate) unsafe fn on_free_list(page: *const Page, block: *const u8) -> bool {
+    // SAFETY: the caller owns the page; the links were checked as they were made.
+    unsafe {
+        let mut b = (*page).free;
+        for _ in 0..(*page).capacity {
+            if b.is_null() || !is_carved(page, b.cast()) {
+                return false;
+            }
+            if b.cast_const().cast() == block {
+                return true;
+            }
+            b = next_of(page, b);
+        }
+        false
     }
 }
 
@@ -233,14 +333,14 @@ unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
             (0..n).for_each(|k| freed::fill(block(k).cast(), bs));
         }
         for k in 1..n {
-            (*block(k - 1)).next = block(k);
+            push_after(page, block(k - 1), block(k));
         }
         if config::canary() {
             for k in 0..n {
                 canary::seal_free(block(k).cast(), bs);
             }
         }
-        (*block(n - 1)).next = (*page).free;
+        push_after(page, block(n - 1), (*page).free);
         (*page).free = block(0);
         (*page).capacity += n as u32;
     }
@@ -254,42 +354,66 @@ pub(crate) unsafe fn collect(page: *mut Page) {
         if list.is_null() {
             return;
         }
-        // Hardened mode checks each link, read from a freed block, before following it.
+        // Hardened mode checks each link, read from a freed block, before following it, and
+        // encodes it for the free list.
         let checked = (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0;
         let mut tail = list;
         let mut n = 1u32;
         while !(*tail).next.is_null() {
+            let next = (*tail).next;
             if checked {
-                check_link(page, tail.cast(), (*tail).next.cast());
+                check_link(page, tail.cast(), next.cast());
                 if n >= (*page).capacity {
                     os::die("heap corruption (free list loops)", tail.cast(), None);
                 }
+                (*tail).next = encode((*page).key, next);
             }
-            tail = (*tail).next;
+            tail = next;
             n += 1;
         }
-        (*tail).next = (*page).free;
+        let last = (*page).free;
         (*page).free = list;
+        push_after(page, tail, last);
         (*page).used -= n;
     }
+}
+
+/// Links `tail`, a free block of `page`, to `next`, encoded if the page is checked.
+#[inline]
+unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
+    // SAFETY: the caller owns the page and `tail`, a free block of it.
+    unsafe {
+        (*tail).next = if (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0 {
+            encode((*page).key, next)
+        } else {
+            next
+        };
+    }
+}
+
+/// Whether `p` is the start of a block of `page` carved so far (by a multiplication, see
+/// `size_class::index_of`, where a remainder would divide).
+#[inline]
+fn is_carved(page: *const Page, p: *const u8) -> bool {
+    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
+    let (area, bs, capacity, class) = unsafe {
+        (
+            (*page).area as usize,
+            (*page).block_size as usize,
+            (*page).capacity as usize,
+            (*page).class as usize,
+        )
+    };
+    let off = (p as usize).wrapping_sub(area);
+    off < capacity * bs && size_class::index_of(off, class) * bs == off
 }
 
 /// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
 /// carved block of the page.
 pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
-    if next.is_null() {
-        return;
-    }
-    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, bs, capacity) = unsafe {
-        (
-            (*page).area as usize,
-            (*page).block_size as usize,
-            (*page).capacity as usize,
-        )
-    };
-    let off = (next as usize).wrapping_sub(area);
-    if off >= capacity * bs || !off.is_multiple_of(bs) {
+    if !next.is_null() && !is_carved(page, next) {
+        // SAFETY: the page is in use.
+        let bs = unsafe { (*page).block_size as usize };
         os::die("heap corruption (free list link)", block, Some(bs));
     }
 }
@@ -363,7 +487,7 @@ pub(crate) unsafe fn check(page: *const Page, heap: *mut HeapId) -> Result<(), &
             return Err("page: free list longer than the capacity (a cycle?)");
         }
         // SAFETY: `b` is a block of the page (checked above).
-        b = unsafe { (*b).next };
+        b = unsafe { next_of(page, b) };
     }
     if free + p.used != p.capacity {
         return Err("page: free blocks + used blocks != capacity");

@@ -88,12 +88,14 @@ pub(crate) fn acquire(me: usize) -> *mut Heap {
     heap
 }
 
-/// Abandons `heap`, the heap of an exiting thread: its empty pages go back to their
-/// segments and the rest waits in the pool; then the heaps that waited in the pool for longer
+/// Abandons `heap`, the heap of an exiting thread: its quarantine lets its blocks go (hardened
+/// mode: no later free of the thread would, and they would pin their pages), its empty pages
+/// go back to their segments and the rest waits in the pool; then the heaps that waited in the pool for longer
 /// than the purge delay are reclaimed (see [`reclaim_locked`]).
 pub(crate) unsafe fn abandon(heap: *mut Heap) {
     // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
     let pool = unsafe {
+        free::empty_quarantine(heap);
         heap::release_empty_pages(heap);
         put(heap)
     };

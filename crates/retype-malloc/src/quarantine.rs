@@ -70,6 +70,26 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 /// block past the time bound at `now`; its fill is checked first (aborting on a write after
 /// free).
 pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        take_oldest(ring, |r, oldest| {
+            let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
+            over || now.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
+        })
+    }
+}
+
+/// Takes the oldest block out of `ring`, checked, whatever the bounds: for a thread that
+/// exits, whose quarantine no later free of its own would empty, and whose blocks would pin
+/// their pages in the pool meanwhile.
+pub(crate) unsafe fn emptying(ring: *mut Ring) -> Option<*mut u8> {
+    // SAFETY: the caller's contract.
+    unsafe { take_oldest(ring, |_, _| true) }
+}
+
+/// Takes the oldest block out of `ring` (the calling thread's) if `due` says so, its fill
+/// checked first.
+unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -> Option<*mut u8> {
     if ring.is_null() {
         return None;
     }
@@ -79,9 +99,7 @@ pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
         return None;
     }
     let oldest = r.entries[r.head];
-    let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
-    let age = now.wrapping_sub(oldest.at) as u64;
-    if !over && age <= QUARANTINE_MS.load(Ordering::Relaxed) {
+    if !due(r, oldest) {
         return None;
     }
     r.head = (r.head + 1) % CAPACITY;
