@@ -1,6 +1,7 @@
 //! The exported malloc family. Each hook takes the call's stack (unless
 //! stacks are off), times the call it forwards and appends one event to this
-//! thread's buffer.
+//! thread's buffer (or keeps what an aggregate or sampled recording keeps of
+//! it, see [`kept`]).
 //!
 //! On x86-64 each exported function is a two-instruction trampoline that
 //! passes its own entry stack pointer and the caller's frame pointer to the
@@ -15,48 +16,63 @@
 use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
+use crate::kept::{self, Call, Keep};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy};
 use crate::thread::own;
 use crate::{process, recording, rseq, settings, stacks, sys};
 
-/// Runs `call`, recording the event `event` builds from its result; `at`
-/// is where the program called from.
+/// Runs `run`, the call `call` describes, recording what the recording
+/// keeps ([`kept`]) of the event `event` builds from its result; `at` is
+/// where the program called from.
 #[inline(always)]
-fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
+fn traced<T: Copy>(
+    at: Entry,
+    call: Call,
+    run: impl FnOnce() -> T,
+    event: impl FnOnce(T) -> Event,
+) -> T {
     if !recording::is_on() {
         if !process::not_started() {
-            return call();
+            return run();
         }
         process::start();
         if !recording::is_on() {
-            return call();
+            return run();
         }
     }
     let l = local();
     let Some(_busy) = Busy::enter_on(l) else {
-        return call();
+        return run();
     };
+    let keep = kept::before(l, call);
+    if let Keep::Nothing = keep {
+        return run();
+    }
     // The stack is taken outside the timed call: latencies stay the allocator's.
-    let stack = if settings::get().records_stacks() {
+    let stack = if keep.stack() && settings::get().records_stacks() {
         own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
     } else {
         0
     };
     let mark = rseq::mark(&l.rseq_cs);
     let t0 = sys::ticks();
-    let v = call();
+    let v = run();
     let t1 = sys::ticks();
     let descheduled = rseq::descheduled(mark);
-    own::append(l, || Event {
+    let made = || Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
         descheduled,
         stack,
         ..event(v)
-    });
+    };
+    match keep {
+        Keep::All => own::append(l, made),
+        _ => kept::after(l, keep, made()),
+    }
     v
 }
 
@@ -115,6 +131,7 @@ unsafe extern "C" fn malloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void 
     };
     traced(
         Entry { sp, bp },
+        Call::alloc(size as u64),
         // SAFETY: forwarding the caller's arguments.
         || unsafe { (r.malloc)(size) },
         |p| Event {
@@ -138,6 +155,7 @@ unsafe extern "C" fn calloc_body(n: size_t, size: size_t, sp: u64, bp: u64) -> *
     let bytes = (n as u64).saturating_mul(size as u64);
     traced(
         Entry { sp, bp },
+        Call::alloc(bytes),
         // SAFETY: forwarding.
         || unsafe { (r.calloc)(n, size) },
         |p| Event {
@@ -160,6 +178,10 @@ unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64
     }
     traced(
         Entry { sp, bp },
+        Call {
+            frees: addr(p),
+            asks: Some(size as u64),
+        },
         // SAFETY: forwarding.
         || unsafe { (r.realloc)(p, size) },
         |q| Event {
@@ -212,6 +234,7 @@ unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
     let Some(r) = real() else { return };
     traced(
         Entry { sp, bp },
+        Call::free(addr(p)),
         // SAFETY: forwarding.
         || unsafe { (r.free)(p) },
         |()| Event {
@@ -239,6 +262,7 @@ unsafe extern "C" fn posix_memalign_body(
     };
     traced(
         Entry { sp, bp },
+        Call::alloc(size as u64),
         // SAFETY: forwarding.
         || unsafe { (r.posix_memalign)(out, align, size) },
         // SAFETY: on success posix_memalign stored the block in `*out`.
@@ -262,6 +286,7 @@ macro_rules! aligned_body {
             };
             traced(
                 Entry { sp, bp },
+                Call::alloc(size as u64),
                 // SAFETY: forwarding.
                 || unsafe { (r.$field)(align, size) },
                 |p| Event {
@@ -287,6 +312,7 @@ unsafe extern "C" fn valloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void 
     };
     traced(
         Entry { sp, bp },
+        Call::alloc(size as u64),
         // SAFETY: forwarding.
         || unsafe { (r.valloc)(size) },
         |p| Event {
@@ -311,10 +337,12 @@ unsafe extern "C" fn pvalloc_body(size: size_t, sp: u64, bp: u64) -> *mut c_void
         // SAFETY: pvalloc is valloc of the size rounded up to pages.
         None => unsafe { (r.valloc)(size.next_multiple_of(page)) },
     };
-    traced(Entry { sp, bp }, call, |p| Event {
-        op: Op::Pvalloc,
-        size: size as u64,
-        ret: addr(p),
-        ..Event::default()
+    traced(Entry { sp, bp }, Call::alloc(size as u64), call, |p| {
+        Event {
+            op: Op::Pvalloc,
+            size: size as u64,
+            ret: addr(p),
+            ..Event::default()
+        }
     })
 }

@@ -7,7 +7,9 @@
 //! the trace (no variable, no recording); `RETYPE_ALLOCATOR` is copied into the
 //! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
 //! (default 32; 0: no stacks); `RETYPE_PAUSED` and `RETYPE_TOGGLE_SIGNAL`
-//! start paused and name the signal that starts and stops recording.
+//! start paused and name the signal that starts and stops recording;
+//! `RETYPE_AGGREGATE`, `RETYPE_SNAPSHOT_MS`, `RETYPE_SAMPLE_BYTES` and
+//! `RETYPE_SAMPLE_SEED` make it an aggregate or a sampled recording.
 //! `retype record` sets them. A forked child writes
 //! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
 //! process's file. When the file cannot be written (a full disk, the file-size
@@ -18,6 +20,7 @@
 //!
 //! - [`sys`]: small wrappers over raw system calls and clocks;
 //! - [`settings`]: the environment, read once at start;
+//! - [`sample`]: sampling by bytes, each thread's countdown to its next sample;
 //! - [`recording`]: whether events are recorded now;
 //! - [`real`]: the next allocator's functions and the bootstrap arena used while dlsym runs;
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
@@ -26,6 +29,7 @@
 //! - [`control`]: recording windows: a paused start, the toggle signal, and
 //!   the `window_start`/`window_stop` records;
 //! - [`stack_table`]: each distinct stack once, with its id;
+//! - [`blocks`]: the live blocks an aggregate or sampled recording follows, by address;
 //! - [`cfi`]: the rule that leads from a frame to its caller's, from an
 //!   object's call-frame information (gimli);
 //! - [`modules`]: the loaded objects, for the unwinder and for offline symbolization;
@@ -33,6 +37,8 @@
 //! - [`thread`]: each thread's start and cost, its event buffer (mmap'd, no
 //!   allocation inside the hooks, encoded a batch at a time), its state (one
 //!   thread-local) and its exit;
+//! - [`aggregate`]: an aggregate recording's per-stack counters and snapshots;
+//! - [`kept`]: what the recording keeps of each call: its event, counters, or a sample;
 //! - [`process`]: start, fork, exec, `_exit`, fatal signals, process exit
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
@@ -47,17 +53,21 @@
 // links above resolve.
 #![allow(rustdoc::private_intra_doc_links)]
 
+mod aggregate;
 mod attach;
+mod blocks;
 mod cfi;
 mod control;
 mod got;
 mod hooks;
+mod kept;
 mod modules;
 mod output;
 mod process;
 mod real;
 mod recording;
 mod rseq;
+mod sample;
 mod settings;
 mod stack_table;
 mod stacks;

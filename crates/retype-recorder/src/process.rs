@@ -12,7 +12,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::real::real;
 use crate::thread::local::{local, Busy};
 use crate::thread::{buffer, cost, exit};
-use crate::{control, modules, output, rseq, settings, stack_table, sys};
+use crate::{control, kept, modules, output, rseq, settings, stack_table, sys};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -91,6 +91,7 @@ fn begin(forked: bool, on: bool, reason: &[u8]) {
             stack_table::new_generation(forked);
             modules::scan(true);
         }
+        kept::begin(forked);
         FINISHED.store(false, Ordering::Release);
         control::begin(on, reason);
     }
@@ -124,6 +125,7 @@ fn end_segment(in_signal: bool, reason: &[u8]) -> Option<bool> {
         }
     });
     stack_table::flush(in_signal);
+    kept::end(in_signal);
     let dropped = stack_table::take_dropped();
     if dropped > 0 {
         let mut num = sys::StackStr::<32>::new();

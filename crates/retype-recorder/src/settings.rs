@@ -10,7 +10,12 @@
 //! `RETYPE_PAUSED` (`1`) opens the trace without recording until the toggle
 //! signal starts it; `RETYPE_TOGGLE_SIGNAL` is that signal's number (unset: no
 //! signal toggles, so a program run with the library but not through `retype
-//! record` keeps its signals as they were). The values are
+//! record` keeps its signals as they were). `RETYPE_AGGREGATE` (`1`) keeps
+//! per-stack counters instead of events, with a snapshot of live bytes every
+//! `RETYPE_SNAPSHOT_MS` ms (default [`DEFAULT_SNAPSHOT_MS`]; 0: none);
+//! `RETYPE_SAMPLE_BYTES` (a number above 0) records only the allocations a
+//! Poisson process over the bytes picks, that many bytes apart on average,
+//! and `RETYPE_SAMPLE_SEED` seeds it (unset: from the clock). The values are
 //! copied into fixed storage: reading them allocates nothing, and what the
 //! program later does to its environment changes nothing.
 //!
@@ -33,6 +38,26 @@ const ALLOCATOR: &CStr = c"RETYPE_ALLOCATOR";
 const STACK_DEPTH: &CStr = c"RETYPE_STACK_DEPTH";
 const PAUSED: &CStr = c"RETYPE_PAUSED";
 const TOGGLE_SIGNAL: &CStr = c"RETYPE_TOGGLE_SIGNAL";
+const AGGREGATE: &CStr = c"RETYPE_AGGREGATE";
+const SNAPSHOT_MS: &CStr = c"RETYPE_SNAPSHOT_MS";
+const SAMPLE_BYTES: &CStr = c"RETYPE_SAMPLE_BYTES";
+const SAMPLE_SEED: &CStr = c"RETYPE_SAMPLE_SEED";
+
+/// The interval between an aggregate recording's snapshots when
+/// `RETYPE_SNAPSHOT_MS` does not say.
+pub const DEFAULT_SNAPSHOT_MS: u64 = 100;
+
+/// What the recorder keeps of the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every call, as an event.
+    Full,
+    /// Per-stack counters, and a snapshot of live bytes every `snapshot_ms` (0: none).
+    Aggregate { snapshot_ms: u64 },
+    /// The events of the allocations sampled every `mean_bytes` on average
+    /// (and the frees of those blocks); `seed` seeds the gaps (0: the clock).
+    Sampled { mean_bytes: u64, seed: u64 },
+}
 
 /// A variable's value, up to 4096 bytes (what a path or a meta record's text
 /// holds in the trace; the rest is cut off).
@@ -45,6 +70,7 @@ pub struct Settings {
     stack_depth: usize,
     paused: bool,
     toggle_signal: Option<i32>,
+    mode: Mode,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -100,6 +126,21 @@ impl Settings {
                 .and_then(parse_num)
                 .filter(|&n| n > 0 && n < 65)
                 .map(|n| n as i32),
+            mode: if var(AGGREGATE) == Some(b"1") {
+                Mode::Aggregate {
+                    snapshot_ms: var(SNAPSHOT_MS)
+                        .and_then(parse_num)
+                        .unwrap_or(DEFAULT_SNAPSHOT_MS),
+                }
+            } else {
+                match var(SAMPLE_BYTES).and_then(parse_num).filter(|&n| n > 0) {
+                    Some(mean_bytes) => Mode::Sampled {
+                        mean_bytes,
+                        seed: var(SAMPLE_SEED).and_then(parse_num).unwrap_or(0),
+                    },
+                    None => Mode::Full,
+                }
+            },
         }
     }
 
@@ -139,6 +180,12 @@ impl Settings {
         self.stack_depth
     }
 
+    /// What is kept of the calls: all, counters, or samples.
+    #[inline(always)]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// Whether call stacks are recorded.
     #[inline(always)]
     pub fn records_stacks(&self) -> bool {
@@ -152,7 +199,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{Settings, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
+    use super::{Mode, Settings, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
 
     /// The settings of an environment that holds just `vars`.
     fn parse(vars: &[(&CStr, &[u8])]) -> Settings {
@@ -216,6 +263,30 @@ mod tests {
         assert_eq!(s.allocator(), None);
         // A name is matched whole: RETYPE_PAUSED_X is another variable.
         assert!(!Settings::from_text(b"RETYPE_PAUSED_X=1").paused());
+    }
+
+    #[test]
+    fn aggregate_and_sampling_are_read() {
+        assert_eq!(parse(&[]).mode(), Mode::Full);
+        let s = parse(&[(c"RETYPE_AGGREGATE", b"1")]);
+        assert_eq!(s.mode(), Mode::Aggregate { snapshot_ms: 100 });
+        let s = parse(&[(c"RETYPE_AGGREGATE", b"1"), (c"RETYPE_SNAPSHOT_MS", b"0")]);
+        assert_eq!(s.mode(), Mode::Aggregate { snapshot_ms: 0 });
+        let s = parse(&[
+            (c"RETYPE_SAMPLE_BYTES", b"4096"),
+            (c"RETYPE_SAMPLE_SEED", b"7"),
+        ]);
+        assert_eq!(
+            s.mode(),
+            Mode::Sampled {
+                mean_bytes: 4096,
+                seed: 7
+            }
+        );
+        // 0 bytes or not a number: every call.
+        for bad in [&b"0"[..], b"many"] {
+            assert_eq!(parse(&[(c"RETYPE_SAMPLE_BYTES", bad)]).mode(), Mode::Full);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use crate::event::{Event, Op, ThreadSummary};
+use crate::event::{Counters, Event, Op, ThreadSummary};
 
 /// The first 8 bytes of every trace file (PNG-style: detects text-mode mangling).
 pub const MAGIC: [u8; 8] = *b"\x89RTR\r\n\x1a\n";
@@ -26,6 +26,10 @@ pub const TAG_THREAD: u8 = 3;
 pub const TAG_END: u8 = 4;
 pub const TAG_MODULE: u8 = 5;
 pub const TAG_STACK: u8 = 6;
+/// An aggregate recording's counters of one stack ([`counters_record`]).
+pub const TAG_COUNTERS: u8 = 7;
+/// An aggregate recording's live bytes at one moment ([`snapshot_record`]).
+pub const TAG_SNAPSHOT: u8 = 8;
 
 /// Set in an event's op byte when a stack id follows its fields.
 pub const STACK_FLAG: u8 = 0x80;
@@ -274,10 +278,10 @@ pub fn header_before(
     Some(start)
 }
 
-/// Encodes a whole record with tag `tag` and varint fields `fields` into `buf`;
-/// returns its length.
+/// Encodes a whole record with tag `tag` and varint fields `fields` (at most
+/// 12) into `buf`; returns its length.
 pub fn varint_record(buf: &mut [u8], tag: u8, fields: &[u64]) -> Option<usize> {
-    let mut payload = [0u8; 8 * MAX_VARINT];
+    let mut payload = [0u8; 12 * MAX_VARINT];
     let mut len = 0;
     for &f in fields {
         put_varint(&mut payload, &mut len, f)?;
@@ -302,6 +306,45 @@ pub fn thread_fields(t: &ThreadSummary) -> [u64; 7] {
         t.voluntary_switches,
         t.involuntary_switches,
     ]
+}
+
+/// The most bytes a counters record takes: tag, length, stack id and nine counters.
+pub const MAX_COUNTERS_RECORD: usize = 1 + 11 * MAX_VARINT;
+
+/// Encodes the counters record of stack `id` (0: no stack) into `buf`;
+/// returns its length.
+pub fn counters_record(buf: &mut [u8], id: u32, c: &Counters) -> Option<usize> {
+    let mut fields = [0u64; 10];
+    fields[0] = u64::from(id);
+    fields[1..].copy_from_slice(&c.fields());
+    varint_record(buf, TAG_COUNTERS, &fields)
+}
+
+/// Encodes a snapshot record into `buf` (payload first, then the header in
+/// front of it): its time, the process's live bytes, and `(stack id, live
+/// bytes)` of each stack in `stacks`. Returns where in `buf` it lies.
+pub fn snapshot_record(
+    buf: &mut [u8],
+    time_ns: u64,
+    live_bytes: u64,
+    stacks: &[(u32, u64)],
+) -> Option<Range<usize>> {
+    let mut pos = MAX_RECORD_HEADER;
+    for v in [time_ns, live_bytes, stacks.len() as u64] {
+        put_varint(buf, &mut pos, v)?;
+    }
+    for &(id, bytes) in stacks {
+        put_varint(buf, &mut pos, u64::from(id))?;
+        put_varint(buf, &mut pos, bytes)?;
+    }
+    let start = header_before(
+        buf,
+        MAX_RECORD_HEADER,
+        TAG_SNAPSHOT,
+        &[],
+        pos - MAX_RECORD_HEADER,
+    )?;
+    Some(start..pos)
 }
 
 /// Encodes a meta record (`key`, `value`) into `buf`; returns its length.

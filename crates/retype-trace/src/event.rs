@@ -209,4 +209,82 @@ pub enum Record {
         id: u32,
         stack: Stack,
     },
+    /// An aggregate recording's counters of the stack its segment names `id`
+    /// (0: calls recorded without a stack).
+    Counters {
+        id: u32,
+        counters: Counters,
+    },
+    /// An aggregate recording's live bytes at one moment.
+    Snapshot(Snapshot),
+}
+
+/// What an aggregate recording (`retype record --aggregate`) keeps of one
+/// call stack in one segment, instead of its events: the figures
+/// [`sites`](crate::sites) would count from them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Allocating calls that returned a block, and the bytes they asked for.
+    pub calls: u64,
+    pub bytes: u64,
+    /// Allocating calls that returned NULL.
+    pub failed: u64,
+    /// Its blocks freed (or moved by realloc) while recording.
+    pub frees: u64,
+    /// Its blocks and bytes live when the segment's live bytes peaked.
+    pub peak_blocks: u64,
+    pub peak_bytes: u64,
+    /// Its blocks and bytes still live when the segment ended.
+    pub leaked_blocks: u64,
+    pub leaked_bytes: u64,
+    /// Its blocks freed before their thread allocated anything else.
+    pub temporary: u64,
+}
+
+impl Counters {
+    /// The fields in file order.
+    pub fn fields(&self) -> [u64; 9] {
+        [
+            self.calls,
+            self.bytes,
+            self.failed,
+            self.frees,
+            self.peak_blocks,
+            self.peak_bytes,
+            self.leaked_blocks,
+            self.leaked_bytes,
+            self.temporary,
+        ]
+    }
+
+    /// The counters whose fields in file order are `f`.
+    pub fn from_fields(f: [u64; 9]) -> Counters {
+        let [calls, bytes, failed, frees, peak_blocks, peak_bytes, leaked_blocks, leaked_bytes, temporary] =
+            f;
+        Counters {
+            calls,
+            bytes,
+            failed,
+            frees,
+            peak_blocks,
+            peak_bytes,
+            leaked_blocks,
+            leaked_bytes,
+            temporary,
+        }
+    }
+}
+
+/// The live bytes of an aggregate recording at one moment, for the whole
+/// process and its stacks with the most live bytes then.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// When, in ns on the trace's clock.
+    pub time_ns: u64,
+    /// Bytes live in the whole process.
+    pub live_bytes: u64,
+    /// `(stack, live bytes)` of the top stacks, most first: in a
+    /// [`Trace`](crate::Trace) the stack's index + 1 (as `Event::stack`), in
+    /// a [`Record`] stream its id (0 in both: the calls without a stack).
+    pub stacks: Vec<(u32, u64)>,
 }

@@ -9,15 +9,24 @@
 //!
 //! A block is **temporary** by heaptrack's definition: it was freed before
 //! the thread that allocated it allocated anything else.
+//!
+//! In a sampled recording a block counts as what it stands for
+//! ([`Kind::weigh`]): its size is the estimate of the bytes, its `calls` the
+//! estimate of the calls, so live bytes and every sum over blocks are
+//! estimates of the full recording's.
 
 use std::collections::HashMap;
 
 use crate::event::{Event, Op};
+use crate::kind::{Kind, Weight};
 
 /// A live block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
+    /// Its bytes (in a sampled recording, the estimate of the bytes it stands for).
     pub size: u64,
+    /// The calls it stands for: 1 unless the recording is sampled.
+    pub calls: u64,
     /// The stack that allocated it (0: none recorded).
     pub stack: u32,
     /// The thread that allocated it, and when the call started.
@@ -41,8 +50,9 @@ pub struct Change {
 }
 
 /// The live blocks by address and their bytes.
-#[derive(Default)]
 pub struct Heap {
+    /// What a recorded block stands for.
+    kind: Kind,
     live: HashMap<u64, Block>,
     bytes: u64,
     /// Each thread's last allocation, by serial.
@@ -51,8 +61,20 @@ pub struct Heap {
 }
 
 impl Heap {
-    pub fn new() -> Heap {
-        Heap::default()
+    /// An empty heap of a recording of kind `kind`.
+    pub fn new(kind: Kind) -> Heap {
+        Heap {
+            kind,
+            live: HashMap::new(),
+            bytes: 0,
+            last: HashMap::new(),
+            serial: 0,
+        }
+    }
+
+    /// What a recorded allocation of `size` bytes stands for.
+    pub fn weigh(&self, size: u64) -> Weight {
+        self.kind.weigh(size)
     }
 
     /// Empties the heap, as a new program image starts.
@@ -84,8 +106,10 @@ impl Heap {
                     c.freed[0] = self.end(e.ptr);
                 }
                 self.serial += 1;
+                let w = self.kind.weigh(e.size);
                 let b = Block {
-                    size: e.size,
+                    size: w.bytes,
+                    calls: w.calls,
                     stack: e.stack,
                     thread: e.thread,
                     born_ns: e.time_ns,
@@ -96,7 +120,7 @@ impl Heap {
                     self.bytes -= old.size;
                     (old, false)
                 });
-                self.bytes = self.bytes.saturating_add(e.size);
+                self.bytes = self.bytes.saturating_add(b.size);
                 c.allocated = Some(b);
             }
         }
@@ -130,7 +154,7 @@ mod tests {
     /// whichever thread frees it; another thread's allocations do not count.
     #[test]
     fn a_block_is_temporary_until_its_thread_allocates_again() {
-        let mut h = Heap::new();
+        let mut h = Heap::new(Kind::Full);
         let temporary = |c: Change| c.freed[0].map(|(_, t)| t);
         h.apply(&ev(Op::Malloc, 1, 0, 8, 0x10));
         h.apply(&ev(Op::Malloc, 2, 0, 8, 0x20));

@@ -12,7 +12,9 @@
 //!   blocks as events change them, which [`sites`] (what `retype trace sites`
 //!   counts per call stack) and [`timeline`] (live bytes over time) walk;
 //!   [`window`]: the part of a trace they look at; [`recorded`]: the stretches of
-//!   the run a trace recorded, when recording was started and stopped.
+//!   the run a trace recorded, when recording was started and stopped; [`kind`]: whether a
+//!   trace holds every call, per-stack counters (aggregate) or sampled calls, and what a
+//!   sampled call stands for.
 
 pub mod codec;
 pub mod csv;
@@ -20,6 +22,7 @@ pub mod error;
 pub mod event;
 pub mod format;
 pub mod heap;
+pub mod kind;
 pub mod malloclab;
 pub mod reader;
 pub mod recorded;
@@ -34,7 +37,8 @@ pub mod window;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
-pub use event::{CutShort, Event, Module, Op, Record, Stack, ThreadSummary};
+pub use event::{Counters, CutShort, Event, Module, Op, Record, Snapshot, Stack, ThreadSummary};
+pub use kind::Kind;
 pub use reader::Reader;
 pub use requests::{Request, Requests};
 pub use trace::Trace;

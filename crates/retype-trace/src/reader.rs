@@ -13,7 +13,7 @@ use std::io::{self, Read};
 
 use crate::codec::{self, DecodeError, DeltaState, VarintError};
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{CutShort, Module, Record, Stack, ThreadSummary};
+use crate::event::{Counters, CutShort, Module, Record, Snapshot, Stack, ThreadSummary};
 
 /// The largest record payload accepted; bigger lengths are corruption, not data.
 pub const MAX_RECORD_LEN: u64 = 1 << 26;
@@ -215,6 +215,8 @@ impl<R: Read> Reader<R> {
             }
             codec::TAG_MODULE if self.version >= 2 => self.module().map(Some),
             codec::TAG_STACK if self.version >= 2 => self.stack().map(Some),
+            codec::TAG_COUNTERS if self.version >= 3 => self.counters().map(Some),
+            codec::TAG_SNAPSHOT if self.version >= 3 => self.snapshot().map(Some),
             t => Err(corrupt(start, format!("unknown record tag {t}"))),
         }
     }
@@ -291,6 +293,49 @@ impl<R: Read> Reader<R> {
                 segment: self.segment,
             },
         })
+    }
+
+    fn counters(&mut self) -> Result<Record, TraceError> {
+        let at = self.payload_at;
+        let id = self.field()?;
+        let id =
+            u32::try_from(id).map_err(|_| corrupt(at, format!("stack id {id} exceeds 32 bits")))?;
+        let mut f = [0u64; 9];
+        for x in &mut f {
+            *x = self.field()?;
+        }
+        self.expect_consumed()?;
+        Ok(Record::Counters {
+            id,
+            counters: Counters::from_fields(f),
+        })
+    }
+
+    fn snapshot(&mut self) -> Result<Record, TraceError> {
+        let at = self.payload_at;
+        let (time_ns, live_bytes, n) = (self.field()?, self.field()?, self.field()?);
+        // Each stack takes at least two bytes: a count beyond the payload is
+        // corrupt (and must not size an allocation).
+        if n > (self.payload.len() - self.cursor) as u64 / 2 {
+            return Err(corrupt(
+                at,
+                format!("snapshot of {n} stacks exceeds its record"),
+            ));
+        }
+        let mut stacks = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            // 0: the calls recorded without a stack.
+            let id = self.field()?;
+            let id = u32::try_from(id)
+                .map_err(|_| corrupt(at, format!("stack id {id} exceeds 32 bits")))?;
+            stacks.push((id, self.field()?));
+        }
+        self.expect_consumed()?;
+        Ok(Record::Snapshot(Snapshot {
+            time_ns,
+            live_bytes,
+            stacks,
+        }))
     }
 
     fn meta(&mut self) -> Result<Record, TraceError> {

@@ -10,6 +10,7 @@
 
 use crate::event::Event;
 use crate::heap::{Block, Heap};
+use crate::kind::Kind;
 use crate::trace::Trace;
 use crate::window::Window;
 
@@ -78,15 +79,23 @@ impl SiteStats {
 /// live bytes (blocks allocated before the window included) at the window's
 /// highest moment; its leaks are the blocks allocated in the window and
 /// still live at its end (at the program's exit when the window reaches it).
+///
+/// A sampled recording's figures are estimates ([`Kind::weigh`]). An
+/// aggregate recording's are its counters, whole: they have no window (the
+/// caller refuses one).
 pub fn per_stack(trace: &Trace, window: Window) -> Vec<SiteStats> {
+    let kind = Kind::of(trace);
+    if kind == Kind::Aggregate {
+        return counted(trace);
+    }
     let segments = trace.serialized_segments();
-    let peak = peak_in(&segments, window);
+    let peak = peak_in(&segments, window, kind);
     let mut stats = vec![SiteStats::default(); trace.stacks.len() + 1];
-    let mut heap = Heap::new();
+    let mut heap = Heap::new(kind);
     let born_in = |b: &Block| window.contains(b.born_ns);
     let leak = |stats: &mut [SiteStats], b: &Block| {
         let s = &mut stats[b.stack as usize];
-        s.leaked_blocks += 1;
+        s.leaked_blocks += b.calls;
         s.leaked_bytes = s.leaked_bytes.saturating_add(b.size);
     };
     let mut i = 0u64;
@@ -96,7 +105,7 @@ pub fn per_stack(trace: &Trace, window: Window) -> Vec<SiteStats> {
             let c = heap.apply(e);
             for (b, temporary) in c.freed.into_iter().flatten() {
                 if born_in(&b) {
-                    stats[b.stack as usize].temporary += u64::from(temporary);
+                    stats[b.stack as usize].temporary += u64::from(temporary) * b.calls;
                     if e.time_ns >= window.to_ns {
                         leak(&mut stats, &b);
                     }
@@ -105,17 +114,17 @@ pub fn per_stack(trace: &Trace, window: Window) -> Vec<SiteStats> {
             if window.contains(e.time_ns) {
                 let s = &mut stats[e.stack as usize];
                 if c.failed {
-                    s.failed += 1;
+                    s.failed += heap.weigh(e.size).calls;
                 }
                 if let Some(b) = c.allocated {
-                    s.calls += 1;
+                    s.calls += b.calls;
                     s.bytes = s.bytes.saturating_add(b.size);
                 }
             }
             if Some(i) == peak {
                 for b in heap.blocks() {
                     let s = &mut stats[b.stack as usize];
-                    s.peak_blocks += 1;
+                    s.peak_blocks += b.calls;
                     s.peak_bytes = s.peak_bytes.saturating_add(b.size);
                 }
             }
@@ -137,8 +146,8 @@ pub fn per_stack(trace: &Trace, window: Window) -> Vec<SiteStats> {
 /// The index (in time order, all segments) of the event in `window` after
 /// which the most bytes were live, the first if several; none if no bytes
 /// were ever live in it.
-fn peak_in(segments: &[Vec<Event>], window: Window) -> Option<u64> {
-    let mut heap = Heap::new();
+fn peak_in(segments: &[Vec<Event>], window: Window, kind: Kind) -> Option<u64> {
+    let mut heap = Heap::new(kind);
     let (mut best, mut at) = (0, None);
     let mut i = 0u64;
     for segment in segments {
@@ -152,4 +161,41 @@ fn peak_in(segments: &[Vec<Event>], window: Window) -> Option<u64> {
         }
     }
     at
+}
+
+/// An aggregate recording's figures per stack: calls, bytes, failures and
+/// temporaries of every segment; peaks of the segment whose live bytes
+/// peaked highest (the first such), as the process's peak is one moment;
+/// leaks of the last segment, as blocks an exec drops are no leaks.
+fn counted(trace: &Trace) -> Vec<SiteStats> {
+    let mut stats = vec![SiteStats::default(); trace.stacks.len() + 1];
+    let Some(last) = trace.counters.iter().map(|c| c.segment).max() else {
+        return stats;
+    };
+    let mut peaks = vec![0u64; last as usize + 1];
+    for c in &trace.counters {
+        let p = &mut peaks[c.segment as usize];
+        *p = p.saturating_add(c.counters.peak_bytes);
+    }
+    let highest = peaks.iter().max().copied().unwrap_or(0);
+    let peak_segment = peaks.iter().position(|&p| p == highest).unwrap_or(0) as u32;
+    for c in &trace.counters {
+        let Some(s) = stats.get_mut(c.stack as usize) else {
+            continue;
+        };
+        let k = &c.counters;
+        s.calls += k.calls;
+        s.bytes = s.bytes.saturating_add(k.bytes);
+        s.failed += k.failed;
+        s.temporary += k.temporary;
+        if c.segment == peak_segment {
+            s.peak_blocks += k.peak_blocks;
+            s.peak_bytes = s.peak_bytes.saturating_add(k.peak_bytes);
+        }
+        if c.segment == last {
+            s.leaked_blocks += k.leaked_blocks;
+            s.leaked_bytes = s.leaked_bytes.saturating_add(k.leaked_bytes);
+        }
+    }
+    stats
 }

@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::event::{Event, Op, ThreadSummary};
 use crate::heap::Heap;
+use crate::kind::Kind;
+use crate::sites::{per_stack, SiteStats};
 use crate::trace::Trace;
+use crate::window::Window;
 
 /// Counts by powers of two: bucket `k` holds values `v` with `2^(k-1) < v <= 2^k`
 /// (bucket 0 holds 0 and 1).
@@ -16,6 +19,11 @@ pub struct Log2Histogram {
 
 impl Log2Histogram {
     pub fn add(&mut self, v: u64) {
+        self.add_n(v, 1);
+    }
+
+    /// Counts `v` `n` times.
+    pub fn add_n(&mut self, v: u64, n: u64) {
         let k = if v <= 1 {
             0
         } else {
@@ -24,7 +32,7 @@ impl Log2Histogram {
         if self.buckets.len() <= k {
             self.buckets.resize(k + 1, 0);
         }
-        self.buckets[k] += 1;
+        self.buckets[k] += n;
     }
 
     /// `(upper bound, count)` of every non-empty bucket.
@@ -91,21 +99,33 @@ pub struct Summary {
     /// Allocations freed before their thread allocated anything else
     /// (heaptrack's temporaries, see [`heap`](crate::heap)).
     pub temporary_allocations: u64,
+    /// The kind of recording: in a sampled one the bytes, blocks, sizes,
+    /// failures and temporaries are estimates (events and ops count the
+    /// recorded calls); an aggregate one has no events, and gives only its
+    /// counters' figures.
+    pub kind: Kind,
 }
 
 struct Live {
+    /// Bytes and calls it stands for ([`Kind::weigh`]).
     size: u64,
+    calls: u64,
     born_ns: u64,
     born_index: u64,
 }
 
 impl Summary {
     pub fn of(trace: &Trace) -> Summary {
+        let kind = Kind::of(trace);
+        if kind == Kind::Aggregate {
+            return Summary::counted(trace);
+        }
         let segments = trace.serialized_segments();
         let events: Vec<Event> = segments.concat();
         let mut s = Summary {
             events: events.len() as u64,
             segments: segments.len().max(1) as u64,
+            kind,
             ..Summary::default()
         };
         // Event indexes where a new program image starts (its heap starts empty), last first.
@@ -122,13 +142,13 @@ impl Summary {
         s.duration_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0) - first;
         let mut per_thread: BTreeMap<u32, u64> = BTreeMap::new();
         let mut live: HashMap<u64, Live> = HashMap::new();
-        let mut live_bytes = 0u64;
-        let mut heap = Heap::new();
+        let (mut live_bytes, mut live_blocks) = (0u64, 0u64);
+        let mut heap = Heap::new(kind);
         for (i, e) in events.iter().enumerate() {
             if starts.last() == Some(&i) {
                 starts.pop();
                 live.clear();
-                live_bytes = 0;
+                (live_bytes, live_blocks) = (0, 0);
                 heap.clear();
             }
             let temporaries = heap
@@ -137,7 +157,8 @@ impl Summary {
                 .into_iter()
                 .flatten()
                 .filter(|&(_, t)| t);
-            s.temporary_allocations += temporaries.count() as u64;
+            s.temporary_allocations += temporaries.map(|(b, _)| b.calls).sum::<u64>();
+            let w = kind.weigh(e.size);
             let i = i as u64;
             *s.ops.entry(e.op).or_default() += 1;
             *per_thread.entry(e.thread).or_default() += 1;
@@ -150,8 +171,8 @@ impl Summary {
                 s.latency_max_running_ns = s.latency_max_running_ns.max(e.latency_ns);
             }
             if e.op.allocates() {
-                s.sizes.add(e.size);
-                s.bytes_requested = s.bytes_requested.saturating_add(e.size);
+                s.sizes.add_n(e.size, w.calls);
+                s.bytes_requested = s.bytes_requested.saturating_add(w.bytes);
             }
             let mut end =
                 |s: &mut Summary, ptr: u64, live: &mut HashMap<u64, Live>, e: &Event| match live
@@ -159,8 +180,10 @@ impl Summary {
                 {
                     Some(b) => {
                         live_bytes -= b.size;
-                        s.lifetimes_ns.add(e.time_ns.saturating_sub(b.born_ns));
-                        s.lifetimes_events.add(i - b.born_index);
+                        live_blocks -= b.calls;
+                        s.lifetimes_ns
+                            .add_n(e.time_ns.saturating_sub(b.born_ns), b.calls);
+                        s.lifetimes_events.add_n(i - b.born_index, b.calls);
                     }
                     None => s.unknown_pointers += 1,
                 };
@@ -172,13 +195,14 @@ impl Summary {
                 }
                 Op::Realloc if e.ptr != 0 => {
                     if e.ret == 0 {
-                        s.failed_allocations += 1;
+                        s.failed_allocations += w.calls;
                         continue;
                     }
                     // The block lives on (moved or not): it keeps its birth.
                     let born = match live.remove(&e.ptr) {
                         Some(b) => {
                             live_bytes -= b.size;
+                            live_blocks -= b.calls;
                             (b.born_ns, b.born_index)
                         }
                         None => {
@@ -191,57 +215,96 @@ impl Summary {
                     } else {
                         s.reallocs_moved += 1;
                     }
-                    live_bytes = live_bytes.saturating_add(e.size);
+                    live_bytes = live_bytes.saturating_add(w.bytes);
+                    live_blocks += w.calls;
                     // Moved onto a block still live: a free the trace missed.
                     if let Some(old) = live.insert(
                         e.ret,
                         Live {
-                            size: e.size,
+                            size: w.bytes,
+                            calls: w.calls,
                             born_ns: born.0,
                             born_index: born.1,
                         },
                     ) {
                         live_bytes -= old.size;
+                        live_blocks -= old.calls;
                     }
                 }
-                _ if e.ret == 0 => s.failed_allocations += 1,
+                _ if e.ret == 0 => s.failed_allocations += w.calls,
                 _ => {
                     // A block at an address still live means a free the trace missed.
                     if let Some(old) = live.insert(
                         e.ret,
                         Live {
-                            size: e.size,
+                            size: w.bytes,
+                            calls: w.calls,
                             born_ns: e.time_ns,
                             born_index: i,
                         },
                     ) {
                         live_bytes -= old.size;
+                        live_blocks -= old.calls;
                     }
-                    live_bytes = live_bytes.saturating_add(e.size);
+                    live_bytes = live_bytes.saturating_add(w.bytes);
+                    live_blocks += w.calls;
                 }
             }
             if live_bytes > s.peak_live_bytes {
                 s.peak_live_bytes = live_bytes;
-                s.peak_live_blocks = live.len() as u64;
+                s.peak_live_blocks = live_blocks;
                 s.peak_event = i;
                 s.peak_time_ns = e.time_ns.saturating_sub(first);
             }
         }
-        s.live_at_end_blocks = live.len() as u64;
+        s.live_at_end_blocks = live_blocks;
         s.live_at_end_bytes = live_bytes;
-        let summaries: HashMap<u32, ThreadSummary> =
-            trace.threads.iter().map(|t| (t.thread, *t)).collect();
-        for t in summaries.keys() {
-            per_thread.entry(*t).or_default();
-        }
-        s.threads = per_thread
-            .into_iter()
-            .map(|(thread, events)| ThreadInfo {
-                thread,
-                events,
-                summary: summaries.get(&thread).copied(),
-            })
-            .collect();
+        s.threads = threads(trace, per_thread);
         s
     }
+
+    /// An aggregate recording's summary: its counters' sums (the peak and
+    /// the leaks as [`per_stack`] takes them) and its threads; no events, so
+    /// no ops, histograms or latencies.
+    fn counted(trace: &Trace) -> Summary {
+        let stats = per_stack(trace, Window::ALL);
+        let mut total = SiteStats::default();
+        stats.iter().for_each(|st| total.add(st));
+        let time = |key| trace.meta_value(key).and_then(|v| v.parse::<u64>().ok());
+        let first = time("first_call_ns").unwrap_or(0);
+        let segments: std::collections::BTreeSet<u32> =
+            trace.counters.iter().map(|c| c.segment).collect();
+        Summary {
+            kind: Kind::Aggregate,
+            segments: segments.len().max(1) as u64,
+            bytes_requested: total.bytes,
+            peak_live_bytes: total.peak_bytes,
+            peak_live_blocks: total.peak_blocks,
+            peak_time_ns: time("peak_ns").map_or(0, |p| p.saturating_sub(first)),
+            live_at_end_blocks: total.leaked_blocks,
+            live_at_end_bytes: total.leaked_bytes,
+            failed_allocations: total.failed,
+            temporary_allocations: total.temporary,
+            duration_ns: time("last_call_ns").map_or(0, |l| l.saturating_sub(first)),
+            threads: threads(trace, BTreeMap::new()),
+            ..Summary::default()
+        }
+    }
+}
+
+/// Each thread that has events (`per_thread` counts them) or a summary record.
+fn threads(trace: &Trace, mut per_thread: BTreeMap<u32, u64>) -> Vec<ThreadInfo> {
+    let summaries: HashMap<u32, ThreadSummary> =
+        trace.threads.iter().map(|t| (t.thread, *t)).collect();
+    for t in summaries.keys() {
+        per_thread.entry(*t).or_default();
+    }
+    per_thread
+        .into_iter()
+        .map(|(thread, events)| ThreadInfo {
+            thread,
+            events,
+            summary: summaries.get(&thread).copied(),
+        })
+        .collect()
 }

@@ -6,10 +6,13 @@
 //! keeps two moments: the one with the most live bytes (so no peak falls
 //! between points) and the last (so a drop shows even when the span also
 //! rose), each with every group's live bytes at that moment; they add up to
-//! the process's. Blocks follow the [`heap`](crate::heap) model.
+//! the process's. Blocks follow the [`heap`](crate::heap) model (a sampled
+//! recording's live bytes are estimates). An aggregate recording has no
+//! events: its timeline is its snapshots ([`snapshots`]).
 
 use crate::event::Event;
 use crate::heap::Heap;
+use crate::kind::Kind;
 use crate::trace::Trace;
 use crate::window::Window;
 
@@ -45,15 +48,19 @@ pub fn timeline(
     group: &[usize],
     groups: usize,
 ) -> Timeline {
+    let kind = Kind::of(trace);
+    if kind == Kind::Aggregate {
+        return snapshots(trace, window, spans.max(1), group, groups);
+    }
     let segments = trace.serialized_segments();
     let first = trace.events.iter().map(|e| e.time_ns).min().unwrap_or(0);
-    let moments = moments(&segments, window, spans.max(1));
+    let moments = moments(&segments, window, spans.max(1), kind);
     let mut t = Timeline {
         points: Vec::with_capacity(moments.len()),
         group_peaks: vec![0; groups],
     };
     let mut live = vec![0u64; groups];
-    let mut heap = Heap::new();
+    let mut heap = Heap::new(kind);
     let mut next = moments.iter().peekable();
     let mut i = 0u64;
     let mut entered = false;
@@ -99,7 +106,7 @@ pub fn timeline(
 /// The indexes of the events the timeline keeps, in order: of each span of
 /// `window`, the event after which most bytes were live (the first such) and
 /// the span's last event.
-fn moments(segments: &[Vec<Event>], window: Window, spans: usize) -> Vec<u64> {
+fn moments(segments: &[Vec<Event>], window: Window, spans: usize, kind: Kind) -> Vec<u64> {
     let times = || segments.iter().flatten().map(|e| e.time_ns);
     let inside = || times().filter(|&t| window.contains(t));
     let (Some(from), Some(to)) = (inside().min(), inside().max()) else {
@@ -109,7 +116,7 @@ fn moments(segments: &[Vec<Event>], window: Window, spans: usize) -> Vec<u64> {
     let span_of = |t: u64| (u128::from(t - from) * spans as u128 / width) as usize;
     // Per span: (most bytes, its event, the last event).
     let mut best: Vec<Option<(u64, u64, u64)>> = vec![None; spans];
-    let mut heap = Heap::new();
+    let mut heap = Heap::new(kind);
     let mut i = 0u64;
     for segment in segments {
         heap.clear();
@@ -139,4 +146,80 @@ fn moments(segments: &[Vec<Event>], window: Window, spans: usize) -> Vec<u64> {
     kept.sort_unstable();
     kept.dedup();
     kept
+}
+
+/// An aggregate recording's timeline: its snapshots in `window`, of each
+/// span the highest and the last. A snapshot names only its top stacks: the
+/// groups add up to at most the process's live bytes, the rest being in none.
+fn snapshots(
+    trace: &Trace,
+    window: Window,
+    spans: usize,
+    group: &[usize],
+    groups: usize,
+) -> Timeline {
+    let inside: Vec<_> = trace
+        .snapshots
+        .iter()
+        .filter(|s| window.contains(s.time_ns))
+        .collect();
+    let (Some(from), Some(to)) = (
+        inside.iter().map(|s| s.time_ns).min(),
+        inside.iter().map(|s| s.time_ns).max(),
+    ) else {
+        return Timeline {
+            points: Vec::new(),
+            group_peaks: vec![0; groups],
+        };
+    };
+    let first = trace
+        .meta_value("first_call_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(from)
+        .min(from);
+    let width = u128::from(to - from) + 1;
+    let span_of = |t: u64| (u128::from(t - from) * spans as u128 / width) as usize;
+    // Per span: (most bytes, its snapshot, the last snapshot).
+    let mut best: Vec<Option<(u64, usize, usize)>> = vec![None; spans];
+    for (i, s) in inside.iter().enumerate() {
+        match &mut best[span_of(s.time_ns)] {
+            Some((most, at, last)) => {
+                if s.live_bytes > *most {
+                    (*most, *at) = (s.live_bytes, i);
+                }
+                *last = i;
+            }
+            slot => *slot = Some((s.live_bytes, i, i)),
+        }
+    }
+    let mut kept: Vec<usize> = best
+        .into_iter()
+        .flatten()
+        .flat_map(|(_, at, last)| [at, last])
+        .collect();
+    kept.sort_unstable();
+    kept.dedup();
+    let mut t = Timeline {
+        points: Vec::with_capacity(kept.len()),
+        group_peaks: vec![0; groups],
+    };
+    for i in kept {
+        let s = inside[i];
+        let mut live = vec![0u64; groups];
+        for &(stack, bytes) in &s.stacks {
+            if let Some(&g) = group.get(stack as usize) {
+                live[g] = live[g].saturating_add(bytes);
+            }
+        }
+        for (peak, &b) in t.group_peaks.iter_mut().zip(&live) {
+            *peak = (*peak).max(b);
+        }
+        t.points.push(Point {
+            time_ns: s.time_ns - first,
+            event: 0,
+            live_bytes: s.live_bytes,
+            groups: live,
+        });
+    }
+    t
 }

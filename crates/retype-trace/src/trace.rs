@@ -8,9 +8,19 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{CutShort, Event, Module, Record, Stack, ThreadSummary};
+use crate::event::{Counters, CutShort, Event, Module, Record, Snapshot, Stack, ThreadSummary};
 use crate::reader::Reader;
 use crate::writer::Writer;
+
+/// The counters of one stack in one segment of an aggregate recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounters {
+    /// As `Event::stack`: `stacks[stack - 1]`, 0 for calls without a stack.
+    pub stack: u32,
+    /// The segment of the file (program image) they were counted in, from 0.
+    pub segment: u32,
+    pub counters: Counters,
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trace {
@@ -28,6 +38,12 @@ pub struct Trace {
     pub modules: Vec<Module>,
     /// Call stacks: an event's `stack` k > 0 is `stacks[k - 1]`.
     pub stacks: Vec<Stack>,
+    /// An aggregate recording's counters: what each stack of each segment
+    /// did (a full or sampled recording has none).
+    pub counters: Vec<StackCounters>,
+    /// An aggregate recording's snapshots of live bytes, in file order; their
+    /// stacks are numbered as events' are.
+    pub snapshots: Vec<Snapshot>,
     /// Where the file stops, if it stops before its last end record (the
     /// trace holds what was read before that).
     pub cut_short: Option<CutShort>,
@@ -46,6 +62,7 @@ impl Trace {
         // Per file segment: the event it starts at, and its stack ids.
         let mut starts = vec![0];
         let mut ids: Vec<HashMap<u32, u32>> = vec![HashMap::new()];
+        let mut snapshot_segments = Vec::new();
         for r in Reader::new(src)? {
             let record = match r {
                 Err(TraceError {
@@ -71,6 +88,28 @@ impl Trace {
                     t.stacks.push(stack);
                     ids[starts.len() - 1].insert(id, t.stacks.len() as u32);
                 }
+                Some(Record::Counters { id, counters }) => t.counters.push(StackCounters {
+                    stack: id,
+                    segment: starts.len() as u32 - 1,
+                    counters,
+                }),
+                Some(Record::Snapshot(s)) => {
+                    snapshot_segments.push(starts.len() - 1);
+                    t.snapshots.push(s);
+                }
+            }
+        }
+        // Counters and snapshots name stacks by their segment's ids too; a
+        // stack the segment does not define counts as none.
+        let index_of = |k: usize, id: u32| ids[k].get(&id).copied().unwrap_or(0);
+        for c in &mut t.counters {
+            if c.stack != 0 {
+                c.stack = index_of(c.segment as usize, c.stack);
+            }
+        }
+        for (s, &k) in t.snapshots.iter_mut().zip(&snapshot_segments) {
+            for (stack, _) in &mut s.stacks {
+                *stack = index_of(k, *stack);
             }
         }
         // Events name their stacks by their segment's ids.
@@ -87,12 +126,17 @@ impl Trace {
         }
         t.segments.dedup();
         // A file segment is the segment its events are in; one without events
-        // (an image that exec'd before its first call) keeps no modules.
+        // (an image that exec'd before its first call) keeps no modules,
+        // unless it holds an aggregate recording's counters.
+        let counted: std::collections::HashSet<u32> =
+            t.counters.iter().map(|c| c.segment).collect();
         let index = |k: u32| {
+            let seg = k;
             let k = k as usize;
             let start = starts[k];
-            let empty =
-                starts.get(k + 1).is_some_and(|&next| next == start) || start == t.events.len();
+            let empty = !counted.contains(&seg)
+                && (starts.get(k + 1).is_some_and(|&next| next == start)
+                    || start == t.events.len());
             (!empty).then(|| t.segments.iter().filter(|&&b| b <= start).count() as u32)
         };
         let (mut modules, mut stacks) = (
@@ -122,6 +166,14 @@ impl Trace {
         }
         let mut segment = 0;
         self.write_image(&mut w, segment)?;
+        // An aggregate recording has no events: its counters and snapshots
+        // follow the stacks they name.
+        for c in &self.counters {
+            w.counters(c.stack, &c.counters)?;
+        }
+        for s in &self.snapshots {
+            w.snapshot(s)?;
+        }
         for (i, e) in self.events.iter().enumerate() {
             if self.segments.contains(&i) {
                 w.end_segment()?;

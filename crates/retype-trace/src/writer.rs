@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
-use crate::event::{Event, Module, Stack, ThreadSummary};
+use crate::event::{Counters, Event, Module, Snapshot, Stack, ThreadSummary};
 
 /// Bytes of event payload gathered before an events record is written.
 const BLOCK: usize = 64 * 1024;
@@ -90,6 +90,25 @@ impl<W: Write> Writer<W> {
         self.flush_events()?;
         let mut buf = vec![0; (s.frames.len() + 3) * codec::MAX_VARINT + 1];
         let at = codec::stack_record(&mut buf, id, &s.frames, s.truncated)
+            .expect("buffer sized for the record");
+        self.out.write_all(&buf[at])
+    }
+
+    /// An aggregate recording's counters of the stack the current segment
+    /// names `id` (0: none).
+    pub fn counters(&mut self, id: u32, c: &Counters) -> io::Result<()> {
+        self.flush_events()?;
+        let mut buf = [0u8; codec::MAX_COUNTERS_RECORD];
+        let n = codec::counters_record(&mut buf, id, c).expect("buffer sized for the record");
+        self.out.write_all(&buf[..n])
+    }
+
+    /// An aggregate recording's snapshot, its stacks named by the current segment's ids.
+    pub fn snapshot(&mut self, s: &Snapshot) -> io::Result<()> {
+        self.flush_events()?;
+        let mut buf =
+            vec![0; (s.stacks.len() * 2 + 3) * codec::MAX_VARINT + codec::MAX_RECORD_HEADER];
+        let at = codec::snapshot_record(&mut buf, s.time_ns, s.live_bytes, &s.stacks)
             .expect("buffer sized for the record");
         self.out.write_all(&buf[at])
     }

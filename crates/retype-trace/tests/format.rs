@@ -152,6 +152,8 @@ fn trace() -> impl Strategy<Value = Trace> {
                 modules,
                 stacks,
                 cut_short: None,
+                counters: Vec::new(),
+                snapshots: Vec::new(),
             }
         })
 }
@@ -469,6 +471,8 @@ fn a_trace_cut_at_every_byte_reads_its_whole_records() {
         }],
         stacks: vec![stack(vec![0x1010, 0x1020], 0), stack(vec![0x1030], 1)],
         cut_short: None,
+        counters: Vec::new(),
+        snapshots: Vec::new(),
     };
     let bytes = bytes_of(&t);
     assert_eq!(Trace::read(&bytes[..]).unwrap(), t);

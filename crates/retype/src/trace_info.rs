@@ -5,7 +5,7 @@ use std::path::Path;
 
 use retype_trace::recorded::windows;
 use retype_trace::summary::{Log2Histogram, Summary};
-use retype_trace::{Op, Trace};
+use retype_trace::{Kind, Op, Trace};
 use serde_json::{json, Value};
 
 fn histogram_json(h: &Log2Histogram) -> Value {
@@ -43,8 +43,9 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         })
         .collect();
     let meta: Vec<Value> = t.meta.iter().map(|(k, v)| json!([k, v])).collect();
-    json!({
+    let mut v = json!({
         "file": file,
+        "recording": s.kind.name(),
         "meta": meta,
         "events": s.events,
         "duration_ns": s.duration_ns,
@@ -83,5 +84,18 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
             "closed_by": w.closed_by,
             "events": w.events,
         })).collect::<Vec<_>>(),
-    })
+    });
+    v["sample_bytes"] = json!(s.kind.sample_bytes());
+    if s.kind == Kind::Aggregate {
+        let sum = |f: fn(&retype_trace::Counters) -> u64| -> u64 {
+            t.counters.iter().map(|c| f(&c.counters)).sum()
+        };
+        v["counted"] = json!({
+            "allocations": sum(|c| c.calls),
+            "failed": sum(|c| c.failed),
+            "frees": sum(|c| c.frees),
+            "snapshots": t.snapshots.len(),
+        });
+    }
+    v
 }

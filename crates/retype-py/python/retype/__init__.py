@@ -54,7 +54,12 @@ def read_trace(path):
     per event (``op`` as names, ``thread``, ``time_ns``, ``latency_ns``,
     ``size``, ``align``, ``ptr``, ``ret``, ``descheduled``), ready for
     ``pd.DataFrame``;
-    ``info`` is ``retype trace info --json`` as a dict.
+    ``info`` is ``retype trace info --json`` as a dict. ``info["recording"]``
+    says which kind of recording it read: ``"full"`` (every call),
+    ``"sampled"`` (``info["sample_bytes"]`` apart on average: the events are
+    the sampled calls, and info's bytes, blocks, peak and leaks are unbiased
+    estimates) or ``"aggregate"`` (no events: the columns are empty, and
+    ``info["counted"]`` holds the counters' sums).
     """
     columns, op_names, info = _native.read_trace(str(Path(path)))
     columns["op"] = np.asarray(op_names)[columns["op"]]

@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::ptr::null_mut;
 
 use super::buffer::ThreadBuf;
+use crate::sample::Gap;
 
 pub struct Local {
     /// This thread is inside the recorder (see [`Busy`]).
@@ -14,6 +15,8 @@ pub struct Local {
     pub buf: Cell<*mut ThreadBuf>,
     /// This thread's rseq `rseq_cs` field (see [`crate::rseq::mark`]).
     pub rseq_cs: Cell<*mut u64>,
+    /// This thread's countdown to its next sampled allocation.
+    pub gap: Gap,
 }
 
 thread_local! {
@@ -22,6 +25,7 @@ thread_local! {
             busy: Cell::new(false),
             buf: Cell::new(null_mut()),
             rseq_cs: Cell::new(null_mut()),
+            gap: Gap::new(),
         }
     };
 }

@@ -43,6 +43,21 @@ pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
     unsafe { b.as_mut() }.map(ThreadBuf::stack)
 }
 
+/// This thread's id (its buffer's), 0 if it has no buffer (it is exiting,
+/// or none could be mapped): no system call.
+#[inline(always)]
+pub fn tid(l: &Local) -> u32 {
+    let mut b = l.buf.get();
+    if b.is_null() {
+        if exit::exiting() {
+            return 0;
+        }
+        b = mine(l);
+    }
+    // SAFETY: `b`, if not null, is this thread's live buffer.
+    unsafe { b.as_ref() }.map_or(0, |b| b.tid)
+}
+
 /// This thread's buffer, taken on its first use; null if none could be had.
 #[cold]
 fn mine(l: &Local) -> *mut ThreadBuf {

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 use retype_trace::recorded::windows;
 use retype_trace::summary::Summary;
-use retype_trace::Trace;
+use retype_trace::{Kind, Trace};
 
 use crate::attach;
 use crate::preload::{allocator_lib, beside_exe, ld_preload, Allocator};
@@ -44,6 +44,18 @@ pub struct Args {
     /// Print what was recorded as JSON
     #[arg(long)]
     json: bool,
+    /// Keep per-stack counters and snapshots of live bytes instead of every
+    /// call: a file whose size does not grow with the calls (no per-event analyses)
+    #[arg(long, conflicts_with = "sample_bytes")]
+    aggregate: bool,
+    /// With --aggregate: a snapshot of live bytes per top stack every MS milliseconds (0: none)
+    #[arg(long, value_name = "MS", requires = "aggregate", default_value_t = 100)]
+    snapshot_ms: u64,
+    /// Record only the allocations a Poisson process picks, BYTES apart on
+    /// average (1MB, 64KiB, 4096), and the frees of those blocks; every
+    /// analysis gives unbiased estimates (RETYPE_SAMPLE_SEED fixes the draws)
+    #[arg(long, value_name = "BYTES", value_parser = parse_sample_bytes)]
+    sample_bytes: Option<u64>,
     /// Open the trace without recording: the toggle signal or --control starts it
     #[arg(long)]
     paused: bool,
@@ -65,6 +77,16 @@ pub struct Args {
     /// The program and its arguments
     #[arg(last = true, required_unless_present = "pid", conflicts_with = "pid")]
     command: Vec<OsString>,
+}
+
+/// `--sample-bytes`: an amount of bytes above 0.
+fn parse_sample_bytes(s: &str) -> Result<u64, String> {
+    match crate::sites::gate::Threshold::parse(s) {
+        Ok(crate::sites::gate::Threshold::Amount(n)) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "{s:?}: the mean gap between samples is an amount of bytes above 0 (1MB, 64KiB, 4096)"
+        )),
+    }
 }
 
 /// A signal by name or number; refuses those that stop, kill or report a fault.
@@ -153,11 +175,18 @@ pub fn run(a: Args) -> Result<()> {
             "exit_status": status.code(),
         });
         v["windows"] = windows(&trace).len().into();
+        v["recording"] = s.kind.name().into();
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let what = match s.kind {
+            Kind::Full => format!("{} events", s.events),
+            Kind::Aggregate => format!("the counters of {} stacks", trace.stacks.len() + 1),
+            Kind::Sampled { mean_bytes } => {
+                format!("{} sampled events (every {mean_bytes} bytes)", s.events)
+            }
+        };
         eprintln!(
-            "retype: recorded {} events of {} threads into {} (allocator {}); peak live {} bytes{}",
-            s.events,
+            "retype: recorded {what} of {} threads into {} (allocator {}); peak live {} bytes{}",
             s.threads.len(),
             output.display(),
             a.allocator,
@@ -188,6 +217,13 @@ fn settings(a: &Args, output: &Path) -> Vec<(&'static str, OsString)> {
     ];
     if a.paused {
         v.push(("RETYPE_PAUSED", "1".into()));
+    }
+    if a.aggregate {
+        v.push(("RETYPE_AGGREGATE", "1".into()));
+        v.push(("RETYPE_SNAPSHOT_MS", a.snapshot_ms.to_string().into()));
+    }
+    if let Some(n) = a.sample_bytes {
+        v.push(("RETYPE_SAMPLE_BYTES", n.to_string().into()));
     }
     v
 }

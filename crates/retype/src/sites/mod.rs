@@ -22,7 +22,7 @@ use std::path::Path;
 use clap::ValueEnum;
 use retype_trace::sites::{per_stack, SiteStats};
 use retype_trace::window::Window;
-use retype_trace::Trace;
+use retype_trace::{Kind, Trace};
 
 use symbols::{Frame, Symbolizer};
 
@@ -87,6 +87,8 @@ pub struct Analysis {
     pub warnings: Vec<String>,
     /// Whether the trace was recorded with stacks.
     pub has_stacks: bool,
+    /// The kind of recording the figures come from (a sampled one's are estimates).
+    pub kind: Kind,
 }
 
 impl Analysis {
@@ -124,6 +126,7 @@ impl Analysis {
             total,
             warnings: sym.warnings,
             has_stacks: !trace.stacks.is_empty(),
+            kind: Kind::of(trace),
         }
     }
 
@@ -211,6 +214,18 @@ pub fn require_stacks(file: &Path, a: &Analysis) -> anyhow::Result<()> {
     }
     anyhow::bail!(
         "{}: recorded without call stacks (a trace before format 2, an import, or `retype record --no-stacks`); record it again with `retype record`",
+        file.display()
+    )
+}
+
+/// Refuses what an aggregate recording cannot give (`what`: the analysis
+/// or option that needs events), naming the file and the kind.
+pub fn require_events(file: &Path, trace: &Trace, what: &str) -> anyhow::Result<()> {
+    if Kind::of(trace) != Kind::Aggregate {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{}: an aggregate recording (retype record --aggregate) keeps per-stack counters, not events: {what} needs a full or sampled recording",
         file.display()
     )
 }

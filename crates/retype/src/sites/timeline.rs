@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use retype_trace::timeline::timeline;
 use retype_trace::window::Window;
-use retype_trace::Trace;
+use retype_trace::{Kind, Trace};
 
 use super::{Analysis, By};
 
@@ -75,12 +75,18 @@ pub fn of(
             peak_bytes: t.group_peaks[g],
         })
         .collect();
+    // An aggregate recording's snapshots name only their top stacks: the
+    // live bytes they do not name are the other sites'.
+    let unnamed = a.kind == Kind::Aggregate;
+    let other = !rest.is_empty() || unnamed;
     let moments: Vec<Moment> = t
         .points
         .iter()
         .map(|p| {
             let mut v: Vec<u64> = order.iter().map(|&g| p.groups[g]).collect();
-            if !rest.is_empty() {
+            if unnamed {
+                v.push(p.live_bytes.saturating_sub(v.iter().sum()));
+            } else if other {
                 v.push(rest.iter().map(|&g| p.groups[g]).sum());
             }
             Moment {
@@ -90,7 +96,7 @@ pub fn of(
             }
         })
         .collect();
-    if !rest.is_empty() {
+    if other {
         let peak_bytes = moments
             .iter()
             .map(|m| *m.bands.last().unwrap())

@@ -227,6 +227,9 @@ impl ExportFormat {
 /// error saying why not.
 fn analysed(file: &Path, window: WindowArgs) -> Result<(Trace, Window, Analysis)> {
     let trace = format::load(file, None)?;
+    if window.from.is_some() || window.to.is_some() {
+        analysis::require_events(file, &trace, "a time window (--from/--to)")?;
+    }
     let w = window.of(file, &trace)?;
     let a = Analysis::in_window(&trace, w);
     analysis::require_stacks(file, &a)?;
@@ -354,7 +357,10 @@ pub fn run(c: Command) -> Result<()> {
                     text.into_bytes()
                 }
                 ExportFormat::Pprof => export::pprof(&trace, &a, weight)?,
-                ExportFormat::Massif => massif::massif(&trace, &a, w).into_bytes(),
+                ExportFormat::Massif => {
+                    analysis::require_events(&file, &trace, "the massif export")?;
+                    massif::massif(&trace, &a, w).into_bytes()
+                }
             };
             write_file(&output, &bytes)?;
             eprintln!("retype: wrote {}", output.display());
@@ -486,6 +492,21 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         s.events,
         s.threads.len()
     );
+    let _ = writeln!(o, "recording: {}", s.kind);
+    if s.kind == retype_trace::Kind::Aggregate {
+        let sum = |f: fn(&retype_trace::Counters) -> u64| -> u64 {
+            t.counters.iter().map(|c| f(&c.counters)).sum()
+        };
+        let _ = writeln!(
+            o,
+            "counted: {} allocations, {} failed, {} frees of blocks allocated while recording; {} stacks, {} snapshots",
+            sum(|c| c.calls),
+            sum(|c| c.failed),
+            sum(|c| c.frees),
+            t.stacks.len(),
+            t.snapshots.len()
+        );
+    }
     if let Some(c) = t.cut_short {
         let (at, n, last) = (c.at_byte, c.events, ns(s.duration_ns));
         let _ = writeln!(o, "  cut short: the file ends before its end record; it reads to byte {at}, {n} events, the last {last} after the first");

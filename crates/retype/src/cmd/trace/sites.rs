@@ -5,6 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use retype_trace::sites::SiteStats;
+use retype_trace::Kind;
 use serde_json::{json, Value};
 
 use crate::sites::export::Weight;
@@ -77,6 +78,8 @@ pub fn sites(
     if json {
         let v = json!({
             "file": file,
+            "recording": a.kind.name(),
+            "sample_bytes": a.kind.sample_bytes(),
             "by": by.to_string(),
             "sites_total": sites.len(),
             "total": stats_json(&a.total),
@@ -98,6 +101,7 @@ pub fn sites(
         thousands(t.leaked_bytes),
         thousands(t.leaked_blocks)
     );
+    kind_line(&mut o, a.kind);
     if temporaries {
         let _ = writeln!(
             o,
@@ -167,6 +171,14 @@ fn site_name(s: &Site, by: By) -> String {
     }
 }
 
+/// Says, under a text output's first line, what a recording that is not
+/// full holds (a full one's outputs stay as they were).
+fn kind_line(o: &mut String, k: Kind) {
+    if k != Kind::Full {
+        let _ = writeln!(o, "recording: {k}");
+    }
+}
+
 fn warnings(o: &mut String, a: &Analysis) {
     for w in &a.warnings {
         let _ = writeln!(o, "note: {w}");
@@ -196,6 +208,8 @@ pub fn leaks(file: &Path, a: &Analysis, by: By, json: bool) -> String {
             .collect();
         let v = json!({
             "file": file,
+            "recording": a.kind.name(),
+            "sample_bytes": a.kind.sample_bytes(),
             "by": by.to_string(),
             "leaked_bytes": a.total.leaked_bytes,
             "leaked_blocks": a.total.leaked_blocks,
@@ -214,6 +228,7 @@ pub fn leaks(file: &Path, a: &Analysis, by: By, json: bool) -> String {
         sites.len(),
         if by == By::Stack { "stacks" } else { "sites" }
     );
+    kind_line(&mut o, a.kind);
     for s in &sites {
         let _ = writeln!(
             o,
@@ -272,6 +287,8 @@ pub fn diff(
         let mut v = json!({
             "a": files[0],
             "b": files[1],
+            "recording": {"a": a.kind.name(), "b": b.kind.name()},
+            "sample_bytes": {"a": a.kind.sample_bytes(), "b": b.kind.sample_bytes()},
             "by": by.to_string(),
             "total": {"a": stats_json(&a.total), "b": stats_json(&b.total), "delta": delta(&a.total, &b.total)},
             "sites": sites,
@@ -288,7 +305,14 @@ pub fn diff(
         return (serde_json::to_string_pretty(&v).unwrap() + "\n", failed);
     }
     let mut o = String::new();
-    let _ = writeln!(o, "a: {}\nb: {}", files[0].display(), files[1].display());
+    for (name, file, k) in [("a", files[0], a.kind), ("b", files[1], b.kind)] {
+        let what = if k == Kind::Full {
+            String::new()
+        } else {
+            format!(" ({} recording)", k.name())
+        };
+        let _ = writeln!(o, "{name}: {}{what}", file.display());
+    }
     let name = match weight {
         Weight::Allocated => "bytes",
         Weight::Peak => "peak",

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use anyhow::Result;
-use retype_trace::Trace;
+use retype_trace::{Kind, Trace};
 use serde_json::json;
 
 use super::ns as seconds;
@@ -14,9 +14,12 @@ use crate::sites::timeline::SiteTimeline;
 
 /// The timeline `t` of `trace`, read from `file`.
 pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) -> Result<String> {
+    let kind = Kind::of(trace);
     if json {
         let v = json!({
             "file": file,
+            "recording": kind.name(),
+            "sample_bytes": kind.sample_bytes(),
             "clock": trace.meta_value("clock"),
             "sites_total": t.sites_total,
             "sites": t.bands.iter().map(|b| json!({"site": b.site, "peak_live_bytes": b.peak_bytes})).collect::<Vec<_>>(),
@@ -39,6 +42,15 @@ pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) ->
         seconds(peak.map_or(0, |m| m.time_ns)),
         t.sites_total
     );
+    match kind {
+        Kind::Full => {}
+        Kind::Aggregate => {
+            let _ = writeln!(o, "recording: {kind}; its snapshots name their top stacks, the rest is in the last band");
+        }
+        Kind::Sampled { .. } => {
+            let _ = writeln!(o, "recording: {kind}");
+        }
+    }
     for (i, b) in t.bands.iter().enumerate() {
         let _ = writeln!(
             o,

@@ -1,0 +1,312 @@
+//! The live blocks an aggregate or sampled recording follows, by address:
+//! what each was allocated from (its stack, size, thread and that thread's
+//! allocation count then), so that its free can be counted against them.
+//!
+//! No allocation and no lock shared by all threads: the table is cut into
+//! [`SHARDS`] by the address's hash, each an open-addressing table (linear
+//! probing, deletion by backward shift, so no tombstones) behind its own
+//! spin lock, in memory mapped here and doubled when half full. A small
+//! counting filter (a counter per hash bucket, beside the table) answers
+//! "surely not here" without a lock: a sampled recording asks it on every
+//! free, and nearly every block is not sampled.
+
+use std::cell::UnsafeCell;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// What is kept of a live block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    pub size: u64,
+    /// The stack id it was allocated from (0: none).
+    pub stack: u32,
+    /// The thread that allocated it, and its count of allocations after this one.
+    pub tid: u32,
+    pub serial: u64,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Slot {
+    /// The block's address; 0: empty.
+    addr: u64,
+    entry: Entry,
+}
+
+/// Shards (a power of two): threads contend only when their blocks' hashes share one.
+const SHARDS: usize = 64;
+/// Slots of a shard's first table (a power of two).
+const FIRST: usize = 1024;
+/// Buckets of the filter (a power of two).
+const FILTER: usize = 1 << 16;
+
+struct Shard {
+    lock: AtomicBool,
+    table: UnsafeCell<Table>,
+}
+
+struct Table {
+    slots: *mut Slot,
+    /// Slots (a power of two, or 0 before the first insert) and those in use.
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: a shard's table is touched only by the holder of its lock.
+unsafe impl Sync for Shard {}
+
+static SHARD: [Shard; SHARDS] = [const {
+    Shard {
+        lock: AtomicBool::new(false),
+        table: UnsafeCell::new(Table::EMPTY),
+    }
+}; SHARDS];
+
+/// Blocks live per filter bucket.
+static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
+
+fn hash(addr: u64) -> u64 {
+    // Blocks are 16-byte aligned: the low bits say nothing.
+    (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The filter's bucket of `h`: bits the shard and the slot do not use first.
+fn bucket(h: u64) -> usize {
+    (h >> 16) as usize & (FILTER - 1)
+}
+
+/// Whether a block may be live at `addr`: false means surely not (no lock taken).
+#[inline(always)]
+pub fn may_hold(addr: u64) -> bool {
+    FILTERED[bucket(hash(addr))].load(Ordering::Relaxed) != 0
+}
+
+/// Holds a shard's lock.
+struct Held(&'static Shard);
+
+impl Held {
+    fn table(&mut self) -> &mut Table {
+        // SAFETY: we hold the shard's lock.
+        unsafe { &mut *self.0.table.get() }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.lock.store(false, Ordering::Release);
+    }
+}
+
+/// Takes the lock of the shard of hash `h`.
+fn lock(h: u64) -> Held {
+    take(&SHARD[(h >> 58) as usize & (SHARDS - 1)])
+}
+
+fn take(s: &'static Shard) -> Held {
+    while s
+        .lock
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    Held(s)
+}
+
+/// Keeps `e` as the block at `addr`; returns the block that was kept there
+/// (its free was not seen). False in the second place if there was no room
+/// (the block is not followed).
+pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
+    let h = hash(addr);
+    let mut held = lock(h);
+    let t = held.table();
+    if (t.len + 1) * 2 > t.cap && !t.grow() {
+        return (None, false);
+    }
+    let mask = t.cap - 1;
+    let mut i = h as usize & mask;
+    loop {
+        // SAFETY: `i` < cap; the slots are mapped and ours under the lock.
+        let slot = unsafe { &mut *t.slots.add(i) };
+        if slot.addr == addr {
+            return (Some(std::mem::replace(&mut slot.entry, e)), true);
+        }
+        if slot.addr == 0 {
+            *slot = Slot { addr, entry: e };
+            t.len += 1;
+            FILTERED[bucket(h)].fetch_add(1, Ordering::Relaxed);
+            return (None, true);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Forgets the block at `addr` and returns it, if one is kept.
+pub fn remove(addr: u64) -> Option<Entry> {
+    let h = hash(addr);
+    let mut held = lock(h);
+    let t = held.table();
+    if t.cap == 0 {
+        return None;
+    }
+    let mask = t.cap - 1;
+    let mut i = h as usize & mask;
+    // SAFETY (every slot access below): indexes are masked to cap; ours under the lock.
+    let at = |i: usize| unsafe { &mut *t.slots.add(i) };
+    loop {
+        let slot = at(i);
+        if slot.addr == 0 {
+            return None;
+        }
+        if slot.addr == addr {
+            break;
+        }
+        i = (i + 1) & mask;
+    }
+    let found = at(i).entry;
+    // Backward shift: pull each later slot of the run into the hole if its
+    // home is not between the hole and it.
+    let mut hole = i;
+    let mut j = (i + 1) & mask;
+    loop {
+        let next = *at(j);
+        if next.addr == 0 {
+            break;
+        }
+        let home = hash(next.addr) as usize & mask;
+        if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+            *at(hole) = next;
+            hole = j;
+        }
+        j = (j + 1) & mask;
+    }
+    at(hole).addr = 0;
+    t.len -= 1;
+    FILTERED[bucket(h)].fetch_sub(1, Ordering::Relaxed);
+    Some(found)
+}
+
+impl Table {
+    const EMPTY: Table = Table {
+        slots: null_mut(),
+        cap: 0,
+        len: 0,
+    };
+
+    /// Doubles the table (maps the first one); false if it cannot be mapped.
+    fn grow(&mut self) -> bool {
+        let cap = if self.cap == 0 { FIRST } else { self.cap * 2 };
+        let slots = map(cap);
+        if slots.is_null() {
+            return false;
+        }
+        let mask = cap - 1;
+        for k in 0..self.cap {
+            // SAFETY: `k` < the old cap; the old slots are ours under the lock.
+            let s = unsafe { *self.slots.add(k) };
+            if s.addr == 0 {
+                continue;
+            }
+            let mut i = hash(s.addr) as usize & mask;
+            // SAFETY: masked to the new cap; the new slots are ours.
+            while unsafe { (*slots.add(i)).addr } != 0 {
+                i = (i + 1) & mask;
+            }
+            // SAFETY: as above.
+            unsafe { *slots.add(i) = s };
+        }
+        self.release();
+        self.slots = slots;
+        self.cap = cap;
+        true
+    }
+
+    /// Gives the slots back.
+    fn release(&mut self) {
+        if !self.slots.is_null() {
+            // SAFETY: the slots were mapped by `map` with this many bytes.
+            unsafe { libc::munmap(self.slots.cast(), self.cap * std::mem::size_of::<Slot>()) };
+        }
+    }
+}
+
+/// `cap` empty slots, mapped; null if they cannot be.
+fn map(cap: usize) -> *mut Slot {
+    // SAFETY: an anonymous private mapping touches no existing memory; zero is an empty slot.
+    let p = unsafe {
+        libc::mmap(
+            null_mut(),
+            cap * std::mem::size_of::<Slot>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+/// Forgets every block: a new segment starts with none followed (after a
+/// failed exec; in a fork child the parent's blocks are the parent's to
+/// count). `forked`: the locks of threads the child does not have are let go
+/// first.
+pub fn clear(forked: bool) {
+    for s in &SHARD {
+        if forked {
+            s.lock.store(false, Ordering::Release);
+        }
+        let mut held = take(s);
+        let t = held.table();
+        t.release();
+        *t = Table::EMPTY;
+    }
+    for f in &FILTERED {
+        f.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn entry(size: u64) -> Entry {
+        Entry {
+            size,
+            ..Entry::default()
+        }
+    }
+
+    proptest! {
+        /// Against a map: inserts, replacements and removals, through growth
+        /// and backward shifts, keep exactly the map's blocks.
+        #[test]
+        fn the_table_agrees_with_a_map(ops in prop::collection::vec((any::<bool>(), 1..3000u64), 1..3000)) {
+            // Addresses of their own, 16-byte aligned, far from other tests'.
+            let base = 0x7e00_0000_0000u64;
+            let mut model = HashMap::new();
+            for (add, k) in ops {
+                let addr = base + k * 16;
+                if add {
+                    let (old, kept) = insert(addr, entry(k));
+                    prop_assert!(kept);
+                    prop_assert_eq!(old, model.insert(addr, entry(k)));
+                } else {
+                    prop_assert_eq!(remove(addr), model.remove(&addr));
+                }
+                prop_assert!(!model.contains_key(&addr) || may_hold(addr));
+            }
+            for (addr, e) in model {
+                prop_assert_eq!(remove(addr), Some(e));
+                prop_assert_eq!(remove(addr), None);
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! What the recording keeps of each call ([`settings::Mode`]): every call as
+//! an event (a full recording), the counters of an aggregate one
+//! ([`aggregate`]), or the events of the allocations a sampled one picks
+//! ([`sample`]) and the frees of those blocks alone ([`blocks`] follows them).
+//!
+//! A hook asks [`before`] the call what to keep (so that nothing is timed or
+//! unwound for a call that is dropped, and a freed block leaves the followed
+//! set before another thread can be handed its address), and gives the event
+//! to [`after`].
+
+use retype_trace::{Event, Op};
+
+use crate::blocks::{self, Entry};
+use crate::settings::{self, Mode};
+use crate::thread::local::Local;
+use crate::thread::own;
+use crate::{aggregate, output, sys};
+
+/// What a call does to blocks, as the hook sees it before making it.
+#[derive(Clone, Copy)]
+pub struct Call {
+    /// The block it frees or moves (0: none).
+    pub frees: u64,
+    /// The bytes it asks for, if it allocates.
+    pub asks: Option<u64>,
+}
+
+impl Call {
+    pub fn alloc(size: u64) -> Call {
+        Call {
+            frees: 0,
+            asks: Some(size),
+        }
+    }
+
+    pub fn free(p: u64) -> Call {
+        Call {
+            frees: p,
+            asks: None,
+        }
+    }
+}
+
+/// What to keep of one call.
+#[derive(Clone, Copy)]
+pub enum Keep {
+    /// Its event (a full recording).
+    All,
+    /// Nothing: the call is only forwarded.
+    Nothing,
+    /// A sampled recording's part of it: the free of a sampled block
+    /// (`old`), a sampled allocation (`new`).
+    Sampled { old: bool, new: bool },
+    /// An aggregate recording counts it; `old` is the followed block it frees.
+    Counted { old: Option<Entry> },
+}
+
+impl Keep {
+    /// Whether its stack is taken: only an allocation's is kept, unless every event is.
+    pub fn stack(self) -> bool {
+        match self {
+            Keep::All => true,
+            Keep::Nothing => false,
+            Keep::Sampled { new, .. } => new,
+            Keep::Counted { .. } => true,
+        }
+    }
+}
+
+/// What to keep of `call`, made by the thread whose state is `l`.
+#[inline(always)]
+pub fn before(l: &Local, call: Call) -> Keep {
+    match settings::get().mode() {
+        Mode::Full => Keep::All,
+        Mode::Sampled { mean_bytes, seed } => {
+            let old = call.frees != 0
+                && blocks::may_hold(call.frees)
+                && blocks::remove(call.frees).is_some();
+            let new = call
+                .asks
+                .is_some_and(|size| l.gap.take(size, mean_bytes, seed));
+            if old || new {
+                Keep::Sampled { old, new }
+            } else {
+                Keep::Nothing
+            }
+        }
+        Mode::Aggregate { .. } => {
+            let old = (call.frees != 0)
+                .then(|| blocks::remove(call.frees))
+                .flatten();
+            if old.is_none() && call.asks.is_none() {
+                Keep::Nothing
+            } else {
+                Keep::Counted { old }
+            }
+        }
+    }
+}
+
+/// Keeps what [`before`] chose of the call whose event is `e` (its time in
+/// clock ticks). Not for [`Keep::All`], which the hook appends itself.
+pub fn after(l: &Local, keep: Keep, e: Event) {
+    match keep {
+        Keep::All | Keep::Nothing => {}
+        Keep::Counted { old } => aggregate::count(own::tid(l), &e, old, e.time_ns),
+        Keep::Sampled { old, new } => {
+            if let Some(e) = sampled(e, old, new) {
+                own::append(l, || e);
+            }
+        }
+    }
+}
+
+/// The event a sampled recording keeps of `e`, whose old block was sampled
+/// if `old` and whose new block is sampled if `new`; follows the new block.
+fn sampled(e: Event, old: bool, new: bool) -> Option<Event> {
+    if e.op == Op::Free {
+        return old.then_some(e);
+    }
+    let frees_only = e.op == Op::Realloc && e.size == 0 && e.ret == 0;
+    if frees_only {
+        return old.then_some(e);
+    }
+    if e.ret == 0 && old {
+        // A failed realloc leaves its block as it was.
+        blocks::insert(e.ptr, Entry::default());
+    }
+    if new {
+        if e.ret != 0 {
+            blocks::insert(e.ret, Entry::default());
+        }
+        // An unsampled old block is none of the recording's.
+        let ptr = if old { e.ptr } else { 0 };
+        return Some(Event { ptr, ..e });
+    }
+    // The old block was sampled, the new one is not: its free alone.
+    (old && e.ret != 0).then_some(Event {
+        op: Op::Free,
+        ptr: e.ptr,
+        size: 0,
+        ret: 0,
+        stack: 0,
+        ..e
+    })
+}
+
+/// A segment begins: says what it keeps (meta `recording`, with
+/// `sample_bytes` or `snapshot_ms`) and starts counting afresh.
+pub fn begin(forked: bool) {
+    let mut num = sys::StackStr::<32>::new();
+    match settings::get().mode() {
+        Mode::Full => output::meta(b"recording", b"full"),
+        Mode::Sampled { mean_bytes, .. } => {
+            output::meta(b"recording", b"sampled");
+            num.push_num(mean_bytes);
+            output::meta(b"sample_bytes", num.as_bytes());
+            blocks::clear(forked);
+        }
+        Mode::Aggregate { snapshot_ms } => {
+            output::meta(b"recording", b"aggregate");
+            num.push_num(snapshot_ms);
+            output::meta(b"snapshot_ms", num.as_bytes());
+            aggregate::begin(forked, snapshot_ms);
+        }
+    }
+}
+
+/// The segment ends: an aggregate recording writes its counters.
+pub fn end(in_signal: bool) {
+    if let Mode::Aggregate { .. } = settings::get().mode() {
+        aggregate::end(in_signal);
+    }
+}

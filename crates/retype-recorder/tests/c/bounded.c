@@ -1,0 +1,106 @@
+/* A deterministic program for the bounded recordings' tests (aggregate and
+ * sampled), making about CALLS malloc-family calls (its first argument,
+ * default 100,000) from known sites, without stdio:
+ *
+ *   churn:   malloc(16..79) and its free at once (temporaries), 3/5 of the calls;
+ *   grow:    a list that grows to 2,000 blocks of 1,000 bytes, then loses every
+ *            other one, each round (CALLS / 10,000 rounds, at least 1);
+ *   resize:  realloc of one block up and down (a move, a free, an allocation);
+ *   peak:    64 blocks of 4,096 bytes live at once, once, in the middle (the
+ *            process peaks in grow, with its 2,000 blocks live);
+ *   leak:    10 blocks of 100 bytes never freed.
+ *
+ * With a second argument `big`, it allocates about 1 GB instead, from three
+ * sites of different block sizes, every block freed at once (the sampled
+ * recording's estimates are checked on it):
+ *
+ *   huge:  512 blocks of 1 MiB   (512 MiB)
+ *   mid:   65,536 of 4 KiB       (256 MiB)
+ *   tiny:  1,048,576 of 256 B    (256 MiB) */
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void *volatile sink;
+
+NOINLINE static void churn(long n) {
+    for (long i = 0; i < n; i++) {
+        void *p = malloc(16 + (size_t)(i % 64));
+        sink = p;
+        free(p);
+    }
+}
+
+NOINLINE static void grow(void) {
+    static void *list[2000];
+    for (int i = 0; i < 2000; i++)
+        list[i] = malloc(1000);
+    for (int i = 0; i < 2000; i += 2)
+        free(list[i]);
+    for (int i = 1; i < 2000; i += 2)
+        free(list[i]);
+}
+
+NOINLINE static void resize(void) {
+    void *p = malloc(10);
+    for (int i = 0; i < 100; i++)
+        p = realloc(p, (size_t)(i % 2 ? 64 : 50000));
+    free(p);
+}
+
+NOINLINE static void peak(void) {
+    void *b[64];
+    for (int i = 0; i < 64; i++)
+        b[i] = malloc(4096);
+    for (int i = 0; i < 64; i++)
+        free(b[i]);
+}
+
+NOINLINE static void leak(void) {
+    for (int i = 0; i < 10; i++)
+        sink = malloc(100);
+}
+
+NOINLINE static void huge(void) {
+    for (int i = 0; i < 512; i++) {
+        char *p = malloc(1 << 20);
+        p[0] = 1;
+        sink = p;
+        free(p);
+    }
+}
+
+NOINLINE static void mid(void) {
+    for (int i = 0; i < 65536; i++) {
+        sink = malloc(4096);
+        free(sink);
+    }
+}
+
+NOINLINE static void tiny(void) {
+    for (int i = 0; i < 1048576; i++) {
+        sink = malloc(256);
+        free(sink);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[2], "big") == 0) {
+        huge();
+        mid();
+        tiny();
+        return 0;
+    }
+    long calls = argc > 1 ? atol(argv[1]) : 100000;
+    long rounds = calls / 10000 > 0 ? calls / 10000 : 1;
+    for (long r = 0; r < rounds; r++) {
+        grow();
+        resize();
+        if (r == rounds / 2)
+            peak();
+    }
+    churn(calls * 3 / 10);
+    leak();
+    return 0;
+}
