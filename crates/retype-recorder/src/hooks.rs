@@ -19,7 +19,7 @@ use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy};
 use crate::thread::own;
-use crate::{process, recording, rseq, settings, stacks, sys};
+use crate::{phase_stats, process, recording, rseq, settings, stacks, sys};
 
 /// Runs `call`, recording the event `event` builds from its result; `at`
 /// is where the program called from.
@@ -49,14 +49,16 @@ fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) ->
     let v = call();
     let t1 = sys::ticks();
     let descheduled = rseq::descheduled(mark);
-    own::append(l, || Event {
+    let ev = Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
         descheduled,
         stack,
         ..event(v)
-    });
+    };
+    phase_stats::allocated(&ev);
+    own::append(l, || ev);
     v
 }
 
@@ -158,7 +160,8 @@ unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64
     if bootstrap_size(p).is_some() {
         return bootstrap_realloc(p, size);
     }
-    traced(
+    let old = phase_stats::freeing(p);
+    let q = traced(
         Entry { sp, bp },
         // SAFETY: forwarding.
         || unsafe { (r.realloc)(p, size) },
@@ -169,7 +172,11 @@ unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64
             ret: addr(q),
             ..Event::default()
         },
-    )
+    );
+    if q.is_null() && size != 0 {
+        phase_stats::restore(p, old);
+    }
+    q
 }
 
 /// # Safety
@@ -210,6 +217,7 @@ unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
         return;
     }
     let Some(r) = real() else { return };
+    phase_stats::freeing(p);
     traced(
         Entry { sp, bp },
         // SAFETY: forwarding.

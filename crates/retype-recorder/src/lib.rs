@@ -33,6 +33,10 @@
 //! - [`thread`]: each thread's start and cost, its event buffer (mmap'd, no
 //!   allocation inside the hooks, encoded a batch at a time), its state (one
 //!   thread-local) and its exit;
+//! - [`phase_stats`]: the running phase's figures, kept by the hooks while a
+//!   phase is active, for the program to read about itself;
+//! - [`mark`]: the markers API (`retype_mark`, `retype_phase_stats`,
+//!   declared in `include/retype.h`) and the `phase` records;
 //! - [`process`]: start, fork, exec, `_exit`, fatal signals, process exit
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
@@ -52,8 +56,10 @@ mod cfi;
 mod control;
 mod got;
 mod hooks;
+mod mark;
 mod modules;
 mod output;
+mod phase_stats;
 mod process;
 mod real;
 mod recording;

@@ -12,7 +12,8 @@
 //!   blocks as events change them, which [`sites`] (what `retype trace sites`
 //!   counts per call stack) and [`timeline`] (live bytes over time) walk;
 //!   [`window`]: the part of a trace they look at; [`recorded`]: the stretches of
-//!   the run a trace recorded, when recording was started and stopped.
+//!   the run a trace recorded, when recording was started and stopped;
+//!   [`phase`]: the stretches the program named itself (`retype_mark`), each a window.
 
 pub mod codec;
 pub mod csv;
@@ -21,6 +22,7 @@ pub mod event;
 pub mod format;
 pub mod heap;
 pub mod malloclab;
+pub mod phase;
 pub mod reader;
 pub mod recorded;
 pub mod requests;
