@@ -33,4 +33,5 @@ def cli():
         return [json.loads(line) for line in run(*args).stdout.splitlines() if line]
 
     run.rows = rows
+    run.exe = exe
     return run

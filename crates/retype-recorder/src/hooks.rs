@@ -21,7 +21,7 @@ use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy};
 use crate::thread::own;
-use crate::{process, recording, rseq, settings, stacks, sys};
+use crate::{phase_stats, process, recording, rseq, settings, stacks, sys};
 
 /// Runs `run`, the call `call` describes, recording what the recording
 /// keeps ([`kept`]) of the event `event` builds from its result; `at` is
@@ -61,7 +61,7 @@ fn traced<T: Copy>(
     let v = run();
     let t1 = sys::ticks();
     let descheduled = rseq::descheduled(mark);
-    let made = || Event {
+    let ev = Event {
         time_ns: t0,
         // A counter read on another core may lag: such a span counts as none.
         latency_ns: t1.saturating_sub(t0),
@@ -69,9 +69,10 @@ fn traced<T: Copy>(
         stack,
         ..event(v)
     };
+    phase_stats::allocated(&ev);
     match keep {
-        Keep::All => own::append(l, made),
-        _ => kept::after(l, keep, made()),
+        Keep::All => own::append(l, || ev),
+        _ => kept::after(l, keep, ev),
     }
     v
 }
@@ -176,7 +177,8 @@ unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64
     if bootstrap_size(p).is_some() {
         return bootstrap_realloc(p, size);
     }
-    traced(
+    let old = phase_stats::freeing(p);
+    let q = traced(
         Entry { sp, bp },
         Call {
             frees: addr(p),
@@ -191,7 +193,11 @@ unsafe extern "C" fn realloc_body(p: *mut c_void, size: size_t, sp: u64, bp: u64
             ret: addr(q),
             ..Event::default()
         },
-    )
+    );
+    if q.is_null() && size != 0 {
+        phase_stats::restore(p, old);
+    }
+    q
 }
 
 /// # Safety
@@ -232,6 +238,7 @@ unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
         return;
     }
     let Some(r) = real() else { return };
+    phase_stats::freeing(p);
     traced(
         Entry { sp, bp },
         Call::free(addr(p)),

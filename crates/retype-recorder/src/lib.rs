@@ -39,6 +39,10 @@
 //!   thread-local) and its exit;
 //! - [`aggregate`]: an aggregate recording's per-stack counters and snapshots;
 //! - [`kept`]: what the recording keeps of each call: its event, counters, or a sample;
+//! - [`phase_stats`]: the running phase's figures, kept by the hooks while a
+//!   phase is active, for the program to read about itself;
+//! - [`mark`]: the markers API (`retype_mark`, `retype_phase_stats`,
+//!   declared in `include/retype.h`) and the `phase` records;
 //! - [`process`]: start, fork, exec, `_exit`, fatal signals, process exit
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
@@ -61,8 +65,10 @@ mod control;
 mod got;
 mod hooks;
 mod kept;
+mod mark;
 mod modules;
 mod output;
+mod phase_stats;
 mod process;
 mod real;
 mod recording;

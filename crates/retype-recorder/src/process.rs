@@ -12,7 +12,7 @@ use retype_trace::codec::{self, thread_fields};
 use crate::real::real;
 use crate::thread::local::{local, Busy};
 use crate::thread::{buffer, cost, exit};
-use crate::{control, kept, modules, output, rseq, settings, stack_table, sys};
+use crate::{control, kept, modules, output, phase_stats, rseq, settings, stack_table, sys};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -195,6 +195,7 @@ pub unsafe extern "C" fn fork() -> pid_t {
         let open = control::end();
         modules::after_fork_child();
         buffer::after_fork_child(local().buf.get());
+        phase_stats::after_fork_child();
         if let Some(on) = open {
             begin(true, on, b"fork");
         }

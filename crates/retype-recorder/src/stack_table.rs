@@ -129,13 +129,19 @@ fn same(t: &Table, slot: &Slot, frames: &[u64], truncated: bool) -> Option<u32> 
         // A slot whose stack could not be kept.
         return None;
     }
+    let (stored, stored_truncated) = stored(t, slot);
+    (stored == frames && stored_truncated == truncated).then_some(id)
+}
+
+/// The frames of the stack in `slot`, whose id is published, and whether it was truncated.
+fn stored<'a>(t: &Table, slot: &'a Slot) -> (&'a [u64], bool) {
     let place = slot.place.load(Ordering::Relaxed);
     let at = (place >> 8) as usize & ((1 << 55) - 1);
     let len = (place & 0xff) as usize;
-    let stored_truncated = place >> 63 != 0;
-    // SAFETY: the frames were written before `id` was published (Release).
-    let stored = unsafe { std::slice::from_raw_parts(t.frames.add(at), len) };
-    (stored == frames && stored_truncated == truncated).then_some(id)
+    // SAFETY: the frames were written before the slot's id was published
+    // (Release); the store lives as long as the process.
+    let frames = unsafe { std::slice::from_raw_parts(t.frames.add(at), len) };
+    (frames, place >> 63 != 0)
 }
 
 /// Fills the slot just claimed with a new stack: stores its frames, writes
@@ -194,7 +200,7 @@ fn map_table() -> Option<Table> {
 }
 
 /// Reserves `bytes` of address space, backed by zero pages as touched.
-fn map(bytes: usize) -> *mut u8 {
+pub fn map(bytes: usize) -> *mut u8 {
     // SAFETY: an anonymous private mapping touches no existing memory.
     let p = unsafe {
         libc::mmap(
@@ -280,6 +286,27 @@ pub fn flush(in_signal: bool) {
     }) {
         Records.write();
     }
+}
+
+/// The frames of stack `id` (innermost first) copied into `out`; their
+/// number, 0 if the table holds no stack `id`. A scan of the whole table:
+/// for a rare reader in the program's own time (a phase's top sites), never
+/// for the hooks.
+pub fn frames(id: u32, out: &mut [u64]) -> usize {
+    let Some(t) = (id != 0 && id != u32::MAX).then(table).flatten() else {
+        return 0;
+    };
+    for i in 0..SLOTS {
+        // SAFETY: `i` < SLOTS; slots are atomics in the mapping.
+        let slot = unsafe { &*t.slots.add(i) };
+        if slot.id.load(Ordering::Acquire) == id {
+            let frames = stored(&t, slot).0;
+            let n = frames.len().min(out.len());
+            out[..n].copy_from_slice(&frames[..n]);
+            return n;
+        }
+    }
+    0
 }
 
 /// At the end of a segment: how many new stacks were not kept (resetting the count).

@@ -14,7 +14,8 @@
 //!   [`window`]: the part of a trace they look at; [`recorded`]: the stretches of
 //!   the run a trace recorded, when recording was started and stopped; [`kind`]: whether a
 //!   trace holds every call, per-stack counters (aggregate) or sampled calls, and what a
-//!   sampled call stands for.
+//!   sampled call stands for;
+//!   [`phase`]: the stretches the program named itself (`retype_mark`), each a window.
 
 pub mod codec;
 pub mod csv;
@@ -24,6 +25,7 @@ pub mod format;
 pub mod heap;
 pub mod kind;
 pub mod malloclab;
+pub mod phase;
 pub mod reader;
 pub mod recorded;
 pub mod requests;

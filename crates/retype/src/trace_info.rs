@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
+use retype_trace::phase::{phases, Phase};
 use retype_trace::recorded::windows;
+use retype_trace::sites::SiteStats;
 use retype_trace::summary::{Log2Histogram, Summary};
 use retype_trace::{Kind, Op, Trace};
 use serde_json::{json, Value};
@@ -84,6 +86,12 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
             "closed_by": w.closed_by,
             "events": w.events,
         })).collect::<Vec<_>>(),
+        "phases": phases(t).iter().map(|p| json!({
+            "name": p.name,
+            "start_ns": p.start_ns,
+            "end_ns": p.end_ns,
+            "events": p.events,
+        })).collect::<Vec<_>>(),
     });
     v["sample_bytes"] = json!(s.kind.sample_bytes());
     if s.kind == Kind::Aggregate {
@@ -98,4 +106,21 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         });
     }
     v
+}
+
+/// `retype trace info --phase NAME --json`'s `phase`: the phase `p` and its figures `f`.
+pub fn phase_json(p: &Phase, f: &SiteStats) -> Value {
+    json!({
+        "name": p.name,
+        "start_ns": p.start_ns,
+        "end_ns": p.end_ns,
+        "events": p.events,
+        "calls": f.calls,
+        "bytes": f.bytes,
+        "failed": f.failed,
+        "peak_bytes": f.peak_bytes,
+        "peak_blocks": f.peak_blocks,
+        "leaked_bytes": f.leaked_bytes,
+        "leaked_blocks": f.leaked_blocks,
+    })
 }

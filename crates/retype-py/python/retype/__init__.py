@@ -5,6 +5,13 @@ study sweeps fanned out with Dask (:func:`sweep`).
     import retype
     m = retype.study("uniform:seed=1,ops=1000,free=48", "best-fit")
     print(m["peak_frag_total_kib"])
+
+Under ``retype record``, :func:`mark` names the phases of a recording, and
+the pytest plugin (:mod:`retype.pytest_plugin`) makes each test one, with
+per-test native memory limits.
+
+NumPy and pandas are imported when first used: the pytest plugin imports
+this package in every pytest session.
 """
 
 from __future__ import annotations
@@ -12,14 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from . import _native
 from ._native import Error
+from .recorder import mark
 from .sweep import SweepError, sweep
 
-__all__ = ["Error", "SweepError", "read_trace", "replay", "study", "sweep"]
+__all__ = ["Error", "SweepError", "mark", "read_trace", "replay", "study", "sweep"]
 
 
 def study(workload, policy, layout=None, arch=None, series=False):
@@ -31,6 +36,8 @@ def study(workload, policy, layout=None, arch=None, series=False):
     line's keys; with ``series=True``, a pair (metrics, DataFrame of the
     per-request series, the columns of ``--csv``).
     """
+    import pandas as pd
+
     text, columns = _native.study(workload, policy, layout, arch, series)
     metrics = json.loads(text)
     if not series:
@@ -61,6 +68,8 @@ def read_trace(path):
     estimates) or ``"aggregate"`` (no events: the columns are empty, and
     ``info["counted"]`` holds the counters' sums).
     """
+    import numpy as np
+
     columns, op_names, info = _native.read_trace(str(Path(path)))
     columns["op"] = np.asarray(op_names)[columns["op"]]
     return columns, json.loads(info)

@@ -50,8 +50,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pandas as pd
-
 from . import _native
 
 #: Batches per worker: enough to balance uneven runs, few enough that the
@@ -264,6 +262,9 @@ def sweep(grid, client=None, workers=None, batch=None):
         results = run_batch(kind, rows)
     else:
         results = _on_dask(kind, rows, client, workers, batch)
+    # pandas is imported here, not with the package (see the package's docstring).
+    import pandas as pd
+
     failed = [(r, e) for r, (_, e) in zip(rows, results) if e is not None]
     frame = pd.DataFrame(
         [{**r, **json.loads(m)} if e is None else {**r, "error": e} for r, (m, e) in zip(rows, results)]

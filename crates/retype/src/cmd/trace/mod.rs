@@ -1,7 +1,8 @@
 //! `retype trace`: `info` and `convert`, and for recordings with call
 //! stacks `sites`, `leaks`, `diff` (printed by [`sites`]), `timeline`
 //! (printed by [`timeline`]), `flamegraph` and `export` (of
-//! [`crate::sites`]), each in a time window when `--from`/`--to` give one.
+//! [`crate::sites`]), each in a time window when `--from`/`--to` give one,
+//! or in a phase the program marked (`--phase`).
 
 pub mod sites;
 pub mod timeline;
@@ -11,7 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use retype_trace::format::{self, Format};
+use retype_trace::phase::{self, Phase};
 use retype_trace::requests::from_events;
+use retype_trace::sites::{per_stack, SiteStats};
 use retype_trace::summary::{Log2Histogram, Summary};
 use retype_trace::window::{Bound, Window};
 use retype_trace::{malloclab, Op, Trace};
@@ -34,6 +37,9 @@ pub enum Command {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// Also give the figures of the phase the program marked with this name
+        #[arg(long, value_name = "NAME")]
+        phase: Option<String>,
     },
     /// Convert a trace between formats (output format from --to or the output's extension)
     Convert {
@@ -173,8 +179,8 @@ pub enum Command {
     },
 }
 
-/// `--from`/`--to`: the part of a recording to analyse.
-#[derive(Args, Clone, Copy)]
+/// `--from`/`--to` or `--phase`: the part of a recording to analyse.
+#[derive(Args, Clone)]
 pub struct WindowArgs {
     /// Count only calls from this time on: seconds after the first event (1.5s, 200ms, 40us)
     /// or the start of segment N (seg:N)
@@ -183,14 +189,26 @@ pub struct WindowArgs {
     /// Count only calls before this time, or up to the end of segment N (seg:N)
     #[arg(long, value_name = "TIME|seg:N", value_parser = Bound::parse)]
     to: Option<Bound>,
+    /// Count only calls in the phase the program marked with this name
+    /// (retype_mark; `trace info` lists them)
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["from", "to"])]
+    phase: Option<String>,
 }
 
 impl WindowArgs {
     /// The window in `trace`, read from `file`.
-    fn of(self, file: &Path, trace: &Trace) -> Result<Window> {
-        Window::of(trace, self.from, self.to)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+    fn of(&self, file: &Path, trace: &Trace) -> Result<Window> {
+        match &self.phase {
+            Some(name) => Ok(found_phase(file, trace, name)?.window()),
+            None => Window::of(trace, self.from, self.to)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display())),
+        }
     }
+}
+
+/// The phase `name` of `trace`, read from `file`; an error lists its phases.
+fn found_phase(file: &Path, trace: &Trace, name: &str) -> Result<Phase> {
+    phase::find(trace, name).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
 /// What `trace export` writes.
@@ -225,7 +243,7 @@ impl ExportFormat {
 
 /// A trace with call stacks, the window asked for and its analysis, or an
 /// error saying why not.
-fn analysed(file: &Path, window: WindowArgs) -> Result<(Trace, Window, Analysis)> {
+fn analysed(file: &Path, window: &WindowArgs) -> Result<(Trace, Window, Analysis)> {
     let trace = format::load(file, None)?;
     if window.from.is_some() || window.to.is_some() {
         analysis::require_events(file, &trace, "a time window (--from/--to)")?;
@@ -251,7 +269,7 @@ pub fn run(c: Command) -> Result<()> {
             weight,
             window,
         } => {
-            let (_, _, a) = analysed(&file, window)?;
+            let (_, _, a) = analysed(&file, &window)?;
             let top = top.or((!json).then_some(20)).filter(|&n| n > 0);
             out!("{}", sites::sites(&file, &a, by, top, weight, json));
             if let Some(path) = report {
@@ -272,7 +290,7 @@ pub fn run(c: Command) -> Result<()> {
             json,
             window,
         } => {
-            let (_, _, a) = analysed(&file, window)?;
+            let (_, _, a) = analysed(&file, &window)?;
             out!("{}", sites::leaks(&file, &a, by, json));
             Ok(())
         }
@@ -287,8 +305,8 @@ pub fn run(c: Command) -> Result<()> {
             fail_per,
             window,
         } => {
-            let (_, _, x) = analysed(&a, window)?;
-            let (_, _, y) = analysed(&b, window)?;
+            let (_, _, x) = analysed(&a, &window)?;
+            let (_, _, y) = analysed(&b, &window)?;
             let gate = (!fail_above.is_empty()).then_some(Gate {
                 thresholds: fail_above,
                 on: fail_on,
@@ -311,7 +329,7 @@ pub fn run(c: Command) -> Result<()> {
             report,
             window,
         } => {
-            let (trace, w, a) = analysed(&file, window)?;
+            let (trace, w, a) = analysed(&file, &window)?;
             let spans = spans.unwrap_or(if json { 500 } else { 20 }).max(1);
             let t = analysis::timeline::of(&trace, &a, w, by, spans, top);
             out!("{}", timeline::text_or_json(&file, &trace, &t, json)?);
@@ -332,7 +350,7 @@ pub fn run(c: Command) -> Result<()> {
             weight,
             window,
         } => {
-            let (_, _, a) = analysed(&file, window)?;
+            let (_, _, a) = analysed(&file, &window)?;
             let mut svg = Vec::new();
             export::flamegraph(&file.display().to_string(), &a, weight, &mut svg)?;
             write_file(&output, &svg)?;
@@ -349,7 +367,7 @@ pub fn run(c: Command) -> Result<()> {
             let format = format.or_else(|| ExportFormat::from_extension(&output)).with_context(|| {
                 format!("{}: cannot tell the format from its name; give --format collapsed, pprof or massif", output.display())
             })?;
-            let (trace, w, a) = analysed(&file, window)?;
+            let (trace, w, a) = analysed(&file, &window)?;
             let bytes = match format {
                 ExportFormat::Collapsed => {
                     let mut text = export::collapsed(&a, weight).join("\n");
@@ -366,16 +384,29 @@ pub fn run(c: Command) -> Result<()> {
             eprintln!("retype: wrote {}", output.display());
             Ok(())
         }
-        Command::Info { file, from, json } => {
+        Command::Info {
+            file,
+            from,
+            json,
+            phase,
+        } => {
             let trace = format::load(&file, from)?;
             let s = Summary::of(&trace);
+            let phase = match phase {
+                Some(name) => Some(phase_figures(&file, &trace, &name)?),
+                None => None,
+            };
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&trace_info::json(&file, &trace, &s))?
-                );
+                let mut v = trace_info::json(&file, &trace, &s);
+                if let Some((p, f)) = &phase {
+                    v["phase"] = trace_info::phase_json(p, f);
+                }
+                outln!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 out!("{}", info_text(&file, &trace, &s));
+                if let Some((p, f)) = &phase {
+                    out!("{}", phase_text(&trace, p, f));
+                }
             }
             Ok(())
         }
@@ -449,10 +480,6 @@ fn window_text(o: &mut String, t: &Trace, windows: &[retype_trace::recorded::Rec
     if windows.is_empty() {
         return;
     }
-    let opened: u64 = t
-        .meta_value("start_ns")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(windows[0].start_ns);
     let plural = if windows.len() == 1 { "" } else { "s" };
     let _ = writeln!(
         o,
@@ -461,18 +488,86 @@ fn window_text(o: &mut String, t: &Trace, windows: &[retype_trace::recorded::Rec
     );
     for (k, w) in windows.iter().enumerate() {
         let stop = match (w.stop_ns, &w.closed_by) {
-            (Some(at), Some(by)) => format!("{} ({by})", ns(at.saturating_sub(opened))),
+            (Some(at), Some(by)) => format!("{} ({by})", since_open(t, at)),
             _ => "the end of the trace".to_string(),
         };
         let _ = writeln!(
             o,
             "    window {}: {} ({}) to {stop}: {} events",
             k + 1,
-            ns(w.start_ns.saturating_sub(opened)),
+            since_open(t, w.start_ns),
             w.opened_by,
             w.events
         );
     }
+}
+
+/// The phase `name` of `trace` (read from `file`) and its figures, summed over its stacks.
+fn phase_figures(file: &Path, trace: &Trace, name: &str) -> Result<(Phase, SiteStats)> {
+    let p = found_phase(file, trace, name)?;
+    let mut total = SiteStats::default();
+    for s in per_stack(trace, p.window()) {
+        total.add(&s);
+    }
+    Ok((p, total))
+}
+
+/// Ns `at` after the trace opened (its first `start_ns`), as text.
+fn since_open(t: &Trace, at: u64) -> String {
+    let opened: u64 = t
+        .meta_value("start_ns")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(at);
+    ns(at.saturating_sub(opened))
+}
+
+/// The phases the program marked, one line each.
+fn phases_text(o: &mut String, t: &Trace) {
+    use std::fmt::Write;
+    let phases = phase::phases(t);
+    if phases.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  {} phase{} marked (times after the trace opened; `--phase NAME` analyses one):",
+        phases.len(),
+        if phases.len() == 1 { "" } else { "s" }
+    );
+    for p in &phases {
+        let end = p
+            .end_ns
+            .map_or("the end of the trace".into(), |e| since_open(t, e));
+        let _ = writeln!(
+            o,
+            "    {}: {} to {end}: {} events",
+            p.name,
+            since_open(t, p.start_ns),
+            p.events
+        );
+    }
+}
+
+/// `trace info --phase NAME`: the phase's figures.
+fn phase_text(t: &Trace, p: &Phase, f: &SiteStats) -> String {
+    let end = p
+        .end_ns
+        .map_or("the end of the trace".into(), |e| since_open(t, e));
+    format!(
+        "phase {}: {} to {end}, {} events\n  allocated: {} bytes in {} calls ({} failed)\n  \
+         peak live (the whole heap at the phase's highest moment): {} bytes in {} blocks\n  \
+         left live at its end (allocated in the phase, not freed by its end): {} bytes in {} blocks\n",
+        p.name,
+        since_open(t, p.start_ns),
+        p.events,
+        f.bytes,
+        f.calls,
+        f.failed,
+        f.peak_bytes,
+        f.peak_blocks,
+        f.leaked_bytes,
+        f.leaked_blocks
+    )
 }
 
 fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
@@ -535,6 +630,7 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
     }
     let windows = retype_trace::recorded::windows(t);
     window_text(&mut o, t, &windows);
+    phases_text(&mut o, t);
     let ops: Vec<String> = Op::ALL
         .iter()
         .filter_map(|op| s.ops.get(op).map(|n| format!("{} {n}", op.name())))
