@@ -26,8 +26,11 @@ use crate::timing::ticks;
 /// How a thread waits for its inbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
-    /// Polls, giving its core away now and then: for no more threads than
-    /// cores, where a message is picked up within a cache-line transfer.
+    /// Polls, and sleeps in the channel once nothing came for a few
+    /// hundred microseconds: for no more threads than cores, where a
+    /// message to a busy node is picked up within a cache-line transfer and
+    /// an idle node leaves its core (and, with SMT, its sibling's share of
+    /// it) to the others.
     Spin,
     /// Sleeps in the channel until something arrives: for any number of
     /// threads, at the price of a wake-up per message.
@@ -114,8 +117,8 @@ const EVENTS: usize = 256;
 /// The driver's node number.
 const HOME: NodeId = 0;
 
-/// What one node sent (requests, for the driver's node) and handled. Only
-/// the node itself writes them, each on a cache line of its own, so that
+/// What one node sent (requests, for the driver's node) and handled, and
+/// the envelopes it took from its inbox. Only the node itself writes them, each on a cache line of its own, so that
 /// counting costs no more than a store: a counter that every node updated
 /// would move between cores with every message.
 #[derive(Default)]
@@ -123,6 +126,7 @@ const HOME: NodeId = 0;
 struct Counts {
     sent: AtomicU64,
     handled: AtomicU64,
+    received: AtomicU64,
 }
 
 impl Counts {
@@ -141,27 +145,32 @@ fn totals(counts: &[Counts]) -> (u64, u64) {
     })
 }
 
+/// Empty polls before a spinning node sleeps: with a spin-loop hint of
+/// tens to about 150 cycles, some hundred microseconds, far more than the
+/// gaps between one operation's messages, far less than a node left idle by
+/// operations local to another.
+const POLLS: u32 = 1 << 12;
+
 impl Worker {
     fn recv(&self) -> Option<Envelope> {
-        match self.wait {
-            Wait::Block => self.inbox.recv().ok(),
-            Wait::Spin => {
-                let mut polls = 0u32;
-                loop {
-                    match self.inbox.try_recv() {
-                        Ok(e) => return Some(e),
-                        Err(TryRecvError::Disconnected) => return None,
-                        Err(TryRecvError::Empty) => {}
-                    }
-                    polls = polls.wrapping_add(1);
-                    if polls.is_multiple_of(1 << 12) {
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
-                    }
+        let e = self.wait_for_envelope();
+        if e.is_some() {
+            Counts::bump(&self.counts().received);
+        }
+        e
+    }
+
+    fn wait_for_envelope(&self) -> Option<Envelope> {
+        if self.wait == Wait::Spin {
+            for _ in 0..POLLS {
+                match self.inbox.try_recv() {
+                    Ok(e) => return Some(e),
+                    Err(TryRecvError::Disconnected) => return None,
+                    Err(TryRecvError::Empty) => std::hint::spin_loop(),
                 }
             }
         }
+        self.inbox.recv().ok()
     }
 
     /// This node's counts.
@@ -259,6 +268,9 @@ pub struct Driver {
     done: BTreeMap<OpRef, (Outcome, u64)>,
     pongs: usize,
     events: Vec<Vec<Event>>,
+    /// Each node's handled count when its events were last collected: a
+    /// node whose count has not moved since recorded nothing new.
+    collected: Vec<u64>,
 }
 
 impl Driver {
@@ -335,6 +347,7 @@ impl Driver {
                 Wait::Block => self.home.inbox.recv_timeout(Duration::from_micros(50)).ok(),
             };
             if let Some(e) = next {
+                Counts::bump(&self.home.counts().received);
                 self.take(e);
             }
         }
@@ -349,12 +362,20 @@ impl Driver {
     }
 
     /// Every node's events since the last call, once everything settled.
+    /// Only the nodes that handled something since are asked, so that
+    /// timing an operation local to node 0 wakes no other node.
     pub fn events(&mut self) -> Vec<Event> {
         self.settle();
+        let mut asked = 0;
         for n in 1..self.nodes() {
-            self.home.send(n as NodeId, Envelope::Collect);
+            let handled = self.home.counts[n].handled.load(Ordering::Acquire);
+            if handled != self.collected[n] {
+                self.collected[n] = handled;
+                self.home.send(n as NodeId, Envelope::Collect);
+                asked += 1;
+            }
         }
-        while self.events.len() < self.nodes() - 1 {
+        while self.events.len() < asked {
             self.pump();
         }
         let mut all = std::mem::replace(&mut self.home.events, Vec::with_capacity(EVENTS));
@@ -421,6 +442,7 @@ pub fn run<R>(
             done: BTreeMap::new(),
             pongs: 0,
             events: Vec::new(),
+            collected: vec![0; senders.len()],
         };
         // Stops the other nodes however the driver ends, even by a panic,
         // without which the scope would wait for them forever.

@@ -13,6 +13,7 @@
 //! a wrong "no", and the set holds no more than the node's capabilities.
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Exported {
@@ -24,10 +25,13 @@ pub struct Exported {
 
 impl Exported {
     pub fn add(&mut self, base: u64, size: u64) {
-        let (mut lo, mut hi) = (base, base + size);
-        if !self.exact.insert((lo, hi)) {
-            return;
+        if self.exact.insert((base, base + size)) {
+            self.merge(base, base + size);
         }
+    }
+
+    /// Merges `[lo, hi)` into the cover.
+    fn merge(&mut self, mut lo: u64, mut hi: u64) {
         if let Some((&s, &e)) = self.cover.range(..=lo).next_back() {
             if e >= lo {
                 lo = s;
@@ -41,17 +45,45 @@ impl Exported {
         self.cover.insert(lo, hi);
     }
 
-    /// Keeps the regions `keep` takes.
-    pub fn retain(&mut self, mut keep: impl FnMut(u64, u64) -> bool) {
-        let before = self.exact.len();
-        self.exact.retain(|&(b, e)| keep(b, e - b));
-        if self.exact.len() == before {
-            return;
-        }
-        let exact = core::mem::take(&mut self.exact);
-        self.cover.clear();
-        for (b, e) in exact {
-            self.add(b, e - b);
+    /// Of the regions that overlap `[base, base + size)`, keeps those
+    /// `keep` takes; the others it is not asked about. A delete forgets
+    /// through this, so what it visits is what overlaps the capability, not
+    /// every region that ever crossed (node 0 holds one per other node's
+    /// root CNode from boot on).
+    pub fn retain_overlapping(
+        &mut self,
+        base: u64,
+        size: u64,
+        mut keep: impl FnMut(u64, u64) -> bool,
+    ) {
+        let end = base + size;
+        // The merged segments that overlap the range, last first; each
+        // exact region lies inside one segment.
+        let segments: Vec<(u64, u64)> = self
+            .cover
+            .range(..end)
+            .rev()
+            .take_while(|&(_, &e)| e > base)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (lo, hi) in segments {
+            let gone: Vec<(u64, u64)> = self
+                .exact
+                .range((lo, 0)..(end.min(hi), 0))
+                .filter(|&&(b, e)| e > base && !keep(b, e - b))
+                .copied()
+                .collect();
+            if gone.is_empty() {
+                continue;
+            }
+            for r in &gone {
+                self.exact.remove(r);
+            }
+            self.cover.remove(&lo);
+            let rest: Vec<(u64, u64)> = self.exact.range((lo, 0)..(hi, 0)).copied().collect();
+            for (b, e) in rest {
+                self.merge(b, e);
+            }
         }
     }
 
@@ -89,6 +121,7 @@ impl Exported {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn merges_and_answers_like_a_list_of_regions() {
@@ -121,6 +154,85 @@ mod tests {
                     .any(|&(b, s)| b <= base && b + s >= base + size && (b, s) != (base, size));
                 assert_eq!(x.around(base, size), around);
             }
+        }
+    }
+
+    /// Page-aligned regions of 1 to 4 pages in the first 32 pages.
+    fn region() -> impl Strategy<Value = (u64, u64)> {
+        (0u64..32, 1u64..=4).prop_map(|(p, n)| (p << 12, n << 12))
+    }
+
+    proptest! {
+        /// Forgetting through `retain_overlapping` leaves what a list of
+        /// regions would keep, asks only about overlapping regions, and
+        /// leaves the cover as merging the rest from scratch would.
+        #[test]
+        fn retain_overlapping_keeps_what_a_list_keeps(
+            regions in proptest::collection::vec(region(), 0..12),
+            (base, size) in region(),
+            drop_mask: u32,
+        ) {
+            let mut x = Exported::default();
+            for &(b, s) in &regions {
+                x.add(b, s);
+            }
+            let mut list: Vec<(u64, u64)> = x.exact.iter().map(|&(b, e)| (b, e - b)).collect();
+            // The list's i-th region goes if bit i of the mask is set.
+            let dropped = |b: u64, s: u64| {
+                let i = list_index(&regions, b, s);
+                drop_mask >> (i % 32) & 1 == 1
+            };
+            let overlaps = |b: u64, s: u64| b < base + size && base < b + s;
+            let overlapping = list.iter().filter(|&&(b, s)| overlaps(b, s)).count();
+            let mut asked = 0;
+            x.retain_overlapping(base, size, |b, s| {
+                asked += 1;
+                assert!(overlaps(b, s), "asked about {b:#x}+{s:#x}");
+                !dropped(b, s)
+            });
+            list.retain(|&(b, s)| !(overlaps(b, s) && dropped(b, s)));
+            prop_assert_eq!(asked, overlapping);
+            let kept: Vec<(u64, u64)> = x.exact.iter().map(|&(b, e)| (b, e - b)).collect();
+            prop_assert_eq!(&kept, &list);
+            let mut fresh = Exported::default();
+            for &(b, s) in &list {
+                fresh.add(b, s);
+            }
+            prop_assert_eq!(&x.cover, &fresh.cover);
+        }
+    }
+
+    /// The first index of `(b, s)` among `regions`.
+    fn list_index(regions: &[(u64, u64)], b: u64, s: u64) -> usize {
+        regions
+            .iter()
+            .position(|&r| r == (b, s))
+            .expect("a region added")
+    }
+
+    /// Node 0 holds a region per other node's root CNode: forgetting a
+    /// capability elsewhere visits none of them, whatever their number.
+    #[test]
+    fn forgetting_visits_only_overlapping_regions() {
+        for nodes in [3u64, 16, 64] {
+            let mut x = Exported::default();
+            for k in 1..nodes {
+                x.add(0x100_0000 + k * 0x1000, 0x1000);
+            }
+            let mut asked = 0;
+            x.retain_overlapping(0x2000, 0x1000, |_, _| {
+                asked += 1;
+                false
+            });
+            assert_eq!(asked, 0, "{nodes} nodes, a capability outside them");
+            x.retain_overlapping(0x100_1000, 0x1000, |_, _| {
+                asked += 1;
+                false
+            });
+            assert_eq!(asked, 1, "{nodes} nodes, a capability over one region");
+            assert_eq!(x.exact.len() as u64, nodes - 2);
+            assert!(!x.overlaps(0x100_1000, 0x1000));
+            assert!(x.overlaps(0x100_2000, 0x1000));
         }
     }
 }

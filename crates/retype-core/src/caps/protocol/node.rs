@@ -449,9 +449,10 @@ impl Node {
     /// which no capability here overlaps any more (see [`Exported`]).
     pub(crate) fn forget(&mut self, cap: &Cap) {
         let caps = &self.caps;
-        self.exported.retain(|b, s| {
-            !(b < cap.end() && cap.base < b + s) || caps.overlaps(cap.ty.root(), b, s)
-        });
+        self.exported
+            .retain_overlapping(cap.base, cap.size, |b, s| {
+                caps.overlaps(cap.ty.root(), b, s)
+            });
     }
 
     /// Memory outside every region that crossed: no relation elsewhere.

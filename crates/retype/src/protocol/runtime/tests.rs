@@ -156,3 +156,36 @@ fn a_round_trip_comes_back_and_events_name_their_operation() {
     });
     assert_eq!(trips.len(), 10);
 }
+
+/// A no-op and the delete of a local copy, timed as `bench protocol` times
+/// them (submit, wait, collect the events), wake no node but node 0 on 2
+/// nodes or 16, after a copy to node 1 has woken that one: what a local
+/// operation costs cannot grow with the nodes that exist.
+#[test]
+fn local_operations_wake_no_other_node() {
+    for n in [2u8, 16] {
+        run(nodes(n), Wait::Block, |d| {
+            let l1 = Slot::l1;
+            let ram = Request::retype(RAM_SLOT, CapType::Ram, 0, 64 * K4, 1, l1(4));
+            d.run(0, ram).unwrap();
+            d.run(0, copy(4, 1, 5)).unwrap();
+            d.events();
+            let before: Vec<u64> = (1..n as usize).map(|k| received(d, k)).collect();
+            for req in [Request::Noop, copy(4, 0, 6), Request::Delete(l1(6))] {
+                let op = d.submit(0, req);
+                d.wait(op).0.unwrap();
+                let events = d.events();
+                assert!(events.iter().all(|e| e.op == op), "{events:?}");
+                d.settle();
+            }
+            let after: Vec<u64> = (1..n as usize).map(|k| received(d, k)).collect();
+            assert_eq!(after, before, "{n} nodes: envelopes taken by nodes 1..");
+            assert!(before[0] > 0, "node 1 took the copy");
+        });
+    }
+}
+
+/// The envelopes node `k` has taken from its inbox so far.
+fn received(d: &Driver, k: usize) -> u64 {
+    d.home.counts[k].received.load(Ordering::Acquire)
+}
