@@ -1,6 +1,6 @@
 //! retype-trace: the trace format and the importers of other people's traces.
 //!
-//! - [`event`]: what a trace holds (events, thread summaries, metadata).
+//! - [`event`]: what a trace holds (events, thread summaries, metadata, RSS samples, mapping calls).
 //! - [`codec`]: the byte encoding, allocation-free (the recorder uses it inside malloc).
 //! - [`writer`], [`reader`]: streaming I/O of `.rtr` files; [`trace`]: a whole trace in memory.
 //! - [`requests`]: the request stream, what every format comes to and the replay runs:
@@ -11,7 +11,8 @@
 //! - [`summary`]: what `retype trace info` reports; [`heap`]: the live
 //!   blocks as events change them, which [`sites`] (what `retype trace sites`
 //!   counts per call stack) and [`timeline`] (live bytes over time) walk;
-//!   [`window`]: the part of a trace they look at; [`recorded`]: the stretches of
+//!   [`window`]: the part of a trace they look at; [`mapped`]: the bytes the
+//!   program mapped itself (mmap, brk), the timeline's third series; [`recorded`]: the stretches of
 //!   the run a trace recorded, when recording was started and stopped.
 
 pub mod codec;
@@ -21,6 +22,7 @@ pub mod event;
 pub mod format;
 pub mod heap;
 pub mod malloclab;
+pub mod mapped;
 pub mod reader;
 pub mod recorded;
 pub mod requests;
@@ -34,7 +36,9 @@ pub mod window;
 pub mod writer;
 
 pub use error::{ParseError, TraceError};
-pub use event::{CutShort, Event, Module, Op, Record, Stack, ThreadSummary};
+pub use event::{
+    CutShort, Event, MapOp, Mapping, Module, Op, Record, RssSample, Stack, ThreadSummary,
+};
 pub use reader::Reader;
 pub use requests::{Request, Requests};
 pub use trace::Trace;

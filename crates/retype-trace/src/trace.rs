@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{CutShort, Event, Module, Record, Stack, ThreadSummary};
+use crate::event::{CutShort, Event, Mapping, Module, Record, RssSample, Stack, ThreadSummary};
 use crate::reader::Reader;
 use crate::writer::Writer;
 
@@ -26,8 +26,13 @@ pub struct Trace {
     /// The objects loaded in each segment's program image (`Module::segment`
     /// indexes the segments: 0 before `segments[0]`, and so on).
     pub modules: Vec<Module>,
-    /// Call stacks: an event's `stack` k > 0 is `stacks[k - 1]`.
+    /// Call stacks: an event's (or a mapping's) `stack` k > 0 is `stacks[k - 1]`.
     pub stacks: Vec<Stack>,
+    /// The process's RSS samples, in file order, each in its segment (an
+    /// image that made no malloc-family call counts in the next one's).
+    pub rss: Vec<RssSample>,
+    /// The program's mapping calls, in file order, segments as for [`Trace::rss`].
+    pub mappings: Vec<Mapping>,
     /// Where the file stops, if it stops before its last end record (the
     /// trace holds what was read before that).
     pub cut_short: Option<CutShort>,
@@ -71,6 +76,13 @@ impl Trace {
                     t.stacks.push(stack);
                     ids[starts.len() - 1].insert(id, t.stacks.len() as u32);
                 }
+                Some(Record::Rss(r)) => t.rss.push(r),
+                Some(Record::Mapping(m)) => t.mappings.push(m),
+            }
+        }
+        for m in &mut t.mappings {
+            if m.stack != 0 {
+                m.stack = ids[m.segment as usize].get(&m.stack).copied().unwrap_or(0);
             }
         }
         // Events name their stacks by their segment's ids.
@@ -100,8 +112,21 @@ impl Trace {
             std::mem::take(&mut t.stacks),
         );
         modules.retain_mut(|m| index(m.segment).map(|i| m.segment = i).is_some());
+        // Records that outlive an image without events go to the next image.
+        let image = |k: u32| {
+            t.segments
+                .iter()
+                .filter(|&&b| b <= starts[k as usize])
+                .count() as u32
+        };
         for s in &mut stacks {
-            s.segment = index(s.segment).unwrap_or(0);
+            s.segment = image(s.segment);
+        }
+        for r in &mut t.rss {
+            r.segment = image(r.segment);
+        }
+        for m in &mut t.mappings {
+            m.segment = image(m.segment);
         }
         t.modules = modules;
         t.stacks = stacks;
@@ -137,7 +162,8 @@ impl Trace {
         Ok(())
     }
 
-    /// The modules and stacks of segment `segment`, which begin it.
+    /// The modules, stacks, RSS samples and mappings of segment `segment`,
+    /// which begin it.
     fn write_image<W: Write>(&self, w: &mut Writer<W>, segment: u32) -> std::io::Result<()> {
         for m in self.modules.iter().filter(|m| m.segment == segment) {
             w.module(m)?;
@@ -146,6 +172,12 @@ impl Trace {
             if s.segment == segment {
                 w.stack(i as u32 + 1, s)?;
             }
+        }
+        for r in self.rss.iter().filter(|r| r.segment == segment) {
+            w.rss(r)?;
+        }
+        for m in self.mappings.iter().filter(|m| m.segment == segment) {
+            w.mapping(m)?;
         }
         Ok(())
     }
