@@ -17,32 +17,43 @@ use retype_trace::{Event, Op};
 
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
-use crate::thread::local::{local, Busy};
+use crate::thread::local::{local, Busy, Local};
 use crate::thread::own;
-use crate::{process, recording, rseq, settings, stacks, sys};
+use crate::{process, recording, rseq, rss, settings, stacks, sys};
 
-/// Runs `call`, recording the event `event` builds from its result; `at`
-/// is where the program called from.
+/// A recorded call's start: `None` if the call is not recorded (recording
+/// is off, or this thread is inside the recorder), else this thread's state,
+/// the guard that marks it inside, and the call's stack (0: none), taken
+/// from `at`, where the program called from. An RSS sample is taken here when due.
 #[inline(always)]
-fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
+pub fn enter(at: Entry) -> Option<(&'static Local, Busy, u32)> {
     if !recording::is_on() {
         if !process::not_started() {
-            return call();
+            return None;
         }
         process::start();
         if !recording::is_on() {
-            return call();
+            return None;
         }
     }
     let l = local();
-    let Some(_busy) = Busy::enter_on(l) else {
-        return call();
-    };
+    let busy = Busy::enter_on(l)?;
+    rss::tick();
     // The stack is taken outside the timed call: latencies stay the allocator's.
     let stack = if settings::get().records_stacks() {
         own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
     } else {
         0
+    };
+    Some((l, busy, stack))
+}
+
+/// Runs `call`, recording the event `event` builds from its result; `at`
+/// is where the program called from.
+#[inline(always)]
+fn traced<T: Copy>(at: Entry, call: impl FnOnce() -> T, event: impl FnOnce(T) -> Event) -> T {
+    let Some((l, _busy, stack)) = enter(at) else {
+        return call();
     };
     let mark = rseq::mark(&l.rseq_cs);
     let t0 = sys::ticks();
@@ -95,6 +106,8 @@ macro_rules! export {
         }
     };
 }
+
+pub(crate) use export;
 
 export!(malloc(size: size_t) -> *mut c_void = malloc_body, "rsi", "rdx");
 export!(calloc(n: size_t, size: size_t) -> *mut c_void = calloc_body, "rdx", "rcx");

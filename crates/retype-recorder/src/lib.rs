@@ -7,7 +7,8 @@
 //! the trace (no variable, no recording); `RETYPE_ALLOCATOR` is copied into the
 //! trace's metadata; `RETYPE_STACK_DEPTH` is the most frames a call stack keeps
 //! (default 32; 0: no stacks); `RETYPE_PAUSED` and `RETYPE_TOGGLE_SIGNAL`
-//! start paused and name the signal that starts and stops recording.
+//! start paused and name the signal that starts and stops recording;
+//! `RETYPE_RSS_MS` is the interval between RSS samples (0: none).
 //! `retype record` sets them. A forked child writes
 //! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
 //! process's file. When the file cannot be written (a full disk, the file-size
@@ -23,6 +24,8 @@
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
 //! - [`output`]: the trace file: naming, header, continuation across exec,
 //!   and the stop, for good, when it cannot be written;
+//! - [`gate`]: records written straight to the trace, never after its end record;
+//! - [`rss`]: RSS samples, taken on the program's calls at an interval;
 //! - [`control`]: recording windows: a paused start, the toggle signal, and
 //!   the `window_start`/`window_stop` records;
 //! - [`stack_table`]: each distinct stack once, with its id;
@@ -37,6 +40,8 @@
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
 //! - [`hooks`]: the exported malloc family;
+//! - [`mapping`]: the exported mapping calls (`mmap`, `munmap`, `mremap`,
+//!   `brk`, `sbrk`), recorded beside the heap;
 //! - [`got`]: a running process's calls redirected to the hooks (GOT slots rewritten);
 //! - [`attach`]: the recorder loaded into a running process (`retype record
 //!   --pid`): `retype_attach` and `retype_detach`, which the CLI calls in it.
@@ -50,14 +55,17 @@
 mod attach;
 mod cfi;
 mod control;
+mod gate;
 mod got;
 mod hooks;
+mod mapping;
 mod modules;
 mod output;
 mod process;
 mod real;
 mod recording;
 mod rseq;
+mod rss;
 mod settings;
 mod stack_table;
 mod stacks;

@@ -10,7 +10,8 @@
 //! `RETYPE_PAUSED` (`1`) opens the trace without recording until the toggle
 //! signal starts it; `RETYPE_TOGGLE_SIGNAL` is that signal's number (unset: no
 //! signal toggles, so a program run with the library but not through `retype
-//! record` keeps its signals as they were). The values are
+//! record` keeps its signals as they were); `RETYPE_RSS_MS` is the interval
+//! between RSS samples in ms (unset or not a number: 10; 0: no samples). The values are
 //! copied into fixed storage: reading them allocates nothing, and what the
 //! program later does to its environment changes nothing.
 //!
@@ -27,12 +28,15 @@ use crate::sys::{parse_num, StackStr};
 pub const MAX_STACK_DEPTH: usize = 128;
 /// The frames a stack keeps when `RETYPE_STACK_DEPTH` does not say.
 const DEFAULT_STACK_DEPTH: usize = 32;
+/// The ms between RSS samples when `RETYPE_RSS_MS` does not say.
+const DEFAULT_RSS_MS: u64 = 10;
 
 const TRACE_FILE: &CStr = c"RETYPE_TRACE_FILE";
 const ALLOCATOR: &CStr = c"RETYPE_ALLOCATOR";
 const STACK_DEPTH: &CStr = c"RETYPE_STACK_DEPTH";
 const PAUSED: &CStr = c"RETYPE_PAUSED";
 const TOGGLE_SIGNAL: &CStr = c"RETYPE_TOGGLE_SIGNAL";
+const RSS_MS: &CStr = c"RETYPE_RSS_MS";
 
 /// A variable's value, up to 4096 bytes (what a path or a meta record's text
 /// holds in the trace; the rest is cut off).
@@ -45,6 +49,7 @@ pub struct Settings {
     stack_depth: usize,
     paused: bool,
     toggle_signal: Option<i32>,
+    rss_ms: u64,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -100,6 +105,7 @@ impl Settings {
                 .and_then(parse_num)
                 .filter(|&n| n > 0 && n < 65)
                 .map(|n| n as i32),
+            rss_ms: var(RSS_MS).and_then(parse_num).unwrap_or(DEFAULT_RSS_MS),
         }
     }
 
@@ -139,6 +145,11 @@ impl Settings {
         self.stack_depth
     }
 
+    /// The ms between RSS samples (`RETYPE_RSS_MS`); 0: RSS is not sampled.
+    pub fn rss_ms(&self) -> u64 {
+        self.rss_ms
+    }
+
     /// Whether call stacks are recorded.
     #[inline(always)]
     pub fn records_stacks(&self) -> bool {
@@ -152,7 +163,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{Settings, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
+    use super::{Settings, DEFAULT_RSS_MS, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
 
     /// The settings of an environment that holds just `vars`.
     fn parse(vars: &[(&CStr, &[u8])]) -> Settings {
@@ -203,6 +214,18 @@ mod tests {
         let s = parse(&[]);
         assert!(!s.paused());
         assert_eq!(s.toggle_signal(), None);
+    }
+
+    #[test]
+    fn the_rss_interval_is_read_zero_turns_it_off() {
+        assert_eq!(parse(&[]).rss_ms(), DEFAULT_RSS_MS);
+        assert_eq!(parse(&[(c"RETYPE_RSS_MS", b"250")]).rss_ms(), 250);
+        assert_eq!(parse(&[(c"RETYPE_RSS_MS", b"0")]).rss_ms(), 0);
+        assert_eq!(
+            parse(&[(c"RETYPE_RSS_MS", b"soon")]).rss_ms(),
+            DEFAULT_RSS_MS
+        );
+        assert_eq!(Settings::from_text(b"RETYPE_RSS_MS=3\n").rss_ms(), 3);
     }
 
     #[test]
