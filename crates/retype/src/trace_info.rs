@@ -5,12 +5,23 @@ use std::path::Path;
 
 use retype_trace::recorded::windows;
 use retype_trace::summary::{Log2Histogram, Summary};
-use retype_trace::{Op, Trace};
+use retype_trace::{MapOp, Op, Trace};
 use serde_json::{json, Value};
 
 fn histogram_json(h: &Log2Histogram) -> Value {
     h.nonempty()
         .map(|(le, count)| json!({"le": le as u64, "count": count}))
+        .collect()
+}
+
+/// The program's mapping calls by op name (outside the heap: not in `ops`).
+pub fn mapping_calls(t: &Trace) -> serde_json::Map<String, Value> {
+    [MapOp::Mmap, MapOp::Munmap, MapOp::Mremap, MapOp::Brk]
+        .into_iter()
+        .map(|op| {
+            let n = t.mappings.iter().filter(|m| m.op == op).count();
+            (op.name().to_string(), json!(n))
+        })
         .collect()
 }
 
@@ -43,7 +54,7 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         })
         .collect();
     let meta: Vec<Value> = t.meta.iter().map(|(k, v)| json!([k, v])).collect();
-    json!({
+    let mut v = json!({
         "file": file,
         "meta": meta,
         "events": s.events,
@@ -83,5 +94,9 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
             "closed_by": w.closed_by,
             "events": w.events,
         })).collect::<Vec<_>>(),
-    })
+    });
+    v["rss_samples"] = json!(t.rss.len());
+    v["rss_max_bytes"] = json!(t.rss.iter().map(|r| r.rss_bytes).max());
+    v["mapping_calls"] = json!(mapping_calls(t));
+    v
 }

@@ -13,6 +13,9 @@
 
 #define MIB (1024 * 1024)
 
+/* Blocks kept here, so the compiler cannot drop a malloc and its free. */
+static char *volatile block;
+
 static char *touched_map(void) {
     char *m = mmap(NULL, MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -22,7 +25,7 @@ static char *touched_map(void) {
 }
 
 int main(int argc, char **argv) {
-    char *block = malloc(1000);
+    block = malloc(1000);
     char *m = touched_map();
     if (argc > 1) {
         /* The exec'd image. */
@@ -35,7 +38,8 @@ int main(int argc, char **argv) {
         char *c = touched_map();
         printf("child mmap %lx\n", (unsigned long)c);
         munmap(c, MIB);
-        free(malloc(2000));
+        block = malloc(2000);
+        free(block);
         exit(0);
     }
     int status;
