@@ -39,7 +39,7 @@ enum Refused {
 }
 
 /// Every function of ours the program's calls are redirected to.
-const HOOKED: [&CStr; 22] = [
+const HOOKED: [&CStr; 28] = [
     c"malloc",
     c"calloc",
     c"realloc",
@@ -62,6 +62,12 @@ const HOOKED: [&CStr; 22] = [
     c"_exit",
     c"_Exit",
     c"pthread_create",
+    c"mmap",
+    c"mmap64",
+    c"munmap",
+    c"mremap",
+    c"brk",
+    c"sbrk",
 ];
 
 /// The recorder records in this process, attached.

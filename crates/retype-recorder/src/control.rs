@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use libc::c_int;
 
 use crate::sys::{self, StackStr};
-use crate::{output, recording, settings};
+use crate::{output, recording, rss, settings};
 
 /// The value `retype record --control` sends with the signal to start recording.
 const START: usize = 1;
@@ -100,11 +100,13 @@ pub fn start(reason: &[u8]) {
     let at = sys::now_ns();
     if recording::switch_on() {
         window(b"window_start", at, reason);
+        rss::sample();
     }
 }
 
 /// Closes the window: records nothing from now on.
 pub fn stop(reason: &[u8]) {
+    rss::sample();
     if recording::switch_off() {
         window(b"window_stop", sys::now_ns(), reason);
     }

@@ -19,9 +19,40 @@ use retype_trace::{Event, Op};
 use crate::kept::{self, Call, Keep};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
 use crate::stacks::Entry;
-use crate::thread::local::{local, Busy};
+use crate::thread::local::{local, Busy, Local};
 use crate::thread::own;
-use crate::{phase_stats, process, recording, rseq, settings, stacks, sys};
+use crate::{phase_stats, process, recording, rseq, rss, settings, stacks, sys};
+
+/// A recorded call's start: `None` if the call is not recorded (recording
+/// is off, or this thread is inside the recorder), else this thread's state
+/// and the guard that marks it inside. An RSS sample is taken here when due.
+#[inline(always)]
+pub fn enter() -> Option<(&'static Local, Busy)> {
+    if !recording::is_on() {
+        if !process::not_started() {
+            return None;
+        }
+        process::start();
+        if !recording::is_on() {
+            return None;
+        }
+    }
+    let l = local();
+    let busy = Busy::enter_on(l)?;
+    rss::tick();
+    Some((l, busy))
+}
+
+/// The stack of a call made from `at` (0: stacks are not recorded), taken
+/// outside the timed call so that latencies stay the allocator's.
+#[inline(always)]
+pub fn stack(l: &Local, at: Entry) -> u32 {
+    if settings::get().records_stacks() {
+        own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
+    } else {
+        0
+    }
+}
 
 /// Runs `run`, the call `call` describes, recording what the recording
 /// keeps ([`kept`]) of the event `event` builds from its result; `at` is
@@ -33,29 +64,14 @@ fn traced<T: Copy>(
     run: impl FnOnce() -> T,
     event: impl FnOnce(T) -> Event,
 ) -> T {
-    if !recording::is_on() {
-        if !process::not_started() {
-            return run();
-        }
-        process::start();
-        if !recording::is_on() {
-            return run();
-        }
-    }
-    let l = local();
-    let Some(_busy) = Busy::enter_on(l) else {
+    let Some((l, _busy)) = enter() else {
         return run();
     };
     let keep = kept::before(l, call);
     if let Keep::Nothing = keep {
         return run();
     }
-    // The stack is taken outside the timed call: latencies stay the allocator's.
-    let stack = if keep.stack() && settings::get().records_stacks() {
-        own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
-    } else {
-        0
-    };
+    let stack = if keep.stack() { stack(l, at) } else { 0 };
     let mark = rseq::mark(&l.rseq_cs);
     let t0 = sys::ticks();
     let v = run();
@@ -112,6 +128,8 @@ macro_rules! export {
         }
     };
 }
+
+pub(crate) use export;
 
 export!(malloc(size: size_t) -> *mut c_void = malloc_body, "rsi", "rdx");
 export!(calloc(n: size_t, size: size_t) -> *mut c_void = calloc_body, "rdx", "rcx");

@@ -10,6 +10,7 @@
 //! start paused and name the signal that starts and stops recording;
 //! `RETYPE_AGGREGATE`, `RETYPE_SNAPSHOT_MS`, `RETYPE_SAMPLE_BYTES` and
 //! `RETYPE_SAMPLE_SEED` make it an aggregate or a sampled recording.
+//! `RETYPE_RSS_MS` is the interval between RSS samples (0: none).
 //! `retype record` sets them. A forked child writes
 //! `FILE.PID` (`FILE.PID.N` if taken); an exec'd image goes on appending to its
 //! process's file. When the file cannot be written (a full disk, the file-size
@@ -26,6 +27,8 @@
 //! - [`rseq`]: whether the thread was descheduled during a call (the kernel's rseq area);
 //! - [`output`]: the trace file: naming, header, continuation across exec,
 //!   and the stop, for good, when it cannot be written;
+//! - [`gate`]: records written straight to the trace, never after its end record;
+//! - [`rss`]: RSS samples, taken on the program's calls at an interval;
 //! - [`control`]: recording windows: a paused start, the toggle signal, and
 //!   the `window_start`/`window_stop` records;
 //! - [`stack_table`]: each distinct stack once, with its id;
@@ -47,6 +50,8 @@
 //!   (`execl`, `execlp` and `execle`, C-variadic, are in `c/exec_variadic.c`,
 //!   built by `build.rs`);
 //! - [`hooks`]: the exported malloc family;
+//! - [`mapping`]: the exported mapping calls (`mmap`, `munmap`, `mremap`,
+//!   `brk`, `sbrk`), recorded beside the heap;
 //! - [`got`]: a running process's calls redirected to the hooks (GOT slots rewritten);
 //! - [`attach`]: the recorder loaded into a running process (`retype record
 //!   --pid`): `retype_attach` and `retype_detach`, which the CLI calls in it.
@@ -62,9 +67,11 @@ mod attach;
 mod blocks;
 mod cfi;
 mod control;
+mod gate;
 mod got;
 mod hooks;
 mod kept;
+mod mapping;
 mod mark;
 mod modules;
 mod output;
@@ -73,6 +80,7 @@ mod process;
 mod real;
 mod recording;
 mod rseq;
+mod rss;
 mod sample;
 mod settings;
 mod stack_table;

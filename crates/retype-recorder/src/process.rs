@@ -12,7 +12,9 @@ use retype_trace::codec::{self, thread_fields};
 use crate::real::real;
 use crate::thread::local::{local, Busy};
 use crate::thread::{buffer, cost, exit};
-use crate::{control, kept, modules, output, phase_stats, rseq, settings, stack_table, sys};
+use crate::{
+    control, gate, kept, modules, output, phase_stats, rseq, rss, settings, stack_table, sys,
+};
 
 /// The process whose trace the state belongs to (a vfork child shares our
 /// memory but has another pid: it must not touch the trace).
@@ -93,6 +95,8 @@ fn begin(forked: bool, on: bool, reason: &[u8]) {
         }
         kept::begin(forked);
         FINISHED.store(false, Ordering::Release);
+        gate::open();
+        rss::restart();
         control::begin(on, reason);
     }
 }
@@ -132,6 +136,8 @@ fn end_segment(in_signal: bool, reason: &[u8]) -> Option<bool> {
         num.push_num(dropped);
         output::meta(b"stacks_dropped", num.as_bytes());
     }
+    rss::last(on);
+    gate::close(in_signal);
     // After the events: the window holds every one of them.
     if on {
         control::ended(reason);

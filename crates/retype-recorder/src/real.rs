@@ -25,6 +25,15 @@ pub type Execve =
 pub type Execv = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 pub type Fexecve = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 pub type Exit = unsafe extern "C" fn(c_int) -> !;
+pub type Mmap =
+    unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, libc::off_t) -> *mut c_void;
+pub type Munmap = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
+/// `mremap` is C-variadic for its fifth argument, which it reads only with
+/// `MREMAP_FIXED`: passed always, as a plain argument.
+pub type Mremap =
+    unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void;
+pub type Brk = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type Sbrk = unsafe extern "C" fn(libc::intptr_t) -> *mut c_void;
 pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 pub type PthreadCreate = unsafe extern "C" fn(
     *mut libc::pthread_t,
@@ -33,7 +42,7 @@ pub type PthreadCreate = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// The next allocator and the process functions we wrap.
+/// The next allocator, the process functions and the mapping calls we wrap.
 pub struct Real {
     pub malloc: Malloc,
     pub calloc: Calloc,
@@ -53,6 +62,11 @@ pub struct Real {
     pub fexecve: Fexecve,
     pub exit: Exit,
     pub exit_upper: Exit,
+    pub mmap: Mmap,
+    pub munmap: Munmap,
+    pub mremap: Mremap,
+    pub brk: Brk,
+    pub sbrk: Sbrk,
 }
 
 const UNRESOLVED: u8 = 0;
@@ -192,6 +206,11 @@ fn resolve() -> Real {
         fexecve: required!("fexecve", Fexecve),
         exit: required!("_exit", Exit),
         exit_upper: required!("_Exit", Exit),
+        mmap: required!("mmap", Mmap),
+        munmap: required!("munmap", Munmap),
+        mremap: required!("mremap", Mremap),
+        brk: required!("brk", Brk),
+        sbrk: required!("sbrk", Sbrk),
     }
 }
 

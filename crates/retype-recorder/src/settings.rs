@@ -15,7 +15,8 @@
 //! `RETYPE_SNAPSHOT_MS` ms (default [`DEFAULT_SNAPSHOT_MS`]; 0: none);
 //! `RETYPE_SAMPLE_BYTES` (a number above 0) records only the allocations a
 //! Poisson process over the bytes picks, that many bytes apart on average,
-//! and `RETYPE_SAMPLE_SEED` seeds it (unset: from the clock). The values are
+//! and `RETYPE_SAMPLE_SEED` seeds it (unset: from the clock). `RETYPE_RSS_MS` is the interval
+//! between RSS samples in ms (unset or not a number: 10; 0: no samples). The values are
 //! copied into fixed storage: reading them allocates nothing, and what the
 //! program later does to its environment changes nothing.
 //!
@@ -32,6 +33,8 @@ use crate::sys::{parse_num, StackStr};
 pub const MAX_STACK_DEPTH: usize = 128;
 /// The frames a stack keeps when `RETYPE_STACK_DEPTH` does not say.
 const DEFAULT_STACK_DEPTH: usize = 32;
+/// The ms between RSS samples when `RETYPE_RSS_MS` does not say.
+const DEFAULT_RSS_MS: u64 = 10;
 
 const TRACE_FILE: &CStr = c"RETYPE_TRACE_FILE";
 const ALLOCATOR: &CStr = c"RETYPE_ALLOCATOR";
@@ -58,6 +61,7 @@ pub enum Mode {
     /// (and the frees of those blocks); `seed` seeds the gaps (0: the clock).
     Sampled { mean_bytes: u64, seed: u64 },
 }
+const RSS_MS: &CStr = c"RETYPE_RSS_MS";
 
 /// A variable's value, up to 4096 bytes (what a path or a meta record's text
 /// holds in the trace; the rest is cut off).
@@ -71,6 +75,7 @@ pub struct Settings {
     paused: bool,
     toggle_signal: Option<i32>,
     mode: Mode,
+    rss_ms: u64,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -141,6 +146,7 @@ impl Settings {
                     None => Mode::Full,
                 }
             },
+            rss_ms: var(RSS_MS).and_then(parse_num).unwrap_or(DEFAULT_RSS_MS),
         }
     }
 
@@ -186,6 +192,11 @@ impl Settings {
         self.mode
     }
 
+    /// The ms between RSS samples (`RETYPE_RSS_MS`); 0: RSS is not sampled.
+    pub fn rss_ms(&self) -> u64 {
+        self.rss_ms
+    }
+
     /// Whether call stacks are recorded.
     #[inline(always)]
     pub fn records_stacks(&self) -> bool {
@@ -199,7 +210,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{Mode, Settings, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
+    use super::{Mode, Settings, DEFAULT_RSS_MS, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
 
     /// The settings of an environment that holds just `vars`.
     fn parse(vars: &[(&CStr, &[u8])]) -> Settings {
@@ -250,6 +261,18 @@ mod tests {
         let s = parse(&[]);
         assert!(!s.paused());
         assert_eq!(s.toggle_signal(), None);
+    }
+
+    #[test]
+    fn the_rss_interval_is_read_zero_turns_it_off() {
+        assert_eq!(parse(&[]).rss_ms(), DEFAULT_RSS_MS);
+        assert_eq!(parse(&[(c"RETYPE_RSS_MS", b"250")]).rss_ms(), 250);
+        assert_eq!(parse(&[(c"RETYPE_RSS_MS", b"0")]).rss_ms(), 0);
+        assert_eq!(
+            parse(&[(c"RETYPE_RSS_MS", b"soon")]).rss_ms(),
+            DEFAULT_RSS_MS
+        );
+        assert_eq!(Settings::from_text(b"RETYPE_RSS_MS=3\n").rss_ms(), 3);
     }
 
     #[test]

@@ -64,6 +64,15 @@ impl TickScale {
         self.base_ns + self.span_ns(t.saturating_sub(self.base_tsc))
     }
 
+    /// The [`ticks`] in `ns` nanoseconds, rounded down (at least 1).
+    pub fn ticks_in(self, ns: u64) -> u64 {
+        if self.mult == 0 {
+            return ns.max(1);
+        }
+        let t = (u128::from(ns) << 32) / u128::from(self.mult);
+        u64::try_from(t).unwrap_or(u64::MAX).max(1)
+    }
+
     /// The length in ns of a span of `d` [`ticks`], rounded down.
     #[inline(always)]
     fn span_ns(self, d: u64) -> u64 {
@@ -413,6 +422,13 @@ mod tests {
         };
         assert_eq!(coarse.latency_ns(0), 40);
         assert_eq!(coarse.latency_ns(100), 100);
+    }
+
+    #[test]
+    fn an_interval_in_ticks_spans_that_many_ns() {
+        assert_eq!(SCALE.ticks_in(1_000), 2_000);
+        assert_eq!(SCALE.span_ns(SCALE.ticks_in(10_000_000)), 10_000_000);
+        assert_eq!(TickScale { mult: 0, ..SCALE }.ticks_in(77), 77);
     }
 
     #[test]

@@ -6,14 +6,15 @@
 
 use std::ops::Range;
 
-use crate::event::{Counters, Event, Op, ThreadSummary};
+use crate::event::{Counters, Event, Mapping, Op, RssSample, ThreadSummary};
 
 /// The first 8 bytes of every trace file (PNG-style: detects text-mode mangling).
 pub const MAGIC: [u8; 8] = *b"\x89RTR\r\n\x1a\n";
 /// The format version this crate writes: 2 added call stacks and loaded
 /// objects (module and stack records, the stack flag on events), 3 the
-/// descheduled flag on events.
-pub const VERSION: u16 = 3;
+/// descheduled flag on events, 4 aggregate and sampled recordings (counters
+/// and snapshot records), RSS samples and mapping calls.
+pub const VERSION: u16 = 4;
 /// The oldest version this crate reads.
 pub const MIN_VERSION: u16 = 1;
 /// Magic, version (u16 LE) and a reserved u16 (0).
@@ -30,6 +31,10 @@ pub const TAG_STACK: u8 = 6;
 pub const TAG_COUNTERS: u8 = 7;
 /// An aggregate recording's live bytes at one moment ([`snapshot_record`]).
 pub const TAG_SNAPSHOT: u8 = 8;
+/// An RSS sample: time and resident bytes ([`rss_fields`]).
+pub const TAG_RSS: u8 = 9;
+/// A mapping call: [`mapping_fields`].
+pub const TAG_MAPPING: u8 = 10;
 
 /// Set in an event's op byte when a stack id follows its fields.
 pub const STACK_FLAG: u8 = 0x80;
@@ -46,6 +51,10 @@ pub const MAX_EVENT_LEN: usize = 64;
 pub const MAX_RECORD_HEADER: usize = 1 + MAX_VARINT;
 /// The most bytes an events record's header takes: record header, thread, base time.
 pub const MAX_EVENTS_HEADER: usize = MAX_RECORD_HEADER + 2 * MAX_VARINT;
+/// The most fields a [`varint_record`] holds.
+pub const MAX_VARINT_FIELDS: usize = 12;
+/// The most bytes a [`varint_record`] takes.
+pub const MAX_VARINT_RECORD: usize = MAX_RECORD_HEADER + MAX_VARINT_FIELDS * MAX_VARINT;
 
 /// The file header.
 pub fn header() -> [u8; HEADER_LEN] {
@@ -279,9 +288,9 @@ pub fn header_before(
 }
 
 /// Encodes a whole record with tag `tag` and varint fields `fields` (at most
-/// 12) into `buf`; returns its length.
+/// [`MAX_VARINT_FIELDS`]) into `buf`; returns its length.
 pub fn varint_record(buf: &mut [u8], tag: u8, fields: &[u64]) -> Option<usize> {
-    let mut payload = [0u8; 12 * MAX_VARINT];
+    let mut payload = [0u8; MAX_VARINT_FIELDS * MAX_VARINT];
     let mut len = 0;
     for &f in fields {
         put_varint(&mut payload, &mut len, f)?;
@@ -345,6 +354,27 @@ pub fn snapshot_record(
         pos - MAX_RECORD_HEADER,
     )?;
     Some(start..pos)
+}
+
+/// An RSS sample record's fields, in file order.
+pub fn rss_fields(r: &RssSample) -> [u64; 2] {
+    [r.time_ns, r.rss_bytes]
+}
+
+/// A mapping record's fields, in file order (the stack id last, 0 for none).
+pub fn mapping_fields(m: &Mapping) -> [u64; 10] {
+    [
+        u64::from(m.thread),
+        m.time_ns,
+        m.op as u64,
+        m.addr,
+        m.len,
+        m.old_addr,
+        m.old_len,
+        u64::from(m.prot),
+        u64::from(m.flags),
+        u64::from(m.stack),
+    ]
 }
 
 /// Encodes a meta record (`key`, `value`) into `buf`; returns its length.

@@ -1,4 +1,5 @@
-//! What a trace holds: allocation events, per-thread summaries and metadata.
+//! What a trace holds: allocation events, per-thread summaries and metadata,
+//! and beside the heap the process's RSS samples and mapping calls.
 
 /// A malloc-family operation. The numeric codes are the on-disk op codes.
 #[derive(
@@ -217,6 +218,10 @@ pub enum Record {
     },
     /// An aggregate recording's live bytes at one moment.
     Snapshot(Snapshot),
+    /// An RSS sample (tag 9).
+    Rss(RssSample),
+    /// A mapping call (tag 10); its stack is an id as an event's is.
+    Mapping(Mapping),
 }
 
 /// What an aggregate recording (`retype record --aggregate`) keeps of one
@@ -275,6 +280,38 @@ impl Counters {
     }
 }
 
+/// A call outside the malloc family that maps or unmaps memory. The numeric
+/// codes are the on-disk codes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, strum::VariantArray)]
+#[repr(u8)]
+pub enum MapOp {
+    #[default]
+    Mmap = 1,
+    Munmap = 2,
+    Mremap = 3,
+    /// `brk` or `sbrk`: the program break moved.
+    Brk = 4,
+}
+
+impl MapOp {
+    /// The op with on-disk code `code`, if any.
+    pub fn from_code(code: u64) -> Option<MapOp> {
+        let ops = <MapOp as strum::VariantArray>::VARIANTS;
+        ops.get(usize::try_from(code).ok()?.wrapping_sub(1))
+            .copied()
+    }
+
+    /// The C function name (`brk` for both `brk` and `sbrk`), also used in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            MapOp::Mmap => "mmap",
+            MapOp::Munmap => "munmap",
+            MapOp::Mremap => "mremap",
+            MapOp::Brk => "brk",
+        }
+    }
+}
+
 /// The live bytes of an aggregate recording at one moment, for the whole
 /// process and its stacks with the most live bytes then.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -287,4 +324,43 @@ pub struct Snapshot {
     /// [`Trace`](crate::Trace) the stack's index + 1 (as `Event::stack`), in
     /// a [`Record`] stream its id (0 in both: the calls without a stack).
     pub stacks: Vec<(u32, u64)>,
+}
+
+/// One successful `mmap`, `munmap`, `mremap`, `brk` or `sbrk` call of the
+/// program (failed calls change nothing and are not recorded).
+///
+/// | op | `addr` | `len` | `old_addr` | `old_len` |
+/// |---|---|---|---|---|
+/// | mmap | the mapping returned | length asked | 0 | 0 |
+/// | munmap | the range unmapped | its length | 0 | 0 |
+/// | mremap | the mapping returned | its new length | the old mapping | its length |
+/// | brk | the break after the call | 0 | the break before | 0 |
+///
+/// `prot` and `flags` are mmap's (mremap's flags for mremap, 0 otherwise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mapping {
+    pub op: MapOp,
+    pub thread: u32,
+    /// When the call started, in ns on the trace's clock.
+    pub time_ns: u64,
+    pub addr: u64,
+    pub len: u64,
+    pub old_addr: u64,
+    pub old_len: u64,
+    pub prot: u32,
+    pub flags: u32,
+    /// As [`Event::stack`].
+    pub stack: u32,
+    /// As [`Module::segment`].
+    pub segment: u32,
+}
+
+/// The process's resident set size at one moment (`/proc/self/statm`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RssSample {
+    /// In ns on the trace's clock.
+    pub time_ns: u64,
+    pub rss_bytes: u64,
+    /// As [`Module::segment`].
+    pub segment: u32,
 }

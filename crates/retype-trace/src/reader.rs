@@ -13,7 +13,9 @@ use std::io::{self, Read};
 
 use crate::codec::{self, DecodeError, DeltaState, VarintError};
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{Counters, CutShort, Module, Record, Snapshot, Stack, ThreadSummary};
+use crate::event::{
+    Counters, CutShort, MapOp, Mapping, Module, Record, RssSample, Snapshot, Stack, ThreadSummary,
+};
 
 /// The largest record payload accepted; bigger lengths are corruption, not data.
 pub const MAX_RECORD_LEN: u64 = 1 << 26;
@@ -215,8 +217,19 @@ impl<R: Read> Reader<R> {
             }
             codec::TAG_MODULE if self.version >= 2 => self.module().map(Some),
             codec::TAG_STACK if self.version >= 2 => self.stack().map(Some),
-            codec::TAG_COUNTERS if self.version >= 3 => self.counters().map(Some),
-            codec::TAG_SNAPSHOT if self.version >= 3 => self.snapshot().map(Some),
+            codec::TAG_COUNTERS if self.version >= 4 => self.counters().map(Some),
+            codec::TAG_SNAPSHOT if self.version >= 4 => self.snapshot().map(Some),
+            codec::TAG_RSS if self.version >= 4 => {
+                let [time_ns, rss_bytes] = [(); 2].map(|()| self.field());
+                let (time_ns, rss_bytes) = (time_ns?, rss_bytes?);
+                self.expect_consumed()?;
+                Ok(Some(Record::Rss(RssSample {
+                    time_ns,
+                    rss_bytes,
+                    segment: self.segment,
+                })))
+            }
+            codec::TAG_MAPPING if self.version >= 4 => self.mapping().map(Some),
             t => Err(corrupt(start, format!("unknown record tag {t}"))),
         }
     }
@@ -251,6 +264,34 @@ impl<R: Read> Reader<R> {
             start,
             end,
             build_id: build_id.to_vec(),
+            segment: self.segment,
+        }))
+    }
+
+    fn mapping(&mut self) -> Result<Record, TraceError> {
+        let mut f = [0u64; 10];
+        for x in &mut f {
+            *x = self.field()?;
+        }
+        self.expect_consumed()?;
+        let [thread, time_ns, op, addr, len, old_addr, old_len, prot, flags, stack] = f;
+        let at = self.payload_at;
+        let narrow = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| corrupt(at, format!("{what} {v} exceeds 32 bits")))
+        };
+        let op = MapOp::from_code(op)
+            .ok_or_else(|| corrupt(at, format!("unknown mapping op code {op}")))?;
+        Ok(Record::Mapping(Mapping {
+            op,
+            thread: narrow(thread, "thread id")?,
+            time_ns,
+            addr,
+            len,
+            old_addr,
+            old_len,
+            prot: narrow(prot, "mapping prot")?,
+            flags: narrow(flags, "mapping flags")?,
+            stack: narrow(stack, "stack id")?,
             segment: self.segment,
         }))
     }

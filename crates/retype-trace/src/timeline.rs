@@ -9,12 +9,28 @@
 //! the process's. Blocks follow the [`heap`](crate::heap) model (a sampled
 //! recording's live bytes are estimates). An aggregate recording has no
 //! events: its timeline is its snapshots ([`snapshots`]).
+//!
+//! Beside the heap, two series of the whole process: its RSS samples and the
+//! bytes it mapped itself ([`mapped`](crate::mapped)), every value in the window.
 
 use crate::event::Event;
 use crate::heap::Heap;
 use crate::kind::Kind;
+use crate::mapped::{Mapped, DEFAULT_PAGE_SIZE};
 use crate::trace::Trace;
 use crate::window::Window;
+
+/// A quantity over time: `(ns after the trace's first event, bytes)` in time order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Series(pub Vec<(u64, u64)>);
+
+impl Series {
+    /// The value in force at `time_ns`: the last one at or before it.
+    pub fn at(&self, time_ns: u64) -> Option<u64> {
+        let after = self.0.partition_point(|&(t, _)| t <= time_ns);
+        after.checked_sub(1).map(|i| self.0[i].1)
+    }
+}
 
 /// One moment of the timeline.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +52,11 @@ pub struct Timeline {
     /// Each group's own maximum of live bytes over the window (not its share
     /// at the process's peak).
     pub group_peaks: Vec<u64>,
+    /// The process's RSS samples in the window.
+    pub rss: Series,
+    /// The bytes the program mapped itself, after each of its mapping calls
+    /// in the window (led by the level before the first, if not 0).
+    pub mapped: Series,
 }
 
 /// The timeline of `trace` in `window`, at most `2 * spans` points, its
@@ -53,11 +74,13 @@ pub fn timeline(
         return snapshots(trace, window, spans.max(1), group, groups);
     }
     let segments = trace.serialized_segments();
-    let first = trace.events.iter().map(|e| e.time_ns).min().unwrap_or(0);
+    let first = origin(trace);
     let moments = moments(&segments, window, spans.max(1), kind);
     let mut t = Timeline {
         points: Vec::with_capacity(moments.len()),
         group_peaks: vec![0; groups],
+        rss: rss(trace, window, first),
+        mapped: mapped(trace, window, first),
     };
     let mut live = vec![0u64; groups];
     let mut heap = Heap::new(kind);
@@ -101,6 +124,63 @@ pub fn timeline(
         }
     }
     t
+}
+
+/// The time the timeline counts from: the first event's (or, in a trace
+/// without events, the first sample's or mapping call's).
+fn origin(trace: &Trace) -> u64 {
+    let events = trace.events.iter().map(|e| e.time_ns).min();
+    let others = || {
+        let rss = trace.rss.iter().map(|r| r.time_ns);
+        rss.chain(trace.mappings.iter().map(|m| m.time_ns)).min()
+    };
+    events.or_else(others).unwrap_or(0)
+}
+
+/// The RSS samples in `window`, their times counted from `first` (a sample
+/// taken just before the first event is placed at it).
+fn rss(trace: &Trace, window: Window, first: u64) -> Series {
+    let mut v: Vec<(u64, u64)> = trace
+        .rss
+        .iter()
+        .filter(|r| window.contains(r.time_ns))
+        .map(|r| (r.time_ns.saturating_sub(first), r.rss_bytes))
+        .collect();
+    v.sort_by_key(|&(t, _)| t);
+    Series(v)
+}
+
+/// The bytes mapped after each mapping call in `window`, led by the level
+/// before the first, segment by segment (an exec unmaps everything).
+fn mapped(trace: &Trace, window: Window, first: u64) -> Series {
+    let page = trace
+        .meta_value("page_size")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(DEFAULT_PAGE_SIZE);
+    let mut calls: Vec<_> = trace.mappings.iter().collect();
+    calls.sort_by_key(|m| (m.segment, m.time_ns));
+    let mut v = Vec::new();
+    let mut model = Mapped::new(page);
+    let mut segment = None;
+    let mut entered = false;
+    for m in calls {
+        if segment != Some(m.segment) {
+            segment = Some(m.segment);
+            model = Mapped::new(page);
+        }
+        let before = model.bytes();
+        model.apply(m);
+        if !window.contains(m.time_ns) {
+            continue;
+        }
+        let at = m.time_ns.saturating_sub(first);
+        if !entered && before > 0 {
+            v.push((at, before));
+        }
+        entered = true;
+        v.push((at, model.bytes()));
+    }
+    Series(v)
 }
 
 /// The indexes of the events the timeline keeps, in order: of each span of
@@ -167,9 +247,12 @@ fn snapshots(
         inside.iter().map(|s| s.time_ns).min(),
         inside.iter().map(|s| s.time_ns).max(),
     ) else {
+        let first = origin(trace);
         return Timeline {
             points: Vec::new(),
             group_peaks: vec![0; groups],
+            rss: rss(trace, window, first),
+            mapped: mapped(trace, window, first),
         };
     };
     let first = trace
@@ -202,6 +285,8 @@ fn snapshots(
     let mut t = Timeline {
         points: Vec::with_capacity(kept.len()),
         group_peaks: vec![0; groups],
+        rss: rss(trace, window, first),
+        mapped: mapped(trace, window, first),
     };
     for i in kept {
         let s = inside[i];

@@ -8,7 +8,9 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::error::{TraceError, TraceErrorKind};
-use crate::event::{Counters, CutShort, Event, Module, Record, Snapshot, Stack, ThreadSummary};
+use crate::event::{
+    Counters, CutShort, Event, Mapping, Module, Record, RssSample, Snapshot, Stack, ThreadSummary,
+};
 use crate::reader::Reader;
 use crate::writer::Writer;
 
@@ -36,7 +38,7 @@ pub struct Trace {
     /// The objects loaded in each segment's program image (`Module::segment`
     /// indexes the segments: 0 before `segments[0]`, and so on).
     pub modules: Vec<Module>,
-    /// Call stacks: an event's `stack` k > 0 is `stacks[k - 1]`.
+    /// Call stacks: an event's (or a mapping's) `stack` k > 0 is `stacks[k - 1]`.
     pub stacks: Vec<Stack>,
     /// An aggregate recording's counters: what each stack of each segment
     /// did (a full or sampled recording has none).
@@ -44,6 +46,11 @@ pub struct Trace {
     /// An aggregate recording's snapshots of live bytes, in file order; their
     /// stacks are numbered as events' are.
     pub snapshots: Vec<Snapshot>,
+    /// The process's RSS samples, in file order, each in its segment (an
+    /// image that made no malloc-family call counts in the next one's).
+    pub rss: Vec<RssSample>,
+    /// The program's mapping calls, in file order, segments as for [`Trace::rss`].
+    pub mappings: Vec<Mapping>,
     /// Where the file stops, if it stops before its last end record (the
     /// trace holds what was read before that).
     pub cut_short: Option<CutShort>,
@@ -97,6 +104,8 @@ impl Trace {
                     snapshot_segments.push(starts.len() - 1);
                     t.snapshots.push(s);
                 }
+                Some(Record::Rss(r)) => t.rss.push(r),
+                Some(Record::Mapping(m)) => t.mappings.push(m),
             }
         }
         // Counters and snapshots name stacks by their segment's ids too; a
@@ -110,6 +119,11 @@ impl Trace {
         for (s, &k) in t.snapshots.iter_mut().zip(&snapshot_segments) {
             for (stack, _) in &mut s.stacks {
                 *stack = index_of(k, *stack);
+            }
+        }
+        for m in &mut t.mappings {
+            if m.stack != 0 {
+                m.stack = index_of(m.segment as usize, m.stack);
             }
         }
         // Events name their stacks by their segment's ids.
@@ -144,8 +158,21 @@ impl Trace {
             std::mem::take(&mut t.stacks),
         );
         modules.retain_mut(|m| index(m.segment).map(|i| m.segment = i).is_some());
+        // Records that outlive an image without events go to the next image.
+        let image = |k: u32| {
+            t.segments
+                .iter()
+                .filter(|&&b| b <= starts[k as usize])
+                .count() as u32
+        };
         for s in &mut stacks {
-            s.segment = index(s.segment).unwrap_or(0);
+            s.segment = image(s.segment);
+        }
+        for r in &mut t.rss {
+            r.segment = image(r.segment);
+        }
+        for m in &mut t.mappings {
+            m.segment = image(m.segment);
         }
         t.modules = modules;
         t.stacks = stacks;
@@ -189,7 +216,8 @@ impl Trace {
         Ok(())
     }
 
-    /// The modules and stacks of segment `segment`, which begin it.
+    /// The modules, stacks, RSS samples and mappings of segment `segment`,
+    /// which begin it.
     fn write_image<W: Write>(&self, w: &mut Writer<W>, segment: u32) -> std::io::Result<()> {
         for m in self.modules.iter().filter(|m| m.segment == segment) {
             w.module(m)?;
@@ -198,6 +226,12 @@ impl Trace {
             if s.segment == segment {
                 w.stack(i as u32 + 1, s)?;
             }
+        }
+        for r in self.rss.iter().filter(|r| r.segment == segment) {
+            w.rss(r)?;
+        }
+        for m in self.mappings.iter().filter(|m| m.segment == segment) {
+            w.mapping(m)?;
         }
         Ok(())
     }

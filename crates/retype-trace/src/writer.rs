@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use crate::codec::{self, DeltaState, MAX_EVENTS_HEADER, MAX_EVENT_LEN};
-use crate::event::{Counters, Event, Module, Snapshot, Stack, ThreadSummary};
+use crate::event::{Counters, Event, Mapping, Module, RssSample, Snapshot, Stack, ThreadSummary};
 
 /// Bytes of event payload gathered before an events record is written.
 const BLOCK: usize = 64 * 1024;
@@ -113,6 +113,19 @@ impl<W: Write> Writer<W> {
         self.out.write_all(&buf[at])
     }
 
+    /// An RSS sample of the current segment's process.
+    pub fn rss(&mut self, r: &RssSample) -> io::Result<()> {
+        self.flush_events()?;
+        self.varint_record(codec::TAG_RSS, &codec::rss_fields(r))
+    }
+
+    /// A mapping call of the current segment; its stack, if any, is an id
+    /// as an event's is.
+    pub fn mapping(&mut self, m: &Mapping) -> io::Result<()> {
+        self.flush_events()?;
+        self.varint_record(codec::TAG_MAPPING, &codec::mapping_fields(m))
+    }
+
     /// Ends the current segment; what follows is the next program image's.
     pub fn end_segment(&mut self) -> io::Result<()> {
         self.flush_events()?;
@@ -129,7 +142,7 @@ impl<W: Write> Writer<W> {
     }
 
     fn varint_record(&mut self, tag: u8, fields: &[u64]) -> io::Result<()> {
-        let mut buf = [0u8; 1 + 9 * codec::MAX_VARINT];
+        let mut buf = [0u8; codec::MAX_VARINT_RECORD];
         let n = codec::varint_record(&mut buf, tag, fields).expect("buffer sized for the record");
         self.out.write_all(&buf[..n])
     }

@@ -8,7 +8,9 @@ use common::{event, num};
 use proptest::prelude::*;
 use retype_trace::codec::{self, get_varint, put_varint, unzigzag, zigzag};
 use retype_trace::error::TraceErrorKind;
-use retype_trace::{CutShort, Event, Module, Op, Reader, Stack, ThreadSummary, Trace};
+use retype_trace::{
+    CutShort, Event, MapOp, Mapping, Module, Op, Reader, RssSample, Stack, ThreadSummary, Trace,
+};
 
 /// The bytes of `e` as the format spells them, one varint at a time with
 /// `put_varint`: the reference for the encoder (which writes into a fixed room
@@ -84,6 +86,36 @@ fn stack() -> impl Strategy<Value = Stack> {
     })
 }
 
+fn rss_sample() -> impl Strategy<Value = RssSample> {
+    (num(), num()).prop_map(|(time_ns, rss_bytes)| RssSample {
+        time_ns,
+        rss_bytes,
+        segment: 0,
+    })
+}
+
+fn mapping() -> impl Strategy<Value = Mapping> {
+    (
+        (1u64..=4, any::<u32>(), num(), num(), num()),
+        (num(), num(), any::<u32>(), any::<u32>()),
+    )
+        .prop_map(
+            |((op, thread, time_ns, addr, len), (old_addr, old_len, prot, flags))| Mapping {
+                op: MapOp::from_code(op).unwrap(),
+                thread,
+                time_ns,
+                addr,
+                len,
+                old_addr,
+                old_len,
+                prot,
+                flags,
+                stack: 0,
+                segment: 0,
+            },
+        )
+}
+
 /// A trace as `Trace::read` gives it back: modules and stacks belong to
 /// segments that have events, in segment order, and each event names no
 /// stack or one of its own segment's.
@@ -98,64 +130,105 @@ fn trace() -> impl Strategy<Value = Trace> {
         prop::collection::vec(1usize..200, 0..3),
         prop::collection::vec((module(), any::<prop::sample::Index>()), 0..4),
         prop::collection::vec((stack(), any::<prop::sample::Index>()), 0..6),
+        prop::collection::vec((rss_sample(), any::<prop::sample::Index>()), 0..5),
+        prop::collection::vec(
+            (
+                mapping(),
+                any::<prop::sample::Index>(),
+                any::<prop::sample::Index>(),
+            ),
+            0..5,
+        ),
     )
-        .prop_map(|(meta, events, threads, mut segments, modules, stacks)| {
-            // Segment starts lie strictly inside the events.
-            segments.retain(|&s| s < events.len());
-            segments.sort_unstable();
-            segments.dedup();
-            let count = if events.is_empty() {
-                0
-            } else {
-                segments.len() + 1
-            };
-            let place = |i: &prop::sample::Index| i.index(count.max(1)) as u32;
-            let mut modules: Vec<Module> = modules
-                .into_iter()
-                .filter(|_| count > 0)
-                .map(|(m, i)| Module {
-                    segment: place(&i),
-                    ..m
-                })
-                .collect();
-            modules.sort_by_key(|m| m.segment);
-            let mut stacks: Vec<Stack> = stacks
-                .into_iter()
-                .filter(|_| count > 0)
-                .map(|(s, i)| Stack {
-                    segment: place(&i),
-                    ..s
-                })
-                .collect();
-            stacks.sort_by_key(|s| s.segment);
-            let events = events
-                .into_iter()
-                .enumerate()
-                .map(|(k, (e, pick, with))| {
-                    let segment = segments.iter().filter(|&&b| b <= k).count() as u32;
-                    let own: Vec<u32> = (1..=stacks.len() as u32)
-                        .filter(|&id| stacks[id as usize - 1].segment == segment)
-                        .collect();
-                    let stack = if with && !own.is_empty() {
-                        own[pick.index(own.len())]
-                    } else {
-                        0
-                    };
-                    Event { stack, ..e }
-                })
-                .collect();
-            Trace {
-                meta,
-                events,
-                threads,
-                segments,
-                modules,
-                stacks,
-                cut_short: None,
-                counters: Vec::new(),
-                snapshots: Vec::new(),
-            }
-        })
+        .prop_map(
+            |(meta, events, threads, mut segments, modules, stacks, rss, mappings)| {
+                // Segment starts lie strictly inside the events.
+                segments.retain(|&s| s < events.len());
+                segments.sort_unstable();
+                segments.dedup();
+                let count = if events.is_empty() {
+                    0
+                } else {
+                    segments.len() + 1
+                };
+                let place = |i: &prop::sample::Index| i.index(count.max(1)) as u32;
+                let mut modules: Vec<Module> = modules
+                    .into_iter()
+                    .filter(|_| count > 0)
+                    .map(|(m, i)| Module {
+                        segment: place(&i),
+                        ..m
+                    })
+                    .collect();
+                modules.sort_by_key(|m| m.segment);
+                let mut stacks: Vec<Stack> = stacks
+                    .into_iter()
+                    .filter(|_| count > 0)
+                    .map(|(s, i)| Stack {
+                        segment: place(&i),
+                        ..s
+                    })
+                    .collect();
+                stacks.sort_by_key(|s| s.segment);
+                let events = events
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, (e, pick, with))| {
+                        let segment = segments.iter().filter(|&&b| b <= k).count() as u32;
+                        let own: Vec<u32> = (1..=stacks.len() as u32)
+                            .filter(|&id| stacks[id as usize - 1].segment == segment)
+                            .collect();
+                        let stack = if with && !own.is_empty() {
+                            own[pick.index(own.len())]
+                        } else {
+                            0
+                        };
+                        Event { stack, ..e }
+                    })
+                    .collect();
+                let mut rss: Vec<RssSample> = rss
+                    .into_iter()
+                    .map(|(r, i)| RssSample {
+                        segment: place(&i),
+                        ..r
+                    })
+                    .collect();
+                rss.sort_by_key(|r| r.segment);
+                let mut mappings: Vec<Mapping> = mappings
+                    .into_iter()
+                    .map(|(m, i, pick)| {
+                        let segment = place(&i);
+                        let own: Vec<u32> = (1..=stacks.len() as u32)
+                            .filter(|&id| stacks[id as usize - 1].segment == segment)
+                            .collect();
+                        let stack = if own.is_empty() {
+                            0
+                        } else {
+                            own[pick.index(own.len())]
+                        };
+                        Mapping {
+                            segment,
+                            stack,
+                            ..m
+                        }
+                    })
+                    .collect();
+                mappings.sort_by_key(|m| m.segment);
+                Trace {
+                    meta,
+                    events,
+                    threads,
+                    segments,
+                    modules,
+                    stacks,
+                    rss,
+                    mappings,
+                    cut_short: None,
+                    counters: Vec::new(),
+                    snapshots: Vec::new(),
+                }
+            },
+        )
 }
 
 fn bytes_of(t: &Trace) -> Vec<u8> {
@@ -470,9 +543,7 @@ fn a_trace_cut_at_every_byte_reads_its_whole_records() {
             ..Module::default()
         }],
         stacks: vec![stack(vec![0x1010, 0x1020], 0), stack(vec![0x1030], 1)],
-        cut_short: None,
-        counters: Vec::new(),
-        snapshots: Vec::new(),
+        ..Trace::default()
     };
     let bytes = bytes_of(&t);
     assert_eq!(Trace::read(&bytes[..]).unwrap(), t);

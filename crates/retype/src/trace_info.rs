@@ -7,12 +7,23 @@ use retype_trace::phase::{phases, Phase};
 use retype_trace::recorded::windows;
 use retype_trace::sites::SiteStats;
 use retype_trace::summary::{Log2Histogram, Summary};
-use retype_trace::{Kind, Op, Trace};
+use retype_trace::{Kind, MapOp, Op, Trace};
 use serde_json::{json, Value};
 
 fn histogram_json(h: &Log2Histogram) -> Value {
     h.nonempty()
         .map(|(le, count)| json!({"le": le as u64, "count": count}))
+        .collect()
+}
+
+/// The program's mapping calls by op name (outside the heap: not in `ops`).
+pub fn mapping_calls(t: &Trace) -> serde_json::Map<String, Value> {
+    [MapOp::Mmap, MapOp::Munmap, MapOp::Mremap, MapOp::Brk]
+        .into_iter()
+        .map(|op| {
+            let n = t.mappings.iter().filter(|m| m.op == op).count();
+            (op.name().to_string(), json!(n))
+        })
         .collect()
 }
 
@@ -105,6 +116,9 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
             "snapshots": t.snapshots.len(),
         });
     }
+    v["rss_samples"] = json!(t.rss.len());
+    v["rss_max_bytes"] = json!(t.rss.iter().map(|r| r.rss_bytes).max());
+    v["mapping_calls"] = json!(mapping_calls(t));
     v
 }
 

@@ -53,7 +53,8 @@ impl Busy {
     /// [`Busy::enter`] with the thread's state at hand.
     #[inline(always)]
     pub fn enter_on(l: &'static Local) -> Option<Busy> {
-        (!l.busy.replace(true)).then_some(Busy(l))
+        // Lazily: a guard made and dropped on refusal would clear the mark.
+        (!l.busy.replace(true)).then(|| Busy(l))
     }
 }
 

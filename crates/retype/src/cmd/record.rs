@@ -41,6 +41,9 @@ pub struct Args {
     /// Record no call stacks: the cheapest recording (no sites, leaks or flame graphs)
     #[arg(long, conflicts_with = "stack_depth")]
     no_stacks: bool,
+    /// Sample the process's RSS every N ms, on its calls (0: no samples)
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    rss_ms: u64,
     /// Print what was recorded as JSON
     #[arg(long)]
     json: bool,
@@ -214,6 +217,7 @@ fn settings(a: &Args, output: &Path) -> Vec<(&'static str, OsString)> {
                 .into(),
         ),
         ("RETYPE_TOGGLE_SIGNAL", a.toggle_signal.to_string().into()),
+        ("RETYPE_RSS_MS", a.rss_ms.to_string().into()),
     ];
     if a.paused {
         v.push(("RETYPE_PAUSED", "1".into()));

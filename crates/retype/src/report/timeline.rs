@@ -1,8 +1,11 @@
 //! A recording's live heap bytes over time, as `retype trace timeline`
 //! gives them: a bar per moment, its top sites stacked in bands (hovering
-//! one names its site), and the table of the bands.
+//! one names its site), and the table of the bands; beside them, when the
+//! recording sampled them, the process's RSS and the bytes it mapped itself.
 
-use super::chart::{self, Axes, Stack};
+use retype_trace::timeline::Series;
+
+use super::chart::{self, Axes, Line, Stack};
 use super::table::{Cell, Table};
 use super::{Body, Figure, Part, Section, Summary};
 use crate::sites::timeline::SiteTimeline;
@@ -44,6 +47,28 @@ pub fn part(name: &str, t: &SiteTimeline) -> Part {
             })
             .collect(),
     };
+    let mut figures = vec![
+        Figure {
+            title: "Live heap bytes per site".into(),
+            body: Body::Chart(chart::stacked_bars(
+                &axes,
+                &categories,
+                &["live bytes".to_string()],
+                &bands,
+                false,
+            )),
+            caption: "Hover a band for its site and bytes; click a legend entry to hide a site."
+                .into(),
+        },
+        Figure {
+            title: "The bands".into(),
+            body: Body::Table(table),
+            caption: "Sites ranked by their own highest live bytes in the window.".into(),
+        },
+    ];
+    if !t.rss.0.is_empty() || !t.mapped.0.is_empty() {
+        figures.insert(1, beside_rss(t));
+    }
     Part {
         id: "timeline".into(),
         title: format!("Live heap bytes over time: {name}"),
@@ -55,24 +80,47 @@ pub fn part(name: &str, t: &SiteTimeline) -> Part {
         sections: vec![Section {
             title: name.to_string(),
             notes: vec!["Each bar is one moment: of each span of time, the one with the most live bytes and the last. Its bands are the sites' live bytes then; they add up to the process's.".into()],
-            figures: vec![
-                Figure {
-                    title: "Live heap bytes per site".into(),
-                    body: Body::Chart(chart::stacked_bars(
-                        &axes,
-                        &categories,
-                        &["live bytes".to_string()],
-                        &bands,
-                        false,
-                    )),
-                    caption: "Hover a band for its site and bytes; click a legend entry to hide a site.".into(),
-                },
-                Figure {
-                    title: "The bands".into(),
-                    body: Body::Table(table),
-                    caption: "Sites ranked by their own highest live bytes in the window.".into(),
-                },
-            ],
+            figures,
         }],
+    }
+}
+
+/// Live heap bytes, RSS and mapped bytes as three lines over time (ms).
+fn beside_rss(t: &SiteTimeline) -> Figure {
+    let at_ms = |s: &Series| -> Vec<(f64, f64)> {
+        s.0.iter()
+            .map(|&(ns, b)| (ns as f64 / 1e6, b as f64))
+            .collect()
+    };
+    let live = Series(
+        t.moments
+            .iter()
+            .map(|m| (m.time_ns, m.live_bytes))
+            .collect(),
+    );
+    let lines = [
+        ("live heap bytes", at_ms(&live), false),
+        ("RSS", at_ms(&t.rss), false),
+        ("mapped (mmap, brk)", at_ms(&t.mapped), true),
+    ]
+    .into_iter()
+    .enumerate()
+    .filter(|(_, (_, points, _))| !points.is_empty())
+    .map(|(i, (name, points, dashed))| Line {
+        name: name.into(),
+        color: chart::color(i),
+        points,
+        dashed,
+    })
+    .collect::<Vec<_>>();
+    let axes = Axes {
+        x: "ms after the first event",
+        y: "bytes",
+        log_y: false,
+    };
+    Figure {
+        title: "RSS beside live heap bytes".into(),
+        body: Body::Chart(chart::lines(&axes, &lines, &[])),
+        caption: "RSS as the recorder sampled it (on the program's calls, at its interval); mapped: the bytes the program's own mmap, mremap and brk calls hold.".into(),
     }
 }

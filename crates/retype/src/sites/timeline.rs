@@ -1,10 +1,11 @@
 //! `retype trace timeline`: live heap bytes over time for the whole process
 //! and its top sites (those whose own live bytes rose highest), the rest
-//! summed as one band ([`retype_trace::timeline`] holds the walk).
+//! summed as one band ([`retype_trace::timeline`] holds the walk); beside
+//! them the process's RSS and the bytes it mapped itself.
 
 use std::collections::HashMap;
 
-use retype_trace::timeline::timeline;
+use retype_trace::timeline::{timeline, Series};
 use retype_trace::window::Window;
 use retype_trace::{Kind, Trace};
 
@@ -22,12 +23,15 @@ pub struct Band {
 }
 
 /// One moment: ns after the first event, the process's live bytes, and each
-/// band's (the bands add up to the process).
+/// band's (the bands add up to the process); the RSS last sampled and the
+/// bytes mapped then (`None` before the first sample or mapping call).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Moment {
     pub time_ns: u64,
     pub live_bytes: u64,
     pub bands: Vec<u64>,
+    pub rss_bytes: Option<u64>,
+    pub mapped_bytes: Option<u64>,
 }
 
 /// The timeline of a recording's sites.
@@ -38,6 +42,10 @@ pub struct SiteTimeline {
     pub moments: Vec<Moment>,
     /// How many sites the recording has in the window.
     pub sites_total: usize,
+    /// The RSS samples in the window.
+    pub rss: Series,
+    /// The bytes mapped after each mapping call in the window.
+    pub mapped: Series,
 }
 
 /// The timeline of `trace` (analysed as `a`) in `window`, over `spans`
@@ -93,6 +101,8 @@ pub fn of(
                 time_ns: p.time_ns,
                 live_bytes: p.live_bytes,
                 bands: v,
+                rss_bytes: t.rss.at(p.time_ns),
+                mapped_bytes: t.mapped.at(p.time_ns),
             }
         })
         .collect();
@@ -111,5 +121,7 @@ pub fn of(
         bands,
         moments,
         sites_total,
+        rss: t.rss,
+        mapped: t.mapped,
     }
 }

@@ -677,6 +677,16 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
             t.modules.len()
         );
     }
+    if let Some(most) = t.rss.iter().map(|r| r.rss_bytes).max() {
+        let _ = writeln!(o, "RSS: {} samples, highest {most} bytes", t.rss.len());
+    }
+    if !t.mappings.is_empty() {
+        let calls: Vec<String> = crate::trace_info::mapping_calls(t)
+            .into_iter()
+            .map(|(op, n)| format!("{op} {n}"))
+            .collect();
+        let _ = writeln!(o, "mapping calls (outside the heap): {}", calls.join(", "));
+    }
     let _ = writeln!(
         o,
         "realloc: {} moved, {} in place",

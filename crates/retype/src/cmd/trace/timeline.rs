@@ -1,5 +1,6 @@
 //! `retype trace timeline`: a recording's live heap bytes over time
-//! ([`crate::sites::timeline`]) as a text table or JSON.
+//! ([`crate::sites::timeline`]), beside its RSS and mapped bytes when the
+//! recording has them, as a text table or JSON.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -27,7 +28,11 @@ pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) ->
                 "time_ns": m.time_ns,
                 "live_bytes": m.live_bytes,
                 "sites": m.bands,
+                "rss_bytes": m.rss_bytes,
+                "mapped_bytes": m.mapped_bytes,
             })).collect::<Vec<_>>(),
+            "rss": t.rss.0.iter().map(|&(time_ns, b)| json!({"time_ns": time_ns, "rss_bytes": b})).collect::<Vec<_>>(),
+            "mapped": t.mapped.0.iter().map(|&(time_ns, b)| json!({"time_ns": time_ns, "mapped_bytes": b})).collect::<Vec<_>>(),
         });
         return Ok(serde_json::to_string_pretty(&v)? + "\n");
     }
@@ -51,6 +56,24 @@ pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) ->
             let _ = writeln!(o, "recording: {kind}");
         }
     }
+    if let Some(&(at, most)) = t.rss.0.iter().rev().max_by_key(|&&(_, b)| b) {
+        let _ = writeln!(
+            o,
+            "  RSS: {} samples, highest {} at {}",
+            t.rss.0.len(),
+            thousands(most),
+            seconds(at)
+        );
+    }
+    if let Some(&(at, most)) = t.mapped.0.iter().rev().max_by_key(|&&(_, b)| b) {
+        let _ = writeln!(
+            o,
+            "  mapped (mmap, brk): {} calls, highest {} at {}",
+            t.mapped.0.len(),
+            thousands(most),
+            seconds(at)
+        );
+    }
     for (i, b) in t.bands.iter().enumerate() {
         let _ = writeln!(
             o,
@@ -61,7 +84,14 @@ pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) ->
         );
     }
     let top = peak.map_or(0, |m| m.live_bytes).max(1);
+    let (rss, mapped) = (!t.rss.0.is_empty(), !t.mapped.0.is_empty());
     let _ = write!(o, "{:>10} {:>14}", "time", "live");
+    if rss {
+        let _ = write!(o, " {:>14}", "rss");
+    }
+    if mapped {
+        let _ = write!(o, " {:>14}", "mapped");
+    }
     for i in 0..t.bands.len() {
         let _ = write!(o, " {:>12}", format!("[{}]", i + 1));
     }
@@ -73,6 +103,13 @@ pub fn text_or_json(file: &Path, trace: &Trace, t: &SiteTimeline, json: bool) ->
             seconds(m.time_ns),
             thousands(m.live_bytes)
         );
+        let or_dash = |v: Option<u64>| v.map_or("-".to_string(), thousands);
+        if rss {
+            let _ = write!(o, " {:>14}", or_dash(m.rss_bytes));
+        }
+        if mapped {
+            let _ = write!(o, " {:>14}", or_dash(m.mapped_bytes));
+        }
         for b in &m.bands {
             let _ = write!(o, " {:>12}", thousands(*b));
         }
