@@ -70,6 +70,7 @@ impl Study {
             self.config,
             &self.layout,
             false,
+            None,
         )?;
         Ok(StudyRun {
             metrics: run::json(&run),

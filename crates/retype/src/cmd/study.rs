@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args as ClapArgs, Subcommand, ValueEnum};
+use retype_core::cheri::Format;
 use retype_core::mm::{Layout, PolicyKind};
 use retype_core::objects::{Arch, Config};
 
@@ -19,6 +20,7 @@ use crate::study::cantrip::{self, Headline, LogMatch};
 use crate::study::data::Prepared;
 use crate::study::run::{self, Run, Workload};
 use crate::study::spec::{parse_layout, Policies, PolicySpec, Workloads};
+use crate::study::summary::kib;
 use crate::study::tables;
 use crate::study::{latency, series};
 
@@ -78,6 +80,12 @@ pub struct Args {
     /// notes and how well each log is matched.
     #[arg(long)]
     verbose: bool,
+    /// Also size every object, slab and request of each run as a capability
+    /// with exact bounds in this CHERI format: padding, rounding,
+    /// realignment, and the fragmentation so counted beside the plain run's
+    /// (see docs/cheri.md).
+    #[arg(long, value_name = "morello|rv64|rv32", value_parser = crate::cmd::cheri::format_parser())]
+    cheri: Option<Format>,
     /// Print nothing (when `retype report` gathers the figures).
     #[arg(skip)]
     quiet: bool,
@@ -135,6 +143,7 @@ pub fn cantrip_part(policies: &[PolicySpec], data: Option<PathBuf>) -> anyhow::R
         report: Some(PathBuf::new()),
         data,
         verbose: false,
+        cheri: None,
         quiet: true,
     };
     let part = execute(&args)?.expect("a report was asked for");
@@ -163,7 +172,7 @@ fn execute(args: &Args) -> anyhow::Result<Report> {
                     .iter()
                     .map(|&p| {
                         progress.step(&format!("{} under {p}", w.name));
-                        run::run_one(w, p, config, layout, report.is_some())
+                        run::run_one(w, p, config, layout, report.is_some(), args.cheri)
                     })
                     .collect::<anyhow::Result<Vec<_>>>()?;
                 let published = vec![None; runs.len()];
@@ -226,6 +235,54 @@ fn print(args: &Args, w: &Workload) -> anyhow::Result<()> {
         }
     }
     outln!();
+    print_cheri(w)
+}
+
+/// The CHERI table of one workload's runs, when they were sized.
+fn print_cheri(w: &Workload) -> anyhow::Result<()> {
+    let Some(first) = w.runs.first().and_then(|r| r.cheri.as_ref()) else {
+        return Ok(());
+    };
+    let title = w.title.lines().next().unwrap_or_default();
+    outln!(
+        "CHERI ({}), {title}: every object, slab and request as a capability with exact bounds, measured from the run's placements",
+        first.format
+    );
+    outln!(
+        "{:<16} {:>8} {:>8} {:>9} {:>8} | {:>8} {:>8} {:>9} {:>9} {:>9} | total frag KiB, peak / avg",
+        "policy", "objects", "rounded", "realigned", "padding", "requests", "rounded", "realigned", "padding", "peak live"
+    );
+    for r in &w.runs {
+        let Some(c) = &r.cheri else { continue };
+        let (o, q) = (c.objects.total(), c.requests.total());
+        let (plain, counted) = (&r.summary, &c.summary);
+        outln!(
+            "{:<16} {:>8} {:>8} {:>9} {:>8} | {:>8} {:>8} {:>9} {:>9} {:>9} | plain {:.2} / {:.2}, CHERI {:.2} / {:.2}",
+            r.policy.to_string(),
+            o.requests,
+            o.rounded,
+            o.realigned,
+            o.padding,
+            q.requests,
+            q.rounded,
+            q.realigned,
+            q.padding,
+            c.requests_peak_live_padding,
+            kib(plain.peak_frag_total as f64),
+            kib(plain.avg_frag_total),
+            kib(counted.peak_frag_total as f64),
+            kib(counted.avg_frag_total),
+        );
+    }
+    let s = first.slabs.total();
+    outln!(
+        "slabs: {} untyped capabilities, {} rounded, {} realigned, {} bytes of padding",
+        s.requests,
+        s.rounded,
+        s.realigned,
+        s.padding
+    );
+    outln!("(objects: every seL4 object retyped, at the kernel's address; requests: each served request as one capability over its objects, based as its largest object; padding in bytes; the CHERI figures count the live objects' padding as alignment fragmentation.)\n");
     Ok(())
 }
 
@@ -243,19 +300,33 @@ fn cantrip(
     // Text: the summary first, so the tables are kept until the end.
     let text = !args.json && !args.quiet;
     let mut done = Vec::new();
-    let matches = cantrip::run(args.data.as_deref(), config, layout, policies, shots, |w| {
-        if !text {
-            return emit(args, &w, csv, report);
-        }
-        keep(&w, csv, report)?;
-        done.push(w);
-        Ok(())
-    })?;
+    let matches = cantrip::run(
+        args.data.as_deref(),
+        config,
+        layout,
+        policies,
+        shots,
+        args.cheri,
+        |w| {
+            if !text {
+                return emit(args, &w, csv, report);
+            }
+            keep(&w, csv, report)?;
+            done.push(w);
+            Ok(())
+        },
+    )?;
     if !text {
         return Ok(());
     }
     summary(&done, &matches)?;
     if !args.verbose {
+        if args.cheri.is_some() {
+            outln!();
+            for w in &done {
+                print_cheri(w)?;
+            }
+        }
         outln!("\nEach table in full, with the recovery notes and the match with each log: retype study cantrip --verbose");
         return Ok(());
     }

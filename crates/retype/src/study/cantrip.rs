@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use retype_core::cheri::Format;
 use retype_core::mm::{Accounting, Layout, PolicyKind};
 use retype_core::objects::Config;
 use retype_recovery::{Checkpoint, Death, LoggedOp, Resolved};
@@ -27,7 +28,8 @@ pub struct LogMatch {
 
 /// Runs every workload of the thesis from its logs in `data` (the directory
 /// holding `cantrip/logs`) under `policies`, handing each to `each` as it
-/// is done; with `shots`, the runs keep per-slab snapshots. Returns how
+/// is done; with `shots`, the runs keep per-slab snapshots, with `cheri`
+/// their capabilities sized in that format. Returns how
 /// well each log was matched.
 pub fn run(
     data: Option<&Path>,
@@ -35,6 +37,7 @@ pub fn run(
     layout: &Layout,
     policies: &[PolicySpec],
     shots: bool,
+    cheri: Option<Format>,
     mut each: impl FnMut(Workload) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<LogMatch>> {
     let dir = data::data_dir(data)?.join("cantrip/logs");
@@ -106,11 +109,11 @@ pub fn run(
         let bf = Prepared::script(label(&bf_run), bf_script, Some(bf_run));
         let nf = Prepared::script(label(&nf_run), nf_script, Some(nf_run));
         let mut runs = vec![
-            run_one(&bf, best, config, layout, shots)?,
-            run_one(&nf, blind, config, layout, shots)?,
+            run_one(&bf, best, config, layout, shots, cheri)?,
+            run_one(&nf, blind, config, layout, shots, cheri)?,
         ];
         for &p in policies.iter().filter(|&&p| p != best && p != blind) {
-            runs.push(run_one(&bf, p, config, layout, shots)?);
+            runs.push(run_one(&bf, p, config, layout, shots, cheri)?);
         }
         let published = |p: &PolicySpec| {
             let a = match *p {

@@ -2,6 +2,7 @@
 //! summarised as the thesis's tables and compared with its logs.
 
 pub mod cantrip;
+pub mod cheri;
 pub mod data;
 pub mod latency;
 pub mod log;

@@ -6,11 +6,13 @@
 use std::time::Instant;
 
 use anyhow::Context;
+use retype_core::cheri::Format;
 use retype_core::mm::slab::{Slab, WatermarkRule};
 use retype_core::mm::{Accounting, Layout, MemoryManager};
 use retype_core::objects::{Arch, Config};
 use retype_core::workload::{drive, Outcome, Step};
 
+use super::cheri::{self, CheriFigures};
 use super::data::{self, Prepared};
 use super::logcheck::Agreement;
 use super::spec::PolicySpec;
@@ -31,6 +33,8 @@ pub struct Run {
     pub logs_summary: Option<Summary>,
     /// Per-slab states at 25, 50, 75 and 100 % of the run (for reports).
     pub snapshots: Vec<Vec<SlabShot>>,
+    /// Its capabilities sized in a CHERI format, when one was asked for.
+    pub cheri: Option<CheriFigures>,
 }
 
 /// One workload's runs under each policy, as one table of the study.
@@ -86,13 +90,15 @@ pub fn config_for(arch: Arch) -> Config {
 /// Runs `w` under `policy`, timing each request; with `shots`, runs it again
 /// (it is deterministic) to keep the slabs at 25, 50, 75 and 100 %. The
 /// figures count as the thesis defines; a run compared with its log is
-/// replayed once more under the log's own accounting ([`Accounting::LOGS`]).
+/// replayed once more under the log's own accounting ([`Accounting::LOGS`]);
+/// with `cheri`, once more to size its capabilities in that format.
 pub fn run_one(
     w: &Prepared,
     policy: PolicySpec,
     config: Config,
     layout: &Layout,
     shots: bool,
+    cheri: Option<Format>,
 ) -> anyhow::Result<Run> {
     let mut steps = Vec::new();
     let epoch = Instant::now();
@@ -144,6 +150,9 @@ pub fn run_one(
             },
         )?;
     }
+    let cheri = cheri
+        .map(|f| cheri::measure(w, policy, config, layout, f))
+        .transpose()?;
     Ok(Run {
         workload: w.name.clone(),
         policy,
@@ -152,6 +161,7 @@ pub fn run_one(
         agreement,
         logs_summary,
         snapshots,
+        cheri,
     })
 }
 
@@ -216,6 +226,9 @@ pub fn json(r: &Run) -> serde_json::Value {
             "peak_frag_watermark_kib": kib(l.peak_frag_watermark as f64),
             "avg_frag_watermark_kib": kib(l.avg_frag_watermark),
         });
+    }
+    if let Some(c) = &r.cheri {
+        v["cheri"] = cheri::json(c);
     }
     if let Some(a) = &r.agreement {
         v["log_exact_fraction"] = serde_json::json!(a.exact_fraction());
