@@ -652,7 +652,7 @@ fn the_documented_example_encodes_as_documented() {
         ],
         ..Trace::default()
     };
-    let mut want = b"\x89RTR\r\n\x1a\n\x03\x00\x00\x00".to_vec();
+    let mut want = b"\x89RTR\r\n\x1a\n\x04\x00\x00\x00".to_vec();
     want.extend([0x02, 0x0F, 0x07, 0xE8, 0x07]);
     want.extend([0x01, 0x00, 0x50, 0x18, 0x80, 0xC0, 0x02]);
     want.extend([0x04, 0x84, 0x02, 0x28, 0x00]);
