@@ -25,6 +25,8 @@
 //! - [`fault`] and `signal`: SIGSEGV (and SIGBUS) to the application's handler.
 //! - [`pager`] and [`uffd`]: missing pages to the application's pager.
 //! - [`status`]: dirty and accessed bits (PAGEMAP_SCAN).
+//! - [`shadow`]: shadow page tables, the application's record of its
+//!   mappings (list or array tables), which uses nothing above.
 //! - [`probe`]: can this address be read, written? (without faulting)
 //! - `ranges`: which parts of the window take minor faults.
 
@@ -37,6 +39,7 @@ pub mod memory;
 pub mod pager;
 pub mod probe;
 mod ranges;
+pub mod shadow;
 pub mod shared;
 mod signal;
 pub mod space;

@@ -1,16 +1,21 @@
 //! A GCBench-like collector (seed 001 §3.6.5, Table 3.4): a mutator that
-//! allocates and drops binary trees as Boehm's GCBench does, on a heap that
-//! is a Frame mapped through capabilities, and a mostly-concurrent
-//! mark-sweep collector (Boehm, Demers and Shenker 1991): a thread marks
-//! while the mutator runs; then the mutator stops, marks again from the
-//! roots and from the marked objects on pages modified meanwhile, and sweeps.
+//! allocates and drops binary trees as Boehm's GCBench does, on a fixed
+//! heap, and a mostly-concurrent mark-sweep collector (Boehm, Demers and
+//! Shenker 1991): a thread marks while the mutator runs; then the mutator
+//! stops, marks again from the roots and from the marked objects on pages
+//! modified meanwhile, and sweeps.
 //!
-//! Modified pages are found one of two ways, the comparison of Table 3.4:
-//! - [`Barrier::Dirty`]: the mapping's dirty bits, cleared when marking
-//!   starts and read when it ends (`Space::dirty`);
-//! - [`Barrier::Traps`]: the heap is protected read-only when marking starts;
-//!   the first write to a page traps to the space's fault handler, which
-//!   records the page and makes it writable through `modify_flags`.
+//! Modified pages are found one of three ways, the rows of Table 3.4:
+//! - [`Barrier::Dirty`]: the heap is a Frame mapped through capabilities
+//!   (retype-vm); the mapping's dirty bits are cleared when marking starts
+//!   and read when it ends (`Space::dirty`);
+//! - [`Barrier::Traps`]: the same heap protected read-only through
+//!   `modify_flags` when marking starts; the first write to a page traps to
+//!   the space's fault handler, which records the page and makes it
+//!   writable through `modify_flags`;
+//! - [`Barrier::LinuxTraps`]: no capabilities, the heap an anonymous mapping
+//!   protected with `mprotect` and a plain SIGSEGV handler
+//!   ([`super::linux_traps`]): what a collector on Linux does.
 //!
 //! Configurations C1 to C5 grow the trees as the thesis's do: the largest
 //! tree has depth 12 + 2k for Ck (GCBench's own is C2), the long-lived
@@ -26,6 +31,7 @@ use std::time::Instant;
 use retype_core::caps::types::{CapType, PAGE};
 use retype_core::caps::{CapRef, Rights};
 
+use super::linux_traps::TrapRegion;
 use super::median;
 use retype_vm::Options;
 use retype_vm::Resolution;
@@ -37,6 +43,7 @@ use retype_vm::VmError;
 pub enum Barrier {
     Dirty,
     Traps,
+    LinuxTraps,
 }
 
 /// Nodes per 4 KiB page (a node is two 32-bit child indices).
@@ -45,46 +52,26 @@ const PER_PAGE: usize = PAGE as usize / 8;
 const PT_PAGES: usize = 512;
 const MIN_DEPTH: u32 = 4;
 
-/// The heap: nodes in the window, marks and bookkeeping outside it (so
-/// that marking does not dirty the heap).
-struct Heap {
+/// A Frame mapped through capabilities: one Mapping capability per leaf
+/// page table.
+struct Mapped {
     vm: Vm,
-    nodes: &'static [AtomicU32],
-    /// One Mapping capability per leaf page table.
     maps: Vec<CapRef>,
-    pages: usize,
-    marks: Arc<Vec<AtomicBool>>,
-    allocated: Vec<bool>,
-    free: Vec<u32>,
-    /// The mutator's roots (a shadow stack).
-    roots: Vec<u32>,
-    marker: Option<JoinHandle<()>>,
-    barrier: Barrier,
-    /// Pages written since marking started (trap mode).
-    touched: Arc<Mutex<Vec<usize>>>,
-    collections: u32,
 }
 
-fn mark_from(nodes: &[AtomicU32], marks: &[AtomicBool], mut stack: Vec<u32>) {
-    while let Some(n) = stack.pop() {
-        for c in [left(nodes, n), right(nodes, n)] {
-            if c != 0 && !marks[c as usize].swap(true, Relaxed) {
-                stack.push(c);
-            }
-        }
-    }
+/// The heap's pages, and how writes to them are tracked (one per
+/// [`Barrier`]).
+enum Store {
+    Dirty(Mapped),
+    /// With the pages the space's handler saw written.
+    Traps(Mapped, Arc<Mutex<Vec<usize>>>),
+    Linux(TrapRegion),
 }
 
-fn left(nodes: &[AtomicU32], n: u32) -> u32 {
-    nodes[2 * n as usize].load(Relaxed)
-}
-
-fn right(nodes: &[AtomicU32], n: u32) -> u32 {
-    nodes[2 * n as usize + 1].load(Relaxed)
-}
-
-impl Heap {
-    fn new(bytes: u64, barrier: Barrier) -> Result<Heap, VmError> {
+impl Store {
+    /// A Frame of `bytes` mapped read-write through capabilities; in trap
+    /// mode its fault handler records and unprotects written pages.
+    fn space(bytes: u64, barrier: Barrier) -> Result<Store, VmError> {
         let pages = (bytes / PAGE) as usize;
         let pts = pages.div_ceil(PT_PAGES);
         let vm = Vm::new(Options {
@@ -123,30 +110,81 @@ impl Heap {
                 maps.push(m);
             }
         }
+        if barrier == Barrier::Dirty {
+            return Ok(Store::Dirty(Mapped { vm, maps }));
+        }
+        let touched: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let (log, pts) = (touched.clone(), maps.clone());
+        vm.on_fault(move |s, f| {
+            let page = (f.va / PAGE) as usize;
+            log.lock().unwrap_or_else(|p| p.into_inner()).push(page);
+            let (m, e) = (pts[page / PT_PAGES], (page % PT_PAGES) as u64);
+            match s.modify_flags(m, e, 1, Rights::RW) {
+                Ok(()) => Resolution::Retry,
+                Err(_) => Resolution::Fail,
+            }
+        });
+        Ok(Store::Traps(Mapped { vm, maps }, touched))
+    }
+
+    fn base(&self) -> usize {
+        match self {
+            Store::Dirty(m) | Store::Traps(m, _) => m.vm.base(),
+            Store::Linux(r) => r.base(),
+        }
+    }
+}
+
+/// The heap: nodes in the store, marks and bookkeeping outside it (so
+/// that marking does not dirty the heap).
+struct Heap {
+    store: Store,
+    nodes: &'static [AtomicU32],
+    pages: usize,
+    marks: Arc<Vec<AtomicBool>>,
+    allocated: Vec<bool>,
+    free: Vec<u32>,
+    /// The mutator's roots (a shadow stack).
+    roots: Vec<u32>,
+    marker: Option<JoinHandle<()>>,
+    collections: u32,
+}
+
+fn mark_from(nodes: &[AtomicU32], marks: &[AtomicBool], mut stack: Vec<u32>) {
+    while let Some(n) = stack.pop() {
+        for c in [left(nodes, n), right(nodes, n)] {
+            if c != 0 && !marks[c as usize].swap(true, Relaxed) {
+                stack.push(c);
+            }
+        }
+    }
+}
+
+fn left(nodes: &[AtomicU32], n: u32) -> u32 {
+    nodes[2 * n as usize].load(Relaxed)
+}
+
+fn right(nodes: &[AtomicU32], n: u32) -> u32 {
+    nodes[2 * n as usize + 1].load(Relaxed)
+}
+
+impl Heap {
+    fn new(bytes: u64, barrier: Barrier) -> Result<Heap, VmError> {
+        let store = match barrier {
+            Barrier::LinuxTraps => Store::Linux(TrapRegion::new(bytes)?),
+            Barrier::Dirty | Barrier::Traps => Store::space(bytes, barrier)?,
+        };
+        let pages = (bytes / PAGE) as usize;
         let count = pages * PER_PAGE;
-        // SAFETY: the heap is mapped read-write for `bytes` bytes at the
-        // window's base for as long as `vm` lives; the slice is only used
-        // while the heap (which owns `vm`) exists, and the marker thread is
+        // SAFETY: the store is mapped read-write for `bytes` bytes at its
+        // base for as long as it lives; the slice is only used while the
+        // heap (which owns the store) exists, and the marker thread is
         // joined before the heap goes.
         let nodes: &'static [AtomicU32] =
-            unsafe { std::slice::from_raw_parts(vm.base() as *const AtomicU32, 2 * count) };
-        let touched: Arc<Mutex<Vec<usize>>> = Arc::default();
-        if barrier == Barrier::Traps {
-            let (log, maps) = (touched.clone(), maps.clone());
-            vm.on_fault(move |s, f| {
-                let page = (f.va / PAGE) as usize;
-                log.lock().unwrap_or_else(|p| p.into_inner()).push(page);
-                let (m, e) = (maps[page / PT_PAGES], (page % PT_PAGES) as u64);
-                match s.modify_flags(m, e, 1, Rights::RW) {
-                    Ok(()) => Resolution::Retry,
-                    Err(_) => Resolution::Fail,
-                }
-            });
-        }
+            unsafe { std::slice::from_raw_parts(store.base() as *const AtomicU32, 2 * count) };
         Ok(Heap {
-            vm,
+            store,
             nodes,
-            maps,
             pages,
             marks: Arc::new((0..count).map(|_| AtomicBool::new(false)).collect()),
             allocated: vec![false; count],
@@ -154,8 +192,6 @@ impl Heap {
             free: (1..count as u32).rev().collect(),
             roots: Vec::new(),
             marker: None,
-            barrier,
-            touched,
             collections: 0,
         })
     }
@@ -165,15 +201,16 @@ impl Heap {
         self.nodes[2 * n as usize + 1].store(r, Relaxed);
     }
 
-    /// Runs `f` on every mapping of the heap with its first heap page and
-    /// its page count.
+    /// Runs `f` on every mapping of a heap of `pages` pages with its first
+    /// heap page and its page count.
     fn each_map(
-        &self,
+        maps: &[CapRef],
+        pages: usize,
         mut f: impl FnMut(CapRef, usize, u64) -> Result<(), VmError>,
     ) -> Result<(), VmError> {
-        for (i, &m) in self.maps.iter().enumerate() {
+        for (i, &m) in maps.iter().enumerate() {
             let first = i * PT_PAGES;
-            f(m, first, (self.pages - first).min(PT_PAGES) as u64)?;
+            f(m, first, (pages - first).min(PT_PAGES) as u64)?;
         }
         Ok(())
     }
@@ -195,19 +232,18 @@ impl Heap {
 
     /// Starts marking on a thread: modified pages are tracked from now on.
     fn start_mark(&mut self) -> Result<(), VmError> {
-        match self.barrier {
-            Barrier::Dirty => {
-                let mut s = self.vm.lock();
-                self.each_map(|m, _, n| s.dirty(m, 0, n, true).map(drop))?;
+        let pages = self.pages;
+        match &self.store {
+            Store::Dirty(Mapped { vm, maps }) => {
+                let mut s = vm.lock();
+                Self::each_map(maps, pages, |m, _, n| s.dirty(m, 0, n, true).map(drop))?;
             }
-            Barrier::Traps => {
-                self.touched
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clear();
-                let mut s = self.vm.lock();
-                self.each_map(|m, _, n| s.modify_flags(m, 0, n, Rights::READ))?;
+            Store::Traps(Mapped { vm, maps }, touched) => {
+                touched.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                let mut s = vm.lock();
+                Self::each_map(maps, pages, |m, _, n| s.modify_flags(m, 0, n, Rights::READ))?;
             }
+            Store::Linux(r) => r.protect()?,
         }
         self.marks.iter().for_each(|m| m.store(false, Relaxed));
         let (nodes, marks, roots) = (self.nodes, self.marks.clone(), self.roots.clone());
@@ -235,22 +271,24 @@ impl Heap {
 
     /// The stopped part of a collection, once the marker is done.
     fn finish(&mut self) -> Result<(), VmError> {
-        let pages: Vec<usize> = match self.barrier {
-            Barrier::Dirty => {
-                let mut s = self.vm.lock();
+        let pages = self.pages;
+        let pages: Vec<usize> = match &self.store {
+            Store::Dirty(Mapped { vm, maps }) => {
+                let mut s = vm.lock();
                 let mut out = Vec::new();
-                self.each_map(|m, first, n| {
+                Self::each_map(maps, pages, |m, first, n| {
                     let bits = s.dirty(m, 0, n, false)?;
                     out.extend((0..bits.len()).filter(|&p| bits[p]).map(|p| first + p));
                     Ok(())
                 })?;
                 out
             }
-            Barrier::Traps => {
-                let mut s = self.vm.lock();
-                self.each_map(|m, _, n| s.modify_flags(m, 0, n, Rights::RW))?;
-                std::mem::take(&mut *self.touched.lock().unwrap_or_else(|p| p.into_inner()))
+            Store::Traps(Mapped { vm, maps }, touched) => {
+                let mut s = vm.lock();
+                Self::each_map(maps, pages, |m, _, n| s.modify_flags(m, 0, n, Rights::RW))?;
+                std::mem::take(&mut *touched.lock().unwrap_or_else(|p| p.into_inner()))
             }
+            Store::Linux(r) => r.unprotect()?,
         };
         let mut grey: Vec<u32> = Vec::new();
         for &r in &self.roots {
@@ -360,28 +398,30 @@ fn run(config: u32, barrier: Barrier) -> Result<(f64, u32, u64), VmError> {
     Ok((secs, h.collections, bytes))
 }
 
-/// Configuration `config`'s runtime with each barrier, alternated `reps`
-/// times.
+/// Configuration `config`'s runtime with each barrier, the three
+/// alternated `reps` times.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GcRow {
     pub config: u32,
     pub heap_bytes: u64,
-    /// Median seconds and collections: (dirty bits, traps).
-    pub seconds: (f64, f64),
-    pub collections: (u32, u32),
+    /// Median seconds and collections: (dirty bits, traps, Linux traps).
+    pub seconds: (f64, f64, f64),
+    pub collections: (u32, u32, u32),
 }
 
 impl GcRow {
     /// One JSON object (the keys are the interface).
     pub fn json(&self) -> String {
         format!(
-            "{{\"bench\":\"gcbench\",\"config\":\"C{}\",\"heap_bytes\":{},\"dirty_seconds\":{:.3},\"traps_seconds\":{:.3},\"dirty_collections\":{},\"traps_collections\":{}}}",
+            "{{\"bench\":\"gcbench\",\"config\":\"C{}\",\"heap_bytes\":{},\"dirty_seconds\":{:.3},\"traps_seconds\":{:.3},\"linux_traps_seconds\":{:.3},\"dirty_collections\":{},\"traps_collections\":{},\"linux_traps_collections\":{}}}",
             self.config,
             self.heap_bytes,
             self.seconds.0,
             self.seconds.1,
+            self.seconds.2,
             self.collections.0,
-            self.collections.1
+            self.collections.1,
+            self.collections.2
         )
     }
 }
@@ -392,22 +432,23 @@ pub fn gcbench(config: u32, reps: u32) -> Result<GcRow, VmError> {
             "configuration C{config}, {reps} runs"
         )));
     }
-    let (mut d, mut t) = (Vec::new(), Vec::new());
-    let (mut cd, mut ct, mut heap) = (0, 0, 0);
+    const BARRIERS: [Barrier; 3] = [Barrier::Dirty, Barrier::Traps, Barrier::LinuxTraps];
+    let mut secs: [Vec<f64>; 3] = Default::default();
+    let (mut collections, mut heap) = ([0; 3], 0);
     for _ in 0..reps {
-        let (s, c, b) = run(config, Barrier::Dirty)?;
-        d.push(s);
-        cd = c;
-        heap = b;
-        let (s, c, _) = run(config, Barrier::Traps)?;
-        t.push(s);
-        ct = c;
+        for (i, barrier) in BARRIERS.into_iter().enumerate() {
+            let (s, c, b) = run(config, barrier)?;
+            secs[i].push(s);
+            collections[i] = c;
+            heap = b;
+        }
     }
+    let [d, t, l] = secs.map(|mut v| median(&mut v));
     Ok(GcRow {
         config,
         heap_bytes: heap,
-        seconds: (median(&mut d), median(&mut t)),
-        collections: (cd, ct),
+        seconds: (d, t, l),
+        collections: collections.into(),
     })
 }
 
@@ -415,11 +456,11 @@ pub fn gcbench(config: u32, reps: u32) -> Result<GcRow, VmError> {
 mod tests {
     use super::*;
 
-    /// A small heap under heavy churn: both barriers collect and keep every
+    /// A small heap under heavy churn: every barrier collects and keep every
     /// live node (checked by `run`: the long-lived tree is whole).
     #[test]
-    fn both_barriers_collect_and_keep_the_live_trees() {
-        for barrier in [Barrier::Traps, Barrier::Dirty] {
+    fn every_barrier_collects_and_keeps_the_live_trees() {
+        for barrier in [Barrier::Traps, Barrier::Dirty, Barrier::LinuxTraps] {
             let mut h = Heap::new(1 << 20, barrier).unwrap();
             let keep = h.alloc().unwrap();
             h.roots.push(keep);
@@ -460,7 +501,7 @@ mod tests {
     /// marked node leads the stopped remark to the subtree.
     #[test]
     fn the_remark_finds_a_subtree_moved_under_a_marked_node() {
-        for barrier in [Barrier::Traps, Barrier::Dirty] {
+        for barrier in [Barrier::Traps, Barrier::Dirty, Barrier::LinuxTraps] {
             let mut h = Heap::new(1 << 20, barrier).unwrap();
             let keep = h.alloc().unwrap();
             h.roots.push(keep);

@@ -9,9 +9,14 @@
 //! runs 4 updates per entry; `updates` is left to the caller so that large
 //! tables finish in seconds. Running the stream twice restores the table
 //! (XOR), which checks every update landed.
+//!
+//! [`spread`] keeps every run instead of the median (Figure 3.5: the
+//! thesis found GUPS multimodal from run to run on Linux, and not on
+//! Barrelfish).
 
 use std::time::Instant;
 
+use super::dist::Dist;
 use super::median;
 use super::mpu::{Linux, Ours};
 use retype_vm::Backing;
@@ -76,15 +81,16 @@ fn gups(table: &mut [u64], count: u64) -> f64 {
 }
 
 /// `reps` runs of `updates` updates on a `bytes` table (a power of two) of
-/// `backing` pages, ours then Linux in each. Each run builds its table and
-/// frees it after, so only one side's memory is held at a time: a machine
-/// with room (or huge pages) for one table of the size can run the row.
-pub fn random_access(
+/// `backing` pages, ours then Linux in each: the GUPS of every run (ours,
+/// Linux). Each run builds its table and frees it after, so only one
+/// side's memory is held at a time: a machine with room (or huge pages) for
+/// one table of the size can run the row.
+fn runs(
     bytes: u64,
     backing: Backing,
     updates: u64,
     reps: u32,
-) -> Result<GupsRow, VmError> {
+) -> Result<(Vec<f64>, Vec<f64>), VmError> {
     if !bytes.is_power_of_two() || bytes < backing.page() || updates == 0 || reps == 0 {
         return Err(VmError::PageSize {
             asked: bytes,
@@ -114,11 +120,77 @@ pub fn random_access(
         go.push(ours()?);
         gl.push(linux()?);
     }
+    Ok((go, gl))
+}
+
+/// Median GUPS of `reps` runs (see [`runs`]).
+pub fn random_access(
+    bytes: u64,
+    backing: Backing,
+    updates: u64,
+    reps: u32,
+) -> Result<GupsRow, VmError> {
+    let (mut go, mut gl) = runs(bytes, backing, updates, reps)?;
     Ok(GupsRow {
         bytes,
         page: backing.page(),
         updates,
         gups: (median(&mut go), median(&mut gl)),
+    })
+}
+
+/// GUPS of every run at one table and page size: (ours, Linux).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpreadRow {
+    pub bytes: u64,
+    pub page: u64,
+    pub updates: u64,
+    pub ours: Dist,
+    pub linux: Dist,
+}
+
+impl SpreadRow {
+    /// One JSON object (the keys are the interface): each side's runs and
+    /// summary under its prefix.
+    pub fn json(&self) -> String {
+        let side = |p: &str, d: &Dist| {
+            let runs: Vec<String> = d.sorted.iter().map(|g| format!("{g:.5}")).collect();
+            let bc = if d.bimodality.is_finite() {
+                format!("{:.3}", d.bimodality)
+            } else {
+                "null".into()
+            };
+            format!(
+                "\"{p}runs\":[{}],\"{p}min\":{:.5},\"{p}q1\":{:.5},\"{p}median\":{:.5},\"{p}q3\":{:.5},\"{p}max\":{:.5},\"{p}bimodality\":{bc},\"{p}gap\":{:.3}",
+                runs.join(","),
+                d.min,
+                d.q1,
+                d.median,
+                d.q3,
+                d.max,
+                d.gap
+            )
+        };
+        format!(
+            "{{\"bench\":\"gups-spread\",\"bytes\":{},\"page_kib\":{},\"updates\":{},{},{}}}",
+            self.bytes,
+            self.page >> 10,
+            self.updates,
+            side("", &self.ours),
+            side("linux_", &self.linux)
+        )
+    }
+}
+
+/// `reps` runs (see [`runs`]), every one kept.
+pub fn spread(bytes: u64, backing: Backing, updates: u64, reps: u32) -> Result<SpreadRow, VmError> {
+    let (go, gl) = runs(bytes, backing, updates, reps)?;
+    Ok(SpreadRow {
+        bytes,
+        page: backing.page(),
+        updates,
+        ours: Dist::of(&go),
+        linux: Dist::of(&gl),
     })
 }
 
@@ -145,6 +217,21 @@ mod tests {
         let r = random_access(1 << 30, Backing::Huge1G, 1 << 12, 1).unwrap();
         assert!(r.gups.0 > 0.0 && r.gups.1 > 0.0, "{r:?}");
         assert!(r.json().contains("\"page_kib\":1048576,"));
+    }
+
+    /// Every run is kept on both sides, sorted, its summary within it.
+    #[test]
+    fn the_spread_keeps_every_run() {
+        let r = spread(1 << 20, Backing::Small, 1 << 14, 5).unwrap();
+        for d in [&r.ours, &r.linux] {
+            assert_eq!(d.sorted.len(), 5, "{r:?}");
+            assert!(d.sorted.windows(2).all(|w| w[0] <= w[1]), "{r:?}");
+            assert!(d.min > 0.0 && d.min <= d.median && d.median <= d.max);
+        }
+        let j: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(j["bench"], "gups-spread");
+        assert_eq!(j["linux_runs"].as_array().map(Vec::len), Some(5));
+        assert_eq!(j["runs"].as_array().map(Vec::len), Some(5));
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! time per page, through capabilities against raw Linux in the same run,
 //! alternated round by round: `mmap` of a memfd, `mprotect`, `munmap`, and
 //! System V shared memory (`shmat`, `mprotect`, `shmdt`), the thesis's two
-//! Linux lines.
+//! Linux lines; and Figure 2.3's other two Linux facilities: anonymous
+//! memory mapped with `MAP_POPULATE` (the kernel zeroes and maps every page
+//! at once) and a POSIX shared memory object (`shm_open`, then `mmap`),
+//! which cannot take huge pages.
 //!
 //! Ours: the frame and the page tables are made beforehand (as Barrelfish
 //! maps "a previously allocated frame"); one `map`, `modify_flags` and
@@ -30,7 +33,17 @@ pub struct Row {
     pub unmap: (f64, f64),
     /// Linux through System V shared memory: shmat, mprotect, shmdt.
     pub shm: (f64, f64, f64),
+    /// Linux, `mmap(MAP_POPULATE)` of anonymous memory, `mprotect`,
+    /// `munmap` (none above [`POPULATE_MAX`]: it takes the memory).
+    pub populate: Option<(f64, f64, f64)>,
+    /// Linux, `mmap` of a `shm_open` object, `mprotect`, `munmap` (4 KiB
+    /// pages only).
+    pub shm_open: Option<(f64, f64, f64)>,
 }
+
+/// The largest buffer mapped with `MAP_POPULATE`, which allocates and
+/// zeroes it: 1 GiB, on a machine shared with others.
+pub const POPULATE_MAX: u64 = 1 << 30;
 
 impl Row {
     pub fn pages(&self) -> u64 {
@@ -43,15 +56,26 @@ impl Row {
             format!("\"{name}_ns_per_page\":{ours:.2},\"linux_{name}_ns_per_page\":{linux:.2}")
         };
         let (shmat, shm_protect, shmdt) = self.shm;
+        let three = |name: &str, v: Option<(f64, f64, f64)>| {
+            let f = |x: Option<f64>| x.map_or("null".into(), |x| format!("{x:.2}"));
+            format!(
+                "\"{name}_map_ns_per_page\":{},\"{name}_protect_ns_per_page\":{},\"{name}_unmap_ns_per_page\":{}",
+                f(v.map(|v| v.0)),
+                f(v.map(|v| v.1)),
+                f(v.map(|v| v.2))
+            )
+        };
         format!(
-            "{{\"bytes\":{},\"page_kib\":{},\"pages\":{},\"rounds\":{},{},{},{},\"shm_map_ns_per_page\":{shmat:.2},\"shm_protect_ns_per_page\":{shm_protect:.2},\"shm_unmap_ns_per_page\":{shmdt:.2}}}",
+            "{{\"bytes\":{},\"page_kib\":{},\"pages\":{},\"rounds\":{},{},{},{},\"shm_map_ns_per_page\":{shmat:.2},\"shm_protect_ns_per_page\":{shm_protect:.2},\"shm_unmap_ns_per_page\":{shmdt:.2},{},{}}}",
             self.bytes,
             self.page >> 10,
             self.pages(),
             self.rounds,
             op("map", self.map),
             op("protect", self.protect),
-            op("unmap", self.unmap)
+            op("unmap", self.unmap),
+            three("populate", self.populate),
+            three("shm_open", self.shm_open)
         )
     }
 }
@@ -302,8 +326,121 @@ impl Drop for Shm {
     }
 }
 
+/// Raw Linux, Figure 2.3's "MMAP": anonymous memory that `mmap` with
+/// `MAP_POPULATE` allocates, zeroes and maps at once (hugetlb pages for
+/// 2 MiB; for 4 KiB none unless THP is "always": this machine's is
+/// "madvise").
+struct Populate {
+    at: *mut libc::c_void,
+    bytes: usize,
+    backing: Backing,
+}
+
+impl Populate {
+    fn map(&mut self) -> Result<(), VmError> {
+        let huge = match self.backing {
+            Backing::Small => 0,
+            b => libc::MAP_HUGETLB | ((b.page().trailing_zeros() as libc::c_int) << 26),
+        };
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | huge;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a fresh anonymous mapping where the kernel chooses.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), self.bytes, prot, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(VmError::os("mmap(MAP_POPULATE)"));
+        }
+        self.at = p;
+        Ok(())
+    }
+
+    fn protect(&mut self) -> Result<(), VmError> {
+        read_only(self.at, self.bytes)
+    }
+
+    fn unmap(&mut self) -> Result<(), VmError> {
+        // SAFETY: the mapping made by `map`, which nothing borrows.
+        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
+            return Err(VmError::os("munmap"));
+        }
+        Ok(())
+    }
+}
+
+/// Raw Linux, Figure 2.3's "SHM": a POSIX shared memory object
+/// (`shm_open`, unlinked at once, its descriptor kept) mapped with `mmap`.
+struct ShmOpen {
+    fd: std::os::fd::OwnedFd,
+    at: *mut libc::c_void,
+    bytes: usize,
+}
+
+impl ShmOpen {
+    fn new(bytes: u64) -> Result<ShmOpen, VmError> {
+        use std::os::fd::FromRawFd;
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = std::ffi::CString::new(format!("/retype-vm-{}-{n}", std::process::id()))
+            .expect("no NUL in the name");
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC;
+        // SAFETY: a valid C string; the result is checked.
+        let fd = unsafe { libc::shm_open(name.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            return Err(VmError::os("shm_open"));
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        // SAFETY: removes the name just made; the object lives on in `fd`.
+        unsafe { libc::shm_unlink(name.as_ptr()) };
+        use std::os::fd::AsRawFd;
+        // SAFETY: a descriptor we own and a non-negative length.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), bytes as libc::off_t) } != 0 {
+            return Err(VmError::os("ftruncate"));
+        }
+        Ok(ShmOpen {
+            fd,
+            at: std::ptr::null_mut(),
+            bytes: bytes as usize,
+        })
+    }
+
+    fn map(&mut self) -> Result<(), VmError> {
+        use std::os::fd::AsRawFd;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: a fresh shared mapping of our object where the kernel chooses.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                self.bytes,
+                prot,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(VmError::os("mmap"));
+        }
+        self.at = p;
+        no_huge_pages(p as usize, self.bytes)
+    }
+
+    fn protect(&mut self) -> Result<(), VmError> {
+        read_only(self.at, self.bytes)
+    }
+
+    fn unmap(&mut self) -> Result<(), VmError> {
+        // SAFETY: the mapping made by `map`, which nothing borrows.
+        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
+            return Err(VmError::os("munmap"));
+        }
+        Ok(())
+    }
+}
+
 /// Maps, protects and unmaps a `bytes` buffer of `backing` pages `rounds`
-/// times each way, ours, Linux's `mmap` and its `shmat` in every round.
+/// times each way: ours, Linux's `mmap`, its `shmat`, `MAP_POPULATE` (up
+/// to [`POPULATE_MAX`]) and `shm_open` (4 KiB pages) in every round.
 pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Row, VmError> {
     let page = backing.page();
     if bytes == 0 || !bytes.is_multiple_of(page) || rounds == 0 {
@@ -315,7 +452,16 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
     let mut ours = Ours::new(bytes, backing)?;
     let mut linux = Linux::new(bytes, backing)?;
     let mut shm = Shm::new(bytes, backing)?;
-    let mut t: [Vec<f64>; 9] = Default::default();
+    let mut populate = (bytes <= POPULATE_MAX).then_some(Populate {
+        at: std::ptr::null_mut(),
+        bytes: bytes as usize,
+        backing,
+    });
+    let mut shm_open = match backing {
+        Backing::Small => Some(ShmOpen::new(bytes)?),
+        _ => None,
+    };
+    let mut t: [Vec<f64>; 15] = Default::default();
     for _ in 0..rounds {
         t[0].push(timed(|| ours.map())?);
         t[1].push(timed(|| ours.protect())?);
@@ -326,9 +472,25 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         t[6].push(timed(|| shm.map())?);
         t[7].push(timed(|| shm.protect())?);
         t[8].push(timed(|| shm.unmap())?);
+        if let Some(p) = populate.as_mut() {
+            t[9].push(timed(|| p.map())?);
+            t[10].push(timed(|| p.protect())?);
+            t[11].push(timed(|| p.unmap())?);
+        }
+        if let Some(s) = shm_open.as_mut() {
+            t[12].push(timed(|| s.map())?);
+            t[13].push(timed(|| s.protect())?);
+            t[14].push(timed(|| s.unmap())?);
+        }
     }
     let pages = (bytes / page) as f64;
-    let per = t.map(|mut v| median(&mut v) / pages);
+    let per = t.map(|mut v| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            median(&mut v) / pages
+        }
+    });
     Ok(Row {
         bytes,
         page,
@@ -337,12 +499,52 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         protect: (per[1], per[4]),
         unmap: (per[2], per[5]),
         shm: (per[6], per[7], per[8]),
+        populate: populate.map(|_| (per[9], per[10], per[11])),
+        shm_open: shm_open.map(|_| (per[12], per[13], per[14])),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of `[at, at + bytes)` in memory (`mincore`).
+    fn resident(at: *mut libc::c_void, bytes: usize) -> usize {
+        let mut v = vec![0u8; bytes.div_ceil(PAGE as usize)];
+        // SAFETY: a mapping of ours and a vector of one byte per page.
+        assert_eq!(unsafe { libc::mincore(at, bytes, v.as_mut_ptr()) }, 0);
+        v.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    /// Figure 2.3's difference: `MAP_POPULATE` makes every page at once;
+    /// a `shm_open` object's mapping makes none, and its pages outlive it.
+    #[test]
+    fn populate_maps_every_page_and_a_shm_object_keeps_its_own() {
+        let bytes = 64 * PAGE as usize;
+        let mut p = Populate {
+            at: std::ptr::null_mut(),
+            bytes,
+            backing: Backing::Small,
+        };
+        p.map().unwrap();
+        assert_eq!(resident(p.at, bytes), 64);
+        p.unmap().unwrap();
+        let mut s = ShmOpen::new(bytes as u64).unwrap();
+        s.map().unwrap();
+        assert_eq!(resident(s.at, bytes), 0);
+        // SAFETY: page 3 of the mapping just made, writable.
+        unsafe { (s.at as *mut u8).add(3 * PAGE as usize).write_volatile(7) };
+        s.protect().unwrap();
+        s.unmap().unwrap();
+        s.map().unwrap();
+        assert_eq!(resident(s.at, bytes), 1);
+        // SAFETY: as above, mapped again.
+        assert_eq!(
+            unsafe { (s.at as *const u8).add(3 * PAGE as usize).read_volatile() },
+            7
+        );
+        s.unmap().unwrap();
+    }
 
     #[test]
     fn a_row_covers_every_page_and_leaves_nothing_mapped() {
@@ -360,6 +562,11 @@ mod tests {
         assert!(j.contains("\"shm_unmap_ns_per_page\":"), "{j}");
         let (shmat, protect, shmdt) = r.shm;
         assert!(shmat > 0.0 && protect > 0.0 && shmdt > 0.0, "{r:?}");
+        for (name, v) in [("populate", r.populate), ("shm_open", r.shm_open)] {
+            let (m, p, u) = v.unwrap_or_else(|| panic!("{name} missing: {r:?}"));
+            assert!(m > 0.0 && p > 0.0 && u > 0.0, "{name}: {r:?}");
+            assert!(j.contains(&format!("\"{name}_unmap_ns_per_page\":")), "{j}");
+        }
         let mut ours = Ours::new(3 << 20, Backing::Small).unwrap();
         ours.map().unwrap();
         let leaves = |o: &Ours| o.vm.lock().caps().ptes().filter(|p| !p.2.table).count();
