@@ -269,7 +269,7 @@ impl Shadow {
     pub fn insert(&mut self, va: u64, e: Entry) -> Result<(), ShadowError> {
         let page = va >> PAGE_BITS;
         let i = Self::slot(page, 0);
-        if va % (1 << PAGE_BITS) != 0
+        if !va.is_multiple_of(1 << PAGE_BITS)
             || va >= self.reach()
             || e.pages == 0
             || i as usize + e.pages as usize > ENTRIES

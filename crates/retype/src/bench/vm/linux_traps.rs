@@ -47,7 +47,7 @@ fn mprotect(addr: usize, len: usize, prot: libc::c_int) -> libc::c_int {
 impl TrapRegion {
     /// A zeroed, writable region of `bytes` (a whole number of pages).
     pub fn new(bytes: u64) -> Result<TrapRegion, VmError> {
-        if bytes == 0 || bytes % PAGE != 0 {
+        if bytes == 0 || !bytes.is_multiple_of(PAGE) {
             return Err(VmError::Unsupported(format!(
                 "a trap region of {bytes} bytes (whole pages only)"
             )));

@@ -350,9 +350,12 @@ pub fn run(
     Ok((secs, check))
 }
 
+/// Where the edge and the vertex arrays lie, in that order.
+pub type Placement = (Place, Place);
+
 /// The rows of our Table 3.3: a page-size choice, as (edges, vertices) on
 /// each side: ours, Linux with THP, Linux with hugetlbfs (none for 4 KiB).
-pub const CHOICES: [(&str, [Option<(Place, Place)>; 3]); 3] = [
+pub const CHOICES: [(&str, [Option<Placement>; 3]); 3] = [
     (
         "4 KiB",
         [
@@ -484,10 +487,10 @@ mod tests {
                 .map(|v| rank[v])
                 .sum();
             let mut next = vec![(1.0 - DAMPING) / n as f64 + DAMPING * dangling / n as f64; n];
-            for d in 0..n {
+            for (d, into) in next.iter_mut().enumerate() {
                 for e in g.offsets[d]..g.offsets[d + 1] {
                     let s = g.sources[e as usize] as usize;
-                    next[d] += DAMPING * rank[s] / g.out_degree[s] as f64;
+                    *into += DAMPING * rank[s] / g.out_degree[s] as f64;
                 }
             }
             rank = next;
