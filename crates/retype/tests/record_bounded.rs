@@ -118,8 +118,8 @@ fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
 fn an_aggregate_recordings_size_does_not_grow_with_the_calls() {
     let dir = scratch("bounded-size");
     compile("bounded.c", &dir);
-    // No snapshots: their count grows with the run's length, not its calls.
-    let extra = ["--aggregate", "--snapshot-ms", "0"];
+    // No snapshots nor RSS samples: their count grows with the run's length, not its calls.
+    let extra = ["--aggregate", "--snapshot-ms", "0", "--rss-ms", "0"];
     record(&dir, "small.rtr", &extra, &["1000000"]);
     record(&dir, "large.rtr", &extra, &["10000000"]);
     let size = |n: &str| std::fs::metadata(dir.join(n)).unwrap().len();
