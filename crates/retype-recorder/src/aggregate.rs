@@ -84,8 +84,8 @@ fn arrays() -> Option<(&'static [Counter], &'static [AtomicU64])> {
         if MAPPING.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let a = map(TIDS * 8).cast::<AtomicU64>();
-        c = map(STACKS * std::mem::size_of::<Counter>()).cast::<Counter>();
+        let a = sys::map(TIDS * 8).cast::<AtomicU64>();
+        c = sys::map(STACKS * std::mem::size_of::<Counter>()).cast::<Counter>();
         if a.is_null() || c.is_null() {
             return None;
         }
@@ -99,26 +99,6 @@ fn arrays() -> Option<(&'static [Counter], &'static [AtomicU64])> {
             std::slice::from_raw_parts(c, STACKS),
             std::slice::from_raw_parts(a, TIDS),
         ))
-    }
-}
-
-/// Zeroed memory, reserved as it is touched; null if it cannot be mapped.
-fn map(bytes: usize) -> *mut u8 {
-    // SAFETY: an anonymous private mapping touches no existing memory.
-    let p = unsafe {
-        libc::mmap(
-            null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        null_mut()
-    } else {
-        p.cast()
     }
 }
 

@@ -14,6 +14,8 @@ use std::cell::UnsafeCell;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use crate::sys;
+
 /// What is kept of a live block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
@@ -196,7 +198,7 @@ impl Table {
     /// Doubles the table (maps the first one); false if it cannot be mapped.
     fn grow(&mut self) -> bool {
         let cap = if self.cap == 0 { FIRST } else { self.cap * 2 };
-        let slots = map(cap);
+        let slots = sys::map(cap * std::mem::size_of::<Slot>()).cast::<Slot>();
         if slots.is_null() {
             return false;
         }
@@ -227,26 +229,6 @@ impl Table {
             // SAFETY: the slots were mapped by `map` with this many bytes.
             unsafe { libc::munmap(self.slots.cast(), self.cap * std::mem::size_of::<Slot>()) };
         }
-    }
-}
-
-/// `cap` empty slots, mapped; null if they cannot be.
-fn map(cap: usize) -> *mut Slot {
-    // SAFETY: an anonymous private mapping touches no existing memory; zero is an empty slot.
-    let p = unsafe {
-        libc::mmap(
-            null_mut(),
-            cap * std::mem::size_of::<Slot>(),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        null_mut()
-    } else {
-        p.cast()
     }
 }
 

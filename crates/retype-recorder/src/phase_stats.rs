@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use retype_trace::Event;
 
-use crate::stack_table;
 use crate::thread::local::Busy;
+use crate::{stack_table, sys};
 
 /// Slots of the live-block table (a power of two; filled to 3/4 at most).
 const BLOCKS: usize = 1 << 21;
@@ -166,8 +166,8 @@ pub fn mark(begin: bool) -> bool {
     let g = Guard::lock();
     let s = g.state();
     if s.blocks.is_null() {
-        s.blocks = stack_table::map(BLOCKS * std::mem::size_of::<Block>()).cast();
-        s.sites = stack_table::map(SITES * std::mem::size_of::<Site>()).cast();
+        s.blocks = sys::map(BLOCKS * std::mem::size_of::<Block>()).cast();
+        s.sites = sys::map(SITES * std::mem::size_of::<Site>()).cast();
         if s.blocks.is_null() || s.sites.is_null() {
             return false;
         }

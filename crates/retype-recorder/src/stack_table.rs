@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use retype_trace::codec;
 
-use crate::output;
 use crate::settings::MAX_STACK_DEPTH;
+use crate::{output, sys};
 
 /// Slots of the hash table (a power of two); it takes at most 3/4 of them.
 const SLOTS: usize = 1 << 18;
@@ -189,34 +189,14 @@ fn map_table() -> Option<Table> {
         // Another thread is mapping it: this stack goes without.
         return None;
     }
-    let frames = map(FRAMES * 8).cast::<u64>();
-    let slots = map(SLOTS * std::mem::size_of::<Slot>()).cast::<Slot>();
+    let frames = sys::map(FRAMES * 8).cast::<u64>();
+    let slots = sys::map(SLOTS * std::mem::size_of::<Slot>()).cast::<Slot>();
     if frames.is_null() || slots.is_null() {
         return None;
     }
     STORE.store(frames, Ordering::Release);
     TABLE.store(slots, Ordering::Release);
     Some(Table { slots, frames })
-}
-
-/// Reserves `bytes` of address space, backed by zero pages as touched.
-pub fn map(bytes: usize) -> *mut u8 {
-    // SAFETY: an anonymous private mapping touches no existing memory.
-    let p = unsafe {
-        libc::mmap(
-            null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        null_mut()
-    } else {
-        p.cast()
-    }
 }
 
 /// The pending records, while their lock is held.

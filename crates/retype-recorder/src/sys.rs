@@ -1,5 +1,6 @@
 //! Clocks and raw I/O that never allocate.
 
+use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc::{c_int, timespec};
@@ -381,6 +382,26 @@ pub fn parse_num(s: &[u8]) -> Option<u64> {
     s[..digits].iter().try_fold(0u64, |v, &d| {
         v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
+}
+
+/// Reserves `bytes` of address space, backed by zero pages as touched.
+pub fn map(bytes: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        null_mut()
+    } else {
+        p.cast()
+    }
 }
 
 #[cfg(test)]
