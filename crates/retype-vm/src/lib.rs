@@ -41,7 +41,7 @@ pub mod probe;
 mod ranges;
 pub mod shadow;
 pub mod shared;
-mod signal;
+pub mod signal;
 pub mod space;
 pub mod status;
 pub mod sync;

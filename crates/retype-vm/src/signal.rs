@@ -164,7 +164,19 @@ fn handle(shared: &Shared, sig: libc::c_int, addr: usize, write: bool) -> Resolu
 /// action so that returning re-runs the access and the process dies.
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let previous = PREVIOUS.get().expect("installed before any fault");
-    let old = &previous[usize::from(sig == libc::SIGBUS)];
+    pass_on(&previous[usize::from(sig == libc::SIGBUS)], sig, info, ctx);
+}
+
+/// Hands a fault that is not its own from a SIGSEGV/SIGBUS handler to `old`,
+/// the handler installed before it, or, when that is the default action or
+/// ignores the signal, restores the default so that returning re-runs the
+/// access and the process dies (a fault is never swallowed).
+pub fn pass_on(
+    old: &libc::sigaction,
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
     let h = old.sa_sigaction;
     if h != libc::SIG_DFL && h != libc::SIG_IGN {
         if old.sa_flags & libc::SA_SIGINFO != 0 {

@@ -152,29 +152,10 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     chain(sig, info, ctx);
 }
 
-/// Hands the signal to the previous handler, or restores the default
-/// action so that returning re-runs the access and the process dies.
+/// Hands the signal to the previous handler (retype-vm's rule).
 fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let old = PREVIOUS.get().expect("installed before any fault");
-    let h = old.sa_sigaction;
-    if h != libc::SIG_DFL && h != libc::SIG_IGN {
-        if old.sa_flags & libc::SA_SIGINFO != 0 {
-            type Action = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
-            // SAFETY: the previous SA_SIGINFO handler has this signature.
-            let f: Action = unsafe { std::mem::transmute(h) };
-            f(sig, info, ctx);
-        } else {
-            // SAFETY: a plain handler takes the signal number.
-            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
-            f(sig);
-        }
-        return;
-    }
-    // SAFETY: a zeroed sigaction with SIG_DFL restores the default action.
-    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
-    dfl.sa_sigaction = libc::SIG_DFL;
-    // SAFETY: sigaction is async-signal-safe.
-    unsafe { libc::sigaction(sig, &dfl, ptr::null_mut()) };
+    retype_vm::signal::pass_on(old, sig, info, ctx);
 }
 
 #[cfg(test)]

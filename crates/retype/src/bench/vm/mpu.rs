@@ -199,22 +199,7 @@ impl Linux {
 
     pub(crate) fn map(&mut self) -> Result<(), VmError> {
         use std::os::fd::AsRawFd;
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let fd = self.memory.fd().as_raw_fd();
-        // SAFETY: a fresh shared mapping where the kernel chooses.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                self.bytes,
-                prot,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(VmError::os("mmap"));
-        }
+        let p = map_shared(self.memory.fd().as_raw_fd(), self.bytes)?;
         self.at = p;
         base_pages_if_small(p, self.bytes, self.memory.backing())
     }
@@ -405,22 +390,7 @@ impl ShmOpen {
 
     fn map(&mut self) -> Result<(), VmError> {
         use std::os::fd::AsRawFd;
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let fd = self.fd.as_raw_fd();
-        // SAFETY: a fresh shared mapping of our object where the kernel chooses.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                self.bytes,
-                prot,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(VmError::os("mmap"));
-        }
+        let p = map_shared(self.fd.as_raw_fd(), self.bytes)?;
         self.at = p;
         no_huge_pages(p as usize, self.bytes)
     }
@@ -502,6 +472,26 @@ pub fn map_protect_unmap(bytes: u64, backing: Backing, rounds: u32) -> Result<Ro
         populate: populate.map(|_| (per[9], per[10], per[11])),
         shm_open: shm_open.map(|_| (per[12], per[13], per[14])),
     })
+}
+
+/// A fresh read-write shared mapping of `bytes` of the object behind `fd`,
+/// where the kernel chooses.
+fn map_shared(fd: libc::c_int, bytes: usize) -> Result<*mut libc::c_void, VmError> {
+    // SAFETY: a fresh shared mapping touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(VmError::os("mmap"));
+    }
+    Ok(p)
 }
 
 #[cfg(test)]
