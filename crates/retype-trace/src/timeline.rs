@@ -8,7 +8,7 @@
 //! rose), each with every group's live bytes at that moment; they add up to
 //! the process's. Blocks follow the [`heap`](crate::heap) model (a sampled
 //! recording's live bytes are estimates). An aggregate recording has no
-//! events: its timeline is its snapshots ([`snapshots`]).
+//! events: its timeline is its snapshots.
 //!
 //! Beside the heap, two series of the whole process: its RSS samples and the
 //! bytes it mapped itself ([`mapped`](crate::mapped)), every value in the window.
