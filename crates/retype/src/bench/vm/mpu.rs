@@ -209,12 +209,17 @@ impl Linux {
     }
 
     pub(crate) fn unmap(&mut self) -> Result<(), VmError> {
-        // SAFETY: the mapping made by `map`, which nothing borrows.
-        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
-            return Err(VmError::os("munmap"));
-        }
-        Ok(())
+        unmap(self.at, self.bytes)
     }
+}
+
+/// `munmap` of a whole Linux-side mapping, made by its `map` and borrowed by nothing.
+fn unmap(at: *mut libc::c_void, bytes: usize) -> Result<(), VmError> {
+    // SAFETY: a mapping of ours, `bytes` long, which nothing borrows.
+    if unsafe { libc::munmap(at, bytes) } != 0 {
+        return Err(VmError::os("munmap"));
+    }
+    Ok(())
 }
 
 /// `mprotect(PROT_READ)` of a whole Linux-side buffer.
@@ -343,11 +348,7 @@ impl Populate {
     }
 
     fn unmap(&mut self) -> Result<(), VmError> {
-        // SAFETY: the mapping made by `map`, which nothing borrows.
-        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
-            return Err(VmError::os("munmap"));
-        }
-        Ok(())
+        unmap(self.at, self.bytes)
     }
 }
 
@@ -400,11 +401,7 @@ impl ShmOpen {
     }
 
     fn unmap(&mut self) -> Result<(), VmError> {
-        // SAFETY: the mapping made by `map`, which nothing borrows.
-        if unsafe { libc::munmap(self.at, self.bytes) } != 0 {
-            return Err(VmError::os("munmap"));
-        }
-        Ok(())
+        unmap(self.at, self.bytes)
     }
 }
 
