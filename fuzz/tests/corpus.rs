@@ -6,12 +6,15 @@
 //! `RETYPE_FUZZ_SECONDS` set, as many as fit in that time, seeded by the clock
 //! unless `RETYPE_FUZZ_SEED` is given. The mutations are not coverage-guided as
 //! libFuzzer's are (`scripts/fuzz` runs those). The seed is printed before the
-//! first mutation, so that a run that hangs can be replayed. An input
-//! that makes a target panic is written to `fuzz/artifacts/TARGET/`, where
-//! `scripts/fuzz` and libFuzzer read it too, and named in the failure.
+//! first mutation, so that a run can be replayed. An input that makes a
+//! target panic, or runs longer than `RETYPE_FUZZ_HANG_SECONDS` (60), is
+//! written to `fuzz/artifacts/TARGET/`, where `scripts/fuzz` and libFuzzer
+//! read it too, and named in the failure.
 
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use retype_core::rng::SplitMix64;
@@ -130,15 +133,75 @@ fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Runs `target` on `input`; on a panic, keeps the input and fails naming it.
+/// How long one input may run before the run counts as hung
+/// (`RETYPE_FUZZ_HANG_SECONDS`, 60 by default: libFuzzer's 1 s is for a quiet
+/// machine, and this test also runs on loaded ones).
+fn hang_limit() -> Duration {
+    let seconds: f64 = std::env::var("RETYPE_FUZZ_HANG_SECONDS").map_or(60.0, |s| {
+        s.parse()
+            .expect("RETYPE_FUZZ_HANG_SECONDS is a number of seconds")
+    });
+    Duration::from_secs_f64(seconds)
+}
+
+/// The input now running, for the watchdog: its target, bytes, name and start.
+type Running = Option<(&'static str, Vec<u8>, String, Instant)>;
+static RUNNING: Mutex<Running> = Mutex::new(None);
+
+/// Watches [`RUNNING`]: an input running past [`hang_limit`] is kept in
+/// `fuzz/artifacts/TARGET/` and the whole test process exits naming it, since
+/// a hung target cannot be unwound.
+fn watchdog() {
+    static STARTED: Once = Once::new();
+    STARTED.call_once(|| {
+        let limit = hang_limit();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((name, input, what, start)) = running.as_ref() {
+                if start.elapsed() > limit {
+                    let path = keep(name, "slow", input);
+                    // Past the test harness's capture, which exit would discard.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{name}: {what} runs over {} s; the input is {}",
+                        limit.as_secs_f64(),
+                        path.display()
+                    );
+                    std::process::exit(1);
+                }
+            }
+        });
+    });
+}
+
+/// Writes `input` to `fuzz/artifacts/TARGET/KIND-HASH`, where libFuzzer and
+/// `scripts/fuzz` read it too.
+fn keep(name: &str, kind: &str, input: &[u8]) -> PathBuf {
+    let dir = root().join("artifacts").join(name);
+    std::fs::create_dir_all(&dir).expect("fuzz/artifacts is writable");
+    let path = dir.join(format!("{kind}-{:016x}", fnv(input)));
+    std::fs::write(&path, input).expect("fuzz/artifacts is writable");
+    path
+}
+
+/// Runs `target` on `input`; on a panic or a hang, keeps the input and fails
+/// naming it.
 fn check(target: &Target, input: &[u8], what: &str) {
-    if catch_unwind(AssertUnwindSafe(|| (target.run)(input))).is_ok() {
+    watchdog();
+    let set = |r: Running| *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = r;
+    set(Some((
+        target.name,
+        input.to_vec(),
+        what.to_string(),
+        Instant::now(),
+    )));
+    let ok = catch_unwind(AssertUnwindSafe(|| (target.run)(input))).is_ok();
+    set(None);
+    if ok {
         return;
     }
-    let dir = root().join("artifacts").join(target.name);
-    std::fs::create_dir_all(&dir).expect("fuzz/artifacts is writable");
-    let path = dir.join(format!("crash-{:016x}", fnv(input)));
-    std::fs::write(&path, input).expect("fuzz/artifacts is writable");
+    let path = keep(target.name, "crash", input);
     panic!(
         "{}: {what} panics (above); the input is {}",
         target.name,
@@ -166,11 +229,12 @@ fn run(name: &str) {
         check(target, bytes, &format!("seed {}", path.display()));
     }
     let var = |k: &str| std::env::var(k).ok();
-    let seconds: Option<f64> = var("RETYPE_FUZZ_SECONDS")
-        .map(|s| s.parse().expect("RETYPE_FUZZ_SECONDS is a number of seconds"));
-    let mutations: u64 = var("RETYPE_FUZZ_MUTATIONS").map_or(200, |s| {
+    let seconds: Option<f64> = var("RETYPE_FUZZ_SECONDS").map(|s| {
         s.parse()
-            .expect("RETYPE_FUZZ_MUTATIONS is a whole number")
+            .expect("RETYPE_FUZZ_SECONDS is a number of seconds")
+    });
+    let mutations: u64 = var("RETYPE_FUZZ_MUTATIONS").map_or(200, |s| {
+        s.parse().expect("RETYPE_FUZZ_MUTATIONS is a whole number")
     });
     let seed = match (var("RETYPE_FUZZ_SEED"), seconds) {
         (Some(s), _) => s.parse().expect("RETYPE_FUZZ_SEED is a whole number"),

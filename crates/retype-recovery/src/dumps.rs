@@ -17,6 +17,7 @@
 use alloc::vec::Vec;
 
 use retype_core::mm::slab::Slab;
+use retype_core::mm::MemoryManager;
 
 use crate::log::{delta, Checkpoint, LoggedOp, SlabCounters};
 
@@ -27,9 +28,10 @@ pub(crate) struct Dumps {
     grown: Vec<u64>,
     /// The requests after which the log counts more slab resets, and how many more.
     resets: Vec<(usize, u64)>,
-    /// At index `i`: the sums, in 16-byte units, of some objects of each
-    /// free the log makes after request `i` up to the next dump (see
-    /// [`Sums`]).
+    /// At index `i`: which of `sums` holds the sums, in 16-byte units, of
+    /// some objects of each free the log makes after request `i` up to the
+    /// next dump (see [`Sums`]). Requests between two frees share one.
+    sums_at: Vec<u32>,
     sums: Vec<Sums>,
 }
 
@@ -50,13 +52,23 @@ impl Sums {
         self.0.get(w).is_some_and(|word| word >> b & 1 == 1)
     }
 
-    /// The sums with `0..=count` more objects of `size` units each added.
+    /// The sums with `0..=count` more objects of `size` units each added:
+    /// by chunks of 1, 2, 4, ... objects (any count up to `count` is a sum of
+    /// some of them), so a count read from a log costs its logarithm, and
+    /// only as many objects as fit below the bound.
     pub fn add(&self, size: u64, count: u64) -> Sums {
         let mut out = self.clone();
-        let mut shifted = self.clone();
-        for _ in 0..count {
-            shifted = shifted.shifted(size as usize);
+        if size == 0 {
+            return out;
+        }
+        let mut left = count.min(self.0.len() as u64 * 64 / size);
+        let mut chunk = 1;
+        while left > 0 {
+            let c = chunk.min(left);
+            let shifted = out.shifted((size * c) as usize);
             out.0.iter_mut().zip(&shifted.0).for_each(|(o, s)| *o |= s);
+            left -= c;
+            chunk *= 2;
         }
         out
     }
@@ -77,7 +89,9 @@ impl Sums {
 }
 
 impl Dumps {
-    pub fn new(log: &[LoggedOp], dumps: Vec<Checkpoint>) -> Dumps {
+    /// `mm` is the manager the log is replayed on: what a dump can still
+    /// lack is at most its largest slab.
+    pub fn new(log: &[LoggedOp], dumps: Vec<Checkpoint>, mm: &MemoryManager) -> Dumps {
         let mut grown = Vec::with_capacity(log.len() + 1);
         grown.push(0);
         let mut resets = Vec::new();
@@ -89,38 +103,44 @@ impl Dumps {
                 resets.push((k, op.after.slab_resets - before));
             }
         }
-        let sums = Self::sums(log, &dumps);
+        let largest = mm.slabs().iter().map(Slab::size).max().unwrap_or(0);
+        let (sums_at, sums) = Self::sums(log, &dumps, largest);
         Dumps {
             dumps,
             grown,
             resets,
+            sums_at,
             sums,
         }
     }
 
-    /// [`Dumps::sums`] for every request, built backwards from each dump.
-    fn sums(log: &[LoggedOp], dumps: &[Checkpoint]) -> Vec<Sums> {
-        let mut sums = alloc::vec![Sums::zero(1); log.len()];
+    /// [`Dumps::sums_at`] and the sums it indexes, built backwards from each
+    /// dump; none past `largest` bytes, which no slab can lack (a dump that
+    /// claims more is one no run reaches, found so by [`Dumps::reachable`]).
+    fn sums(log: &[LoggedOp], dumps: &[Checkpoint], largest: u64) -> (Vec<u32>, Vec<Sums>) {
+        let mut sums = alloc::vec![Sums::zero(1)];
+        let mut at = alloc::vec![0; log.len()];
         let mut start = 0;
         for d in dumps {
             let bound = d
                 .slabs
                 .iter()
-                .map(|s| s.frag_watermark / 16 + 1)
+                .map(|s| s.frag_watermark.min(largest) / 16 + 1)
                 .max()
                 .unwrap_or(1);
-            let mut acc = Sums::zero(bound as usize);
+            sums.push(Sums::zero(bound as usize));
             for i in (start..d.op).rev() {
                 let (bytes, objs, refused) = delta(log, i + 1).expect("request in range");
                 if bytes < 0 && !refused && objs < 0 {
                     let size = (-bytes / -objs) as u64;
-                    acc = acc.add(size / 16, (-objs) as u64);
+                    let more = sums[sums.len() - 1].add(size / 16, (-objs) as u64);
+                    sums.push(more);
                 }
-                sums[i] = acc.clone();
+                at[i] = (sums.len() - 1) as u32;
             }
             start = d.op;
         }
-        sums
+        (at, sums)
     }
 
     /// The dump after request `i`, if there is one.
@@ -156,7 +176,8 @@ impl Dumps {
                     || d.watermark - now.watermark > room
                     || d.frag_alignment - now.frag_alignment > room
                     || d.frag_watermark - now.frag_watermark > room + s.live_bytes()
-                    || !self.sums[i].contains((d.frag_watermark - now.frag_watermark) / 16)
+                    || !self.sums[self.sums_at[i] as usize]
+                        .contains((d.frag_watermark - now.frag_watermark) / 16)
             })
             .map(|(_, d)| d.watermark)
             .collect();
@@ -177,5 +198,45 @@ impl Dumps {
         regrow
             .into_iter()
             .all(|need| left.next().is_some_and(|bytes| 2 * bytes >= need))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sums;
+    use alloc::collections::BTreeSet;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `add` against the sums themselves: every `start + k * size` below
+        /// the bound, for `k` up to `count`, and nothing else.
+        #[test]
+        fn add_is_every_count_of_objects(
+            bound in 1usize..400,
+            start in proptest::collection::vec(0u64..400, 0..4),
+            adds in proptest::collection::vec((0u64..50, 0u64..40), 0..4),
+        ) {
+            let mut model: BTreeSet<u64> = [0].into();
+            let mut sums = Sums::zero(bound);
+            for &s in &start {
+                sums = sums.add(s, 1);
+                model = model.iter().flat_map(|&m| [m, m + s]).collect();
+            }
+            for &(size, count) in &adds {
+                sums = sums.add(size, count);
+                model = model.iter().flat_map(|&m| (0..=count).map(move |k| m + k * size)).collect();
+            }
+            let width = bound.div_ceil(64).max(1) as u64 * 64;
+            for units in 0..width + 64 {
+                prop_assert_eq!(sums.contains(units), units < width && model.contains(&units), "{}", units);
+            }
+        }
+    }
+
+    /// A count read from a log may be anything: it costs its logarithm.
+    #[test]
+    fn add_takes_any_count() {
+        let sums = Sums::zero(1 << 16).add(3, u64::MAX);
+        assert!(sums.contains(3 * 1000) && !sums.contains(3 * 1000 + 1));
     }
 }

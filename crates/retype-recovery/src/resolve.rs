@@ -91,9 +91,10 @@ pub fn resolve(logs: Vec<Log<'_>>) -> Result<Resolved, ResolveError> {
         let dumps = logs
             .iter()
             .zip(&checkpoints)
-            .map(|(ops, cs)| {
+            .zip(&mms)
+            .map(|((ops, cs), mm)| {
                 let kept = cs.iter().filter(|c| !aside.contains(&c.op));
-                Dumps::new(ops, kept.cloned().collect())
+                Dumps::new(ops, kept.cloned().collect(), mm)
             })
             .collect();
         recover(&logs, Replay::new(mms.clone(), dumps))
@@ -535,7 +536,7 @@ mod tests {
             let views: Vec<&[LoggedOp]> = logs.iter().map(Vec::as_slice).collect();
             let root = Replay::new(
                 policies.iter().map(|&p| manager(p, true)).collect(),
-                views.iter().zip(&dumps).map(|(l, d)| Dumps::new(l, d.clone())).collect(),
+                views.iter().zip(&dumps).zip(policies).map(|((l, d), p)| Dumps::new(l, d.clone(), &manager(p, true))).collect(),
             );
             match deferred::defer(&views, root).unwrap() {
                 None => {}
