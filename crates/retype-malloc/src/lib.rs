@@ -39,10 +39,11 @@
 //!   malloc's slow path, emptied pages retiring (kept, or back to their segment), spills
 //!   given back after a while, the count of live bytes;
 //! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
-//!   counts held against each other), for tests; `secure`: secure mode's own fast paths of
-//!   malloc and free (encoded links checked, frees validated), chosen at start-up;
+//!   counts held against each other), for tests;
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
 //!   frees by other threads onto the page's lock-free list (in batches, see `remote`);
+//! - `secure`: secure mode's own fast paths of malloc and free (links decoded and checked,
+//!   frees validated in one pass), chosen at start-up;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads, their empty pages reclaimed when they waited the purge delay; the list of
 //!   every heap made;
@@ -121,9 +122,10 @@ mod kept;
 mod heap;
 
 mod consistency;
-mod secure;
 
 mod free;
+
+mod secure;
 
 mod pool;
 

@@ -5,17 +5,18 @@
 //! past the one flag test the default free makes, starts with [`free`]. Each does in a few
 //! dozen instructions what the common case needs, as mimalloc's secure mode does on its fast
 //! path: the link popped decoded and checked to be a block of its page; the pointer freed
-//! checked to be the start of a block of a page of ours and not free already, its link
-//! encoded. Anything else (a free by another thread, into a full page or a large block, a
-//! pointer that fails a check) is declined and goes the way of hardened mode's checks, which
-//! find the error and name it.
+//! checked, in one pass over its page's fields, to be the start of a block of a page of ours
+//! and not free already, then put back as any free puts it (`free::release`: its link
+//! encoded on its page's free list, or in the batch for another thread's page). Anything
+//! else (a large block, an aligned pointer, a pointer that fails a check) is declined and
+//! goes the way of hardened mode's validation, which finds the error and names it.
 
 use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
 use crate::page::{self, FLAG_CHECKED, FLAG_FULL};
 use crate::segment::{self, KIND_SMALL};
-use crate::{registry, size_class, tls};
+use crate::{registry, size_class};
 
 /// Malloc of `size` bytes (small or medium) while the first page of its class has a free
 /// block and no remote frees wait to be sent: that block, its link checked, as the default
@@ -33,15 +34,14 @@ pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
     }
 }
 
-/// Frees `p` if it is the start of a block in use of a page that the calling thread owns, in
-/// a small-object segment of ours: true. False, with nothing done,
-/// for anything else: the caller validates `p` in full and frees it the general way, or stops
-/// the program with what is wrong with it.
+/// Frees `p` if it is the start of a block in use of a small-object segment of ours: true.
+/// False, with nothing done, for anything else: the caller validates `p` in full and frees
+/// it the general way, or stops the program with what is wrong with it.
 ///
 /// The checks, in order: `p` lies in a mapping of ours (the registry) that is a segment; its
-/// page is in use by this thread, with no flag but [`FLAG_CHECKED`] and [`FLAG_FULL`]; `p` is the
-/// start of a carved block; the block holds no free-list link (`page::holds_link`: a block
-/// that holds one may be free, and the general way walks the free list to tell).
+/// page is in use, with no flag but [`FLAG_CHECKED`] and [`FLAG_FULL`]; `p` is the start of
+/// a carved block; the block holds no free-list link (`page::holds_link`: a block that holds
+/// one may be free, which the general way tells).
 #[inline(always)]
 pub(crate) unsafe fn free(p: *mut u8) -> bool {
     // A pointer at a chunk's start, or misaligned, is no block's start in a segment (a
@@ -50,10 +50,9 @@ pub(crate) unsafe fn free(p: *mut u8) -> bool {
         return false;
     }
     let seg = segment::of(p);
-    let heap = tls::get().cast::<Heap>();
     // SAFETY: the registry says `seg` heads a mapping of ours; a small segment's descriptors
-    // are read as hardened mode's validation reads them, and written only by their owner,
-    // the calling thread once its heap is the page's.
+    // are read as hardened mode's validation reads them; `release` writes the page only if
+    // the calling thread owns it.
     unsafe {
         if (*seg).kind != KIND_SMALL {
             return false;
@@ -61,13 +60,12 @@ pub(crate) unsafe fn free(p: *mut u8) -> bool {
         let page = segment::page_of(seg, p);
         if (*page).flags.load(Ordering::Relaxed) & !FLAG_FULL != FLAG_CHECKED
             || (*page).in_use == 0
-            || (*page).heap != heap::id(heap)
             || !page::is_carved(page, p)
             || page::holds_link(page, p)
         {
             return false;
         }
-        heap::give_to_page(heap, page, p.cast());
+        crate::free::release(heap::current(), page, p);
         true
     }
 }
