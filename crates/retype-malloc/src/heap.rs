@@ -503,6 +503,8 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
 const TICKS_PER_READING: u32 = 256;
 
 /// Counts a spill push (or a pop by the slow path); reads the clock every [`TICKS_PER_READING`].
+/// Inlined: the owner's free into a full page of few blocks (`free::free_slow`) ends in it.
+#[inline(always)]
 pub(crate) unsafe fn tick(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {
