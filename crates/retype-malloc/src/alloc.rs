@@ -2,12 +2,13 @@
 //! class (as mimalloc's `alloc.c`); everything else is a call to a slow path that cannot
 //! unwind. The malloc family in `lib.rs` inlines it.
 
-use crate::{config, global, heap, large, os, page};
+use crate::{config, global, heap, large, os, page, secure};
 
 /// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from
 /// the calling thread's heap: the fast path pops from the slot's direct page; anything else
-/// (including a thread's first malloc, and every malloc in hardened mode) takes the slow
-/// path, which is given the size alone so that the fast path need not keep both in registers.
+/// (including a thread's first malloc, and every malloc in hardened and secure mode) takes
+/// the slow path, which is given the size alone so that the fast path need not keep both in
+/// registers.
 #[inline(always)]
 pub(crate) unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
     let heap = heap::current();
@@ -21,7 +22,8 @@ pub(crate) unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
     }
 }
 
-/// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory.
+/// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory. Secure mode's malloc
+/// starts here, with its own fast path (see `secure`).
 ///
 /// The functions the fast paths end in (this, [`alloc_large`], `free_checked`,
 /// `free::free_slow` and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
@@ -33,7 +35,7 @@ unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
     // SAFETY: as for `alloc`.
     unsafe {
         if config::secure() {
-            let p = heap::alloc_secure(heap, size);
+            let p = secure::alloc(heap, size);
             if !p.is_null() {
                 return p;
             }

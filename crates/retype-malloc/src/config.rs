@@ -20,8 +20,8 @@ pub(crate) static HARDENED: AtomicBool = AtomicBool::new(false);
 /// Secure mode (`RETYPE_MALLOC_SECURE`, with no measure on but guard pages and realloc
 /// moves, and no statistics): the free checks without the liveness bitmap and its atomic
 /// instructions, a double free told by the freed block's free-list link, which only a free
-/// block holds (see `hardened::check_not_free`); a malloc pops as the fast path would, and
-/// the owner's free pushes (see `heap::alloc_secure`, `free::secure`).
+/// block holds (see `hardened::check_not_free`); malloc and free have fast paths of their
+/// own (see `secure`).
 pub(crate) static SECURE: AtomicBool = AtomicBool::new(false);
 /// Canaries after blocks, checked on free and realloc (`RETYPE_MALLOC_CANARY`, default: as
 /// `RETYPE_MALLOC_HARDENED`).

@@ -34,28 +34,6 @@ pub(crate) unsafe fn block(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     }
 }
 
-/// Secure mode's free of `p`, validated (see `hardened::validate`), a block of `page` in
-/// `seg`: the owner's free of a block of a page that is not full is checked not free already
-/// and pushed, its link encoded; anything else takes [`free_special`]'s way.
-pub(crate) unsafe fn secure(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // SAFETY: `p` is a block of `page`, in use; owner-only fields are touched only by the owner.
-    unsafe {
-        let heap = tls::get().cast::<Heap>();
-        if (*page).flags.load(Ordering::Relaxed) == page::FLAG_CHECKED
-            && (*page).heap == heap::id(heap)
-        {
-            hardened::check_not_free(page, p, true);
-            page::push(page, p.cast());
-            (*page).used -= 1;
-            if (*page).used == 0 {
-                heap::retire(heap, page);
-            }
-            return;
-        }
-        free_special(seg, page, p)
-    }
-}
-
 /// [`block`] when the page has a flag set or another owner: first the common case, the owner's
 /// free into a full page of few blocks, kept lean; the others out of line.
 unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
@@ -135,7 +113,9 @@ pub(crate) unsafe fn empty_quarantine(heap: *mut Heap) {
 
 /// Puts the freed `block` of `page` back: on its free list, or on its remote list when
 /// `heap`, the calling thread's, does not own it.
-unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+/// Inlined: secure mode's free (see `secure::free`) ends in it.
+#[inline(always)]
+pub(crate) unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a freed block of `page`, still counted as used.
     unsafe {
         if (*page).heap != heap::id(heap) {

@@ -379,20 +379,12 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     }
 }
 
-/// Secure mode's malloc of `size` bytes (small or medium) while the first page of its class
-/// has a free block and no remote frees wait to be sent: that block, its link checked, as
-/// the fast path would pop it; else null, and the caller takes [`alloc_slow`]'s way.
-#[inline]
-pub(crate) unsafe fn alloc_secure(heap: *mut Heap, size: usize) -> *mut u8 {
-    // SAFETY: the heap belongs to the calling thread (or is the empty heap, whose queues are
-    // empty); its first page of a class is in use.
-    unsafe {
-        let page = (*heap).queues[size_class::class_of(size)].first;
-        if page.is_null() || (*page).free.is_null() || !(*heap).remote.is_empty() {
-            return ptr::null_mut();
-        }
-        page::pop_checked(page)
-    }
+/// The first page of `class`'s queue, or null: secure mode's malloc pops from it (see
+/// `secure::alloc`).
+#[inline(always)]
+pub(crate) unsafe fn first(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: `class` < CLASSES (a class from `size_class`); `heap` is live.
+    unsafe { (*heap).queues.get_unchecked(class).first }
 }
 
 /// The page of `class` to allocate from when the first one has no free block: as
@@ -428,6 +420,8 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
 
 /// Puts `b`, a freed block of `page` (owned by `heap`, the calling thread's), on the page's
 /// free list; the page leaves the full list if it was there, and retires if now empty.
+/// Inlined: secure mode's free (see `secure::free`) ends in it.
+#[inline(always)]
 pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     // SAFETY: `b` is a freed block of `page`, still counted as used.
     unsafe {
@@ -509,6 +503,8 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
 const TICKS_PER_READING: u32 = 256;
 
 /// Counts a spill push (or a pop by the slow path); reads the clock every [`TICKS_PER_READING`].
+/// Inlined: the owner's free into a full page of few blocks (`free::free_slow`) ends in it.
+#[inline(always)]
 pub(crate) unsafe fn tick(heap: *mut Heap) {
     // SAFETY: the heap is the calling thread's own.
     unsafe {

@@ -42,6 +42,8 @@
 //!   counts held against each other), for tests;
 //! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
 //!   frees by other threads onto the page's lock-free list (in batches, see `remote`);
+//! - `secure`: secure mode's own fast paths of malloc and free (links decoded and checked,
+//!   frees validated in one pass), chosen at start-up;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads, their empty pages reclaimed when they waited the purge delay; the list of
 //!   every heap made;
@@ -122,6 +124,8 @@ mod heap;
 mod consistency;
 
 mod free;
+
+mod secure;
 
 mod pool;
 
@@ -229,22 +233,24 @@ pub unsafe fn free(p: *mut u8) {
     }
 }
 
-/// Hardened mode's free: `p` is validated before any header is read. Out of line, so that
-/// the default mode's free keeps no register for it.
+/// Hardened and secure mode's free: `p` is validated before any header is read (secure
+/// mode's common case by its own fast path, see `secure::free`). Out of line, so that the
+/// default mode's free keeps no register for it.
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn free_checked(p: *mut u8) {
-    if zero::contains(p) {
-        return;
-    }
-    // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
+    // SAFETY: `secure::free` frees `p` only once it found it a block in use of ours; else
+    // `validate` aborts unless `p` is a block of a segment or large mapping of ours.
     unsafe {
-        let seg = hardened::validate(p);
-        let page = segment::page_of(seg, p);
         if config::secure() {
-            return free::secure(seg, page, p);
+            if secure::free(p) {
+                return;
+            }
+        } else if zero::contains(p) {
+            return;
         }
-        free::block(seg, page, p)
+        let seg = hardened::validate(p);
+        free::block(seg, segment::page_of(seg, p), p)
     }
 }
 

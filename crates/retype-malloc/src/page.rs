@@ -264,6 +264,7 @@ pub(crate) unsafe fn push(page: *mut Page, b: *mut Block) {
 /// (decodes to null or to a carved block of the page): a block that is free holds one;
 /// a block in use does not, but by a chance of about one in 2^50 (malloc clears the word, and
 /// nothing can write one without the key).
+#[inline(always)]
 pub(crate) unsafe fn holds_link(page: *const Page, block: *const u8) -> bool {
     // SAFETY: `block` is a carved block of the page, readable.
     unsafe {
@@ -393,8 +394,8 @@ unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
 
 /// Whether `p` is the start of a block of `page` carved so far (by a multiplication, see
 /// `size_class::index_of`, where a remainder would divide).
-#[inline]
-fn is_carved(page: *const Page, p: *const u8) -> bool {
+#[inline(always)]
+pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
     // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
     let (area, bs, capacity, class) = unsafe {
         (

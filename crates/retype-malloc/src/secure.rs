@@ -1,0 +1,71 @@
+//! Secure mode's fast paths (`RETYPE_MALLOC_SECURE=1`; the mode is chosen once, at start-up,
+//! by `config`). The default mode's fast paths pop and push plain links, so secure mode,
+//! whose links are encoded, cannot share them: its malloc misses the default fast path (the
+//! heap points no slot at a page) and starts its slow path with [`alloc`], and its free,
+//! past the one flag test the default free makes, starts with [`free`]. Each does in a few
+//! dozen instructions what the common case needs, as mimalloc's secure mode does on its fast
+//! path: the link popped decoded and checked to be a block of its page; the pointer freed
+//! checked, in one pass over its page's fields, to be the start of a block of a page of ours
+//! and not free already, then put back as any free puts it (`free::release`: its link
+//! encoded on its page's free list, or in the batch for another thread's page). Anything
+//! else (a large block, an aligned pointer, a pointer that fails a check) is declined and
+//! goes the way of hardened mode's validation, which finds the error and names it.
+
+use core::sync::atomic::Ordering;
+
+use crate::heap::{self, Heap};
+use crate::page::{self, FLAG_CHECKED, FLAG_FULL};
+use crate::segment::{self, KIND_SMALL};
+use crate::{registry, size_class};
+
+/// Malloc of `size` bytes (small or medium) while the first page of its class has a free
+/// block and no remote frees wait to be sent: that block, its link checked, as the default
+/// fast path would pop it; else null, and the caller takes the slow path's general way.
+#[inline(always)]
+pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
+    // SAFETY: the heap belongs to the calling thread (or is the empty heap, whose queues are
+    // empty); its first page of a class is in use.
+    unsafe {
+        let page = heap::first(heap, size_class::class_of(size));
+        if page.is_null() || (*page).free.is_null() || !(*heap).remote.is_empty() {
+            return core::ptr::null_mut();
+        }
+        page::pop_checked(page)
+    }
+}
+
+/// Frees `p` if it is the start of a block in use of a small-object segment of ours: true.
+/// False, with nothing done, for anything else: the caller validates `p` in full and frees
+/// it the general way, or stops the program with what is wrong with it.
+///
+/// The checks, in order: `p` lies in a mapping of ours (the registry) that is a segment; its
+/// page is in use, with no flag but [`FLAG_CHECKED`] and [`FLAG_FULL`]; `p` is the start of
+/// a carved block; the block holds no free-list link (`page::holds_link`: a block that holds
+/// one may be free, which the general way tells).
+#[inline(always)]
+pub(crate) unsafe fn free(p: *mut u8) -> bool {
+    // A pointer at a chunk's start, or misaligned, is no block's start in a segment (a
+    // segment's header lies there; blocks are 16-byte aligned): `is_carved` declines it.
+    if registry::lookup(p as usize) != registry::HEAD {
+        return false;
+    }
+    let seg = segment::of(p);
+    // SAFETY: the registry says `seg` heads a mapping of ours; a small segment's descriptors
+    // are read as hardened mode's validation reads them; `release` writes the page only if
+    // the calling thread owns it.
+    unsafe {
+        if (*seg).kind != KIND_SMALL {
+            return false;
+        }
+        let page = segment::page_of(seg, p);
+        if (*page).flags.load(Ordering::Relaxed) & !FLAG_FULL != FLAG_CHECKED
+            || (*page).in_use == 0
+            || !page::is_carved(page, p)
+            || page::holds_link(page, p)
+        {
+            return false;
+        }
+        crate::free::release(heap::current(), page, p);
+        true
+    }
+}
