@@ -17,6 +17,11 @@ pub enum VmError {
     /// The mapping's page table is not reachable from the space's root, so
     /// it has no address in the window.
     NotInWindow,
+    /// The virtual regions ran out of what they were given: RAM pages,
+    /// CNode slots or address space (see [`crate::vregion`]).
+    Exhausted(&'static str),
+    /// No virtual region starts at this window offset.
+    NoRegion(u64),
     /// A Linux facility this needs is not available here (and why).
     Unsupported(String),
     /// A system call failed.
@@ -56,6 +61,8 @@ impl fmt::Display for VmError {
             ),
             VmError::DeviceFrame => write!(f, "device frames cannot be mapped in one process"),
             VmError::NotInWindow => write!(f, "the page table is not reachable from the root"),
+            VmError::Exhausted(what) => write!(f, "the virtual regions have no {what} left"),
+            VmError::NoRegion(va) => write!(f, "no virtual region starts at {va:#x}"),
             VmError::Unsupported(why) => write!(f, "not available here: {why}"),
             VmError::Os { call, err } => write!(f, "{call}: {err}"),
             VmError::Behind(e) => write!(

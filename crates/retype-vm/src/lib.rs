@@ -28,6 +28,9 @@
 //! - [`shadow`]: shadow page tables, the application's record of its
 //!   mappings (list or array tables), which uses nothing above.
 //! - [`probe`]: can this address be read, written? (without faulting)
+//! - [`vregion`]: virtual regions, each backed by a memory object
+//!   ([`memobj`]) whose frames and page tables come from [`frames`]; they
+//!   use the handle and its fault handler.
 //! - `ranges`: which parts of the window take minor faults.
 
 #[cfg(not(target_os = "linux"))]
@@ -35,6 +38,8 @@ compile_error!("retype-vm is Linux only");
 
 pub mod error;
 pub mod fault;
+pub mod frames;
+pub mod memobj;
 pub mod memory;
 pub mod pager;
 pub mod probe;
@@ -47,14 +52,17 @@ pub mod status;
 pub mod sync;
 pub mod uffd;
 pub mod vm;
+pub mod vregion;
 pub mod walk;
 pub mod window;
 
 pub use error::VmError;
 pub use fault::{Fault, Resolution};
+pub use memobj::Memobj;
 pub use memory::Backing;
 pub use pager::PageRequest;
 pub use probe::Probe;
 pub use shared::SpaceGuard;
 pub use space::{Options, Space};
 pub use vm::Vm;
+pub use vregion::{Vregion, Vregions};

@@ -2,7 +2,7 @@
 //! to leave the whole system unchanged.
 
 use super::cap::Rights;
-use super::mdb::{NoParentTree, PackedTree};
+use super::mdb::{BitfieldTree, NoParentTree, PackedTree};
 use super::system::{Boot, Caps};
 use super::types::{CapType::*, PAGE};
 use super::*;
@@ -460,6 +460,11 @@ macro_rules! on_every_mdb {
             #[test]
             fn tree_packed() {
                 super::$scenario::<PackedTree>();
+            }
+
+            #[test]
+            fn tree_bitfield() {
+                super::$scenario::<BitfieldTree>();
             }
 
             #[test]

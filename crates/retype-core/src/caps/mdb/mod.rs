@@ -4,28 +4,24 @@
 //!
 //! Entries are ordered by [`Key`] then by slot id, which puts copies side by
 //! side and every descendant right after its ancestor's copies: a preorder
-//! walk of the derivation forest, the order of seL4's derivation list. Four
-//! implementations answer the same [`Mdb`] interface, four of the five that
-//! seed 001 compares (§4.5.4, Fig. 4.6):
+//! walk of the derivation forest, the order of seL4's derivation list. Five
+//! implementations answer the same [`Mdb`] interface, the five that seed
+//! 001 compares (§4.5.4, Fig. 4.6):
 //!
 //! - [`AaTree`]: an AA tree augmented with each subtree's largest end
 //!   address (O(log n) for every query), with parent pointers;
 //! - [`NoParentTree`]: the same tree without parent pointers, Barrelfish's
 //!   default (a successor may take a search from the root);
 //! - [`PackedTree`]: the tree with parent pointers whose level and span
-//!   root are packed into the links' high bits (the thesis's "shifts and
-//!   masks");
+//!   root are packed into the links' high bits by our own shifts and masks;
+//! - [`BitfieldTree`]: the same packed links, declared as bitfields whose
+//!   accessors a derive generates (the thesis's C bitfields);
 //! - [`List`]: the doubly-linked list of seL4 (O(n) searches).
 //!
-//! The fifth, the packed tree written with C bitfields, has no counterpart:
-//! Rust has no bitfields, and the crates that provide them expand to the
-//! very shifts and masks of [`PackedTree`], so that row would time the same
-//! code twice. (The thesis measured the C compiler's bitfield code 5 to
-//! 65 % slower than its own shifts and masks, and discarded it.)
-//!
-//! The three trees share one AA tree (`tree`), which a node layout (`plain`
-//! or `packed`) and a way back up (parent links in `aa`, recursion in
-//! `no_parent`) make into each variant.
+//! The four trees share one AA tree (`tree`), which a node layout (`plain`,
+//! or `packed` over a link word of its own or of `bitfield`) and a way back
+//! up (parent links in `aa`, recursion in `no_parent`) make into each
+//! variant.
 //!
 //! The queries rely on one invariant the capability system keeps: two
 //! capabilities of the same type root overlap only if one derives from the
@@ -34,6 +30,7 @@
 //! start inside it.
 
 mod aa;
+mod bitfield;
 mod list;
 mod no_parent;
 mod packed;
@@ -41,6 +38,7 @@ mod plain;
 mod tree;
 
 pub use aa::AaTree;
+pub use bitfield::BitfieldTree;
 pub use list::List;
 pub use no_parent::NoParentTree;
 pub use packed::PackedTree;

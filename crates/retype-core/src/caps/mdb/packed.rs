@@ -21,21 +21,43 @@
 //! its slowdown. It rebalances and steps through parent links exactly as
 //! the tree with parent pointers does ([`aa`](super::aa)).
 //!
-//! Its bitfield twin in the thesis is not built (the module doc of
-//! [`mdb`](super) says why).
+//! The layout is generic over how a link word is read and written
+//! ([`Link`]): here by our own shifts and masks ([`Word`]), in
+//! [`bitfield`](super::bitfield) by the accessors a bitfield declaration
+//! generates, the thesis's two packed variants.
 
 use alloc::vec::Vec;
 
 use super::tree::{Nodes, Parents, Tree};
 use crate::caps::cap::Key;
 
-/// A link word: a slot id in the low 24 bits (all ones for none) and one
-/// byte of node data in the high 8.
+/// A link word: a slot id below 2^24 − 1 (all ones for none) and one byte
+/// of node data, however the two are laid out and reached.
+pub trait Link: Copy + core::fmt::Debug + PartialEq {
+    /// The name of the variant the word makes.
+    const NAME: &'static str;
+    /// The word linking to no node, its byte 0.
+    const NONE: Self;
+
+    fn id(self) -> u32;
+    fn byte(self) -> u8;
+    /// The word with its id replaced by `id` (below 2^24).
+    fn with_id(self, id: u32) -> Self;
+    fn with_byte(self, byte: u8) -> Self;
+}
+
+/// A link word read and written by hand: the slot id in the low 24 bits,
+/// the byte in the high 8.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Word(u32);
+pub struct Word(u32);
 
 impl Word {
     const ID: u32 = (1 << 24) - 1;
+}
+
+impl Link for Word {
+    const NAME: &'static str = "tree-packed";
+    const NONE: Word = Word(NIL);
 
     fn id(self) -> u32 {
         self.0 & Word::ID
@@ -45,7 +67,6 @@ impl Word {
         (self.0 >> 24) as u8
     }
 
-    /// The word with its id replaced by `id` (below 2^24).
     fn with_id(self, id: u32) -> Word {
         Word((self.0 & !Word::ID) | id)
     }
@@ -55,58 +76,61 @@ impl Word {
     }
 }
 
-const NIL: u32 = Word::ID;
+/// The link to no node, and the first slot id a link cannot name.
+pub(super) const NIL: u32 = Word::ID;
 
 /// One node: 60 bytes, aligned so that each sits in one cache line.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(align(64))]
-struct Node {
+struct Node<W> {
     /// Meaningful while the level is above 0.
     key: Key,
     /// The left child (NIL for none) and the AA level, 0 marking a slot
     /// that is not in the tree.
-    left: Word,
+    left: W,
     /// The right child (NIL for none) and the type root of the subtree's
     /// largest (type root, end).
-    right: Word,
+    right: W,
     /// The parent (NIL at the root); its byte is unused.
-    parent: Word,
+    parent: W,
     /// The end of the subtree's largest (type root, end).
     span_end: u64,
 }
 
-const EMPTY: Node = Node {
-    key: Key::EMPTY,
-    left: Word(NIL),
-    right: Word(NIL),
-    parent: Word(NIL),
-    span_end: 0,
-};
+impl<W: Link> Node<W> {
+    const EMPTY: Node<W> = Node {
+        key: Key::EMPTY,
+        left: W::NONE,
+        right: W::NONE,
+        parent: W::NONE,
+        span_end: 0,
+    };
+}
 
 /// The arena of packed nodes, indexed by slot id.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PackedNodes(Vec<Node>);
+pub struct Packed<W>(Vec<Node<W>>);
 
 /// The augmented AA tree with parent pointers, small data packed into the
-/// links.
-pub type PackedTree = Tree<PackedNodes>;
+/// links by shifts and masks.
+pub type PackedTree = Tree<Packed<Word>>;
 
-impl PackedNodes {
-    fn node(&self, n: u32) -> &Node {
+impl<W> Packed<W> {
+    fn node(&self, n: u32) -> &Node<W> {
         &self.0[n as usize]
     }
 
-    fn node_mut(&mut self, n: u32) -> &mut Node {
+    fn node_mut(&mut self, n: u32) -> &mut Node<W> {
         &mut self.0[n as usize]
     }
 }
 
-impl Nodes for PackedNodes {
-    const NAME: &'static str = "tree-packed";
+impl<W: Link> Nodes for Packed<W> {
+    const NAME: &'static str = W::NAME;
     const NIL: u32 = NIL;
 
-    fn new() -> PackedNodes {
-        PackedNodes(Vec::new())
+    fn new() -> Packed<W> {
+        Packed(Vec::new())
     }
 
     fn slots(&self) -> usize {
@@ -115,19 +139,19 @@ impl Nodes for PackedNodes {
 
     fn place(&mut self, id: u32, key: Key) {
         if self.0.len() <= id as usize {
-            self.0.resize(id as usize + 1, EMPTY);
+            self.0.resize(id as usize + 1, Node::EMPTY);
         }
         *self.node_mut(id) = Node {
             key,
-            left: Word(NIL).with_byte(1),
-            right: Word(NIL).with_byte(key.root),
+            left: W::NONE.with_byte(1),
+            right: W::NONE.with_byte(key.root),
             span_end: key.end(),
-            ..EMPTY
+            ..Node::EMPTY
         };
     }
 
     fn clear(&mut self, id: u32) {
-        *self.node_mut(id) = EMPTY;
+        *self.node_mut(id) = Node::EMPTY;
     }
 
     fn key(&self, n: u32) -> &Key {
@@ -178,26 +202,37 @@ impl Nodes for PackedNodes {
     }
 }
 
-impl Parents for PackedNodes {
+impl<W: Link> Parents for Packed<W> {
     fn parent(&self, n: u32) -> u32 {
         self.node(n).parent.id()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::Word;
+pub(super) mod tests {
+    use super::{Link, Word, NIL};
     use proptest::prelude::*;
 
+    /// Setting one part of a link word leaves the other as it was, and the
+    /// word without a link says so.
+    pub fn id_and_byte_are_independent<W: Link>(
+        w: W,
+        id: u32,
+        byte: u8,
+    ) -> Result<(), TestCaseError> {
+        prop_assert_eq!(W::NONE.id(), NIL);
+        prop_assert_eq!(W::NONE.byte(), 0);
+        prop_assert_eq!(w.with_id(id).id(), id);
+        prop_assert_eq!(w.with_id(id).byte(), w.byte());
+        prop_assert_eq!(w.with_byte(byte).byte(), byte);
+        prop_assert_eq!(w.with_byte(byte).id(), w.id());
+        Ok(())
+    }
+
     proptest! {
-        /// Setting one part of a link word leaves the other as it was.
         #[test]
-        fn id_and_byte_are_independent(word: u32, id in 0..=Word::ID, byte: u8) {
-            let w = Word(word);
-            prop_assert_eq!(w.with_id(id).id(), id);
-            prop_assert_eq!(w.with_id(id).byte(), w.byte());
-            prop_assert_eq!(w.with_byte(byte).byte(), byte);
-            prop_assert_eq!(w.with_byte(byte).id(), w.id());
+        fn words_keep_id_and_byte_apart(word: u32, id in 0..=NIL, byte: u8) {
+            id_and_byte_are_independent(Word(word), id, byte)?;
         }
     }
 }

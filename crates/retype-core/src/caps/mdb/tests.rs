@@ -330,6 +330,7 @@ tests_for! {
     tree: AaTree, |t: &AaTree| { t.check(); };
     tree_noparent: NoParentTree, |t: &NoParentTree| { t.check(); };
     tree_packed: PackedTree, |t: &PackedTree| { t.check(); };
+    tree_bitfield: BitfieldTree, |t: &BitfieldTree| { t.check(); };
     list: List, |_: &List| {};
 }
 
@@ -338,4 +339,5 @@ fn trees_refuse_ids_past_their_links() {
     refuses_ids_past_its_links::<AaTree>(u32::MAX);
     refuses_ids_past_its_links::<NoParentTree>(u32::MAX);
     refuses_ids_past_its_links::<PackedTree>((1 << 24) - 1);
+    refuses_ids_past_its_links::<BitfieldTree>((1 << 24) - 1);
 }

@@ -1,4 +1,4 @@
-//! The augmented AA tree that three of the mapping database's
+//! The augmented AA tree that four of the mapping database's
 //! implementations share: an AA tree (Andersson 1993) whose every node also
 //! knows the largest (type root, end address) in its subtree, as an interval
 //! tree (CLRS §14.3), so that range and ancestor queries skip whole
@@ -7,7 +7,8 @@
 //!
 //! The variants of seed 001 §4.5.4 differ along two lines, each a trait
 //! here. [`Nodes`] is how a node is laid out: a field per datum (`plain`),
-//! or the small data packed into the links' high bits (`packed`). [`Walk`]
+//! or the small data packed into the links' high bits (`packed`, its link
+//! words written by our shifts and masks or by `bitfield`'s). [`Walk`]
 //! is how the tree goes back up after going down: through parent links,
 //! rebalancing bottom-up (`aa`), or by returning from a recursion that
 //! started at the root, without parent links (`no_parent`). What depends on

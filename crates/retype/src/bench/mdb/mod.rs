@@ -2,8 +2,9 @@
 //! databases of 4096 to 65536 capabilities from the thesis's generator
 //! ([`ops`]), the latency of each low-level operation (median, standard
 //! deviation and 99th percentile, as Figs. 4.3 to 4.6 give them) on each
-//! implementation of Fig. 4.6 that we build (the augmented AA tree with and
-//! without parent pointers and with packed links, and the seL4-style list),
+//! implementation of Fig. 4.6 (the augmented AA tree with and without
+//! parent pointers, with links packed by shifts and masks and by bitfields,
+//! and the seL4-style list),
 //! in the same run, and the weighted scores of the boot and
 //! process-management mixes, in TSC cycles.
 
@@ -14,7 +15,7 @@ use std::hint::black_box;
 
 use anyhow::{bail, Result};
 use retype_core::caps::cap::Key;
-use retype_core::caps::mdb::{AaTree, CapId, List, Mdb, NoParentTree, PackedTree};
+use retype_core::caps::mdb::{AaTree, BitfieldTree, CapId, List, Mdb, NoParentTree, PackedTree};
 use retype_core::rng::SplitMix64;
 
 use crate::progress::Progress;
@@ -34,7 +35,8 @@ pub struct Config {
 }
 
 /// Measures every size of `c`, a row per implementation (the trees with
-/// parent pointers, without them and packed, then the list); `overhead` is
+/// parent pointers, without them, packed and as bitfields, then the list);
+/// `overhead` is
 /// the timer's own cost in cycles, taken off each measurement.
 pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
     if c.samples == 0 {
@@ -54,11 +56,12 @@ pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
         let mut tree: AaTree = build(&keys);
         let mut noparent: NoParentTree = build(&keys);
         let mut packed: PackedTree = build(&keys);
+        let mut bitfield: BitfieldTree = build(&keys);
         let mut list: List = build(&keys);
         let mut rng = SplitMix64::new(c.seed ^ n as u64);
-        let mut samples: [BTreeMap<&'static str, Vec<u64>>; 4] = Default::default();
-        // Two rounds of a block of each implementation in turn (A B C D A B
-        // C D), so that drift in the machine's speed hits all alike. Within
+        let mut samples: [BTreeMap<&'static str, Vec<u64>>; 5] = Default::default();
+        // Two rounds of a block of each implementation in turn (A B C D E
+        // A B C D E), so that drift in the machine's speed hits all alike. Within
         // a block the database stays in cache, as in the thesis, where each
         // measurement followed a fresh fill; the list's long walks would
         // otherwise evict the trees between operations.
@@ -71,9 +74,16 @@ pub fn run(c: &Config, overhead: u64) -> Result<Vec<Row>> {
             block(&mut tree, &keys, &targets, overhead, &mut samples[0]);
             block(&mut noparent, &keys, &targets, overhead, &mut samples[1]);
             block(&mut packed, &keys, &targets, overhead, &mut samples[2]);
-            block(&mut list, &keys, &targets, overhead, &mut samples[3]);
+            block(&mut bitfield, &keys, &targets, overhead, &mut samples[3]);
+            block(&mut list, &keys, &targets, overhead, &mut samples[4]);
         }
-        let names = [tree.name(), noparent.name(), packed.name(), list.name()];
+        let names = [
+            tree.name(),
+            noparent.name(),
+            packed.name(),
+            bitfield.name(),
+            list.name(),
+        ];
         for (name, s) in names.into_iter().zip(samples) {
             let (mut medians, mut stddevs, mut p99s) =
                 (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());

@@ -145,7 +145,7 @@ pub fn restore<M: Mdb>(mdb: &mut M, op: Op, id: CapId, k: &Key) {
 
 #[cfg(test)]
 mod tests {
-    use retype_core::caps::mdb::{AaTree, List, NoParentTree, PackedTree};
+    use retype_core::caps::mdb::{AaTree, BitfieldTree, List, NoParentTree, PackedTree};
 
     use super::super::build;
     use super::*;
@@ -187,6 +187,7 @@ mod tests {
         let mut t: AaTree = build(&keys);
         let mut np: NoParentTree = build(&keys);
         let mut pk: PackedTree = build(&keys);
+        let mut bf: BitfieldTree = build(&keys);
         for &op in Op::ALL {
             for id in [0u32, 17, 499] {
                 let k = keys[id as usize];
@@ -194,9 +195,11 @@ mod tests {
                 assert_eq!(once(&mut t, op, id, &k), want, "tree {op:?}");
                 assert_eq!(once(&mut np, op, id, &k), want, "tree-noparent {op:?}");
                 assert_eq!(once(&mut pk, op, id, &k), want, "tree-packed {op:?}");
+                assert_eq!(once(&mut bf, op, id, &k), want, "tree-bitfield {op:?}");
                 t.check();
                 np.check();
                 pk.check();
+                bf.check();
             }
         }
         assert!((score(&PROCMGMT, |_| 1.0) - 1.0).abs() < 1e-9);

@@ -92,11 +92,7 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     if !a.json {
-        outln!(
-            "each operation: median ± standard deviation (99th percentile), TSC cycles. \
-             The thesis's fifth implementation, the packed tree with C bitfields, has no \
-             Rust counterpart (see retype_core::caps::mdb)."
-        );
+        outln!("each operation: median ± standard deviation (99th percentile), TSC cycles.");
     }
     Ok(())
 }
