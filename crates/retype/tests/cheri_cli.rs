@@ -373,6 +373,65 @@ fn decode_is_what_the_library_gives() {
     }
 }
 
+/// `decode -`: one JSON line per `PESBT CURSOR` line, each what the single
+/// command gives; a bad line is an error naming it.
+#[test]
+fn decode_reads_pairs_from_standard_input() {
+    let mut rng = SplitMix64::new(9);
+    for &format in Format::ALL {
+        let pairs: Vec<(u64, u64)> = (0..6)
+            .map(|_| {
+                (
+                    rng.next_u64() & format.max_address(),
+                    rng.next_u64() & format.max_address(),
+                )
+            })
+            .collect();
+        let input: String = pairs
+            .iter()
+            .map(|(p, c)| format!("{p:#x} {c}\n\n"))
+            .collect();
+        let out = with_stdin(&["cheri", "decode", "--format", format.name(), "-"], &input);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let got: Vec<Decoded> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let want: Vec<Decoded> = pairs
+            .iter()
+            .map(|(p, c)| {
+                let (p, c) = (p.to_string(), c.to_string());
+                let args = [
+                    "cheri",
+                    "decode",
+                    "--format",
+                    format.name(),
+                    "--json",
+                    &p,
+                    &c,
+                ];
+                serde_json::from_str(stdout(&retype(&args)).trim()).unwrap()
+            })
+            .collect();
+        assert_eq!(got, want, "{format}");
+    }
+    let out = with_stdin(
+        &["cheri", "decode", "--format", "rv32", "-"],
+        "0 0\n0x100000000 0\n",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stdout(&out).lines().count(),
+        1,
+        "the line before it is written"
+    );
+    assert!(
+        stderr(&out).contains("line 2: PESBT 0x100000000 does not fit rv32's 32 bits"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn decode_tagged_root() {
     for &format in Format::ALL {

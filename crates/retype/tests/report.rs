@@ -9,7 +9,9 @@ mod common;
 use std::path::Path;
 
 use common::browser::Page;
-use common::{chromium, marks_in_browser, quick_replay, repo, retype, retype_cmd, scratch, stderr};
+use common::{
+    chromium, json_lines, marks_in_browser, quick_replay, repo, retype, retype_cmd, scratch, stderr,
+};
 use serde_json::json;
 
 /// Asserts that every chart of the page at `html` drew marks (when there is a
@@ -101,6 +103,54 @@ fn every_chart_of_a_study_report_draws_marks() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(every_chart_draws(&html), 2 * 7, "seven charts per workload");
+}
+
+/// `retype report --cheri F` draws each trace on each heap in CHERI mode, with
+/// the figures `retype replay --cheri F --json` gives for the same run.
+#[test]
+fn retype_report_draws_the_heaps_in_cheri_mode() {
+    let dir = scratch("cheri-report");
+    let trace = repo().join("traces/malloclab/short1-bal.rep");
+    let html = dir.join("cheri.html");
+    let o = retype_cmd()
+        .args(["report", "--cheri", "rv32", "--traces"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&html)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Heaps in CHERI mode (rv32)"));
+    let rows = json_lines(
+        &quick_replay("best-fit,buddy")
+            .args(["--json", "--cheri", "rv32"])
+            .arg(&trace)
+            .output()
+            .unwrap(),
+    );
+    let mut padded = 0;
+    for row in rows.iter().filter(|r| r["trace"] != "TOTAL") {
+        let c = &row["cheri"];
+        padded += c["padding"].as_u64().unwrap();
+        let cells = format!(
+            "<th>short1-bal.rep</th><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            row["heap"].as_str().unwrap(),
+            100.0 * row["util"].as_f64().unwrap(),
+            100.0 * c["util"].as_f64().unwrap(),
+            c["requests"],
+            c["rounded"],
+            c["realigned"],
+            c["padding"],
+            c["alignment_fragmentation"],
+        );
+        assert!(page.contains(&cells), "missing {cells}");
+    }
+    assert!(padded > 0, "RV32 pads short1-bal's large requests");
+    every_chart_draws(&html);
 }
 
 /// `retype report` from a directory that is not the repository, with a trace

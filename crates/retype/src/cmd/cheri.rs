@@ -47,16 +47,17 @@ struct SetboundsArgs {
 struct DecodeArgs {
     #[arg(long, value_parser = format_parser())]
     format: Format,
-    /// One JSON object instead of a table
+    /// One JSON object instead of a table (always, with `-`)
     #[arg(long)]
     json: bool,
     /// Decode as tagged (refused for bits no derivation produces)
     #[arg(long)]
     tag: bool,
-    /// Decimal or 0x-hex
+    /// Decimal or 0x-hex; `-` reads `PESBT CURSOR` pairs from standard
+    /// input, one a line, and writes one JSON line each
     pesbt: String,
     /// The address; decimal or 0x-hex
-    cursor: String,
+    cursor: Option<String>,
 }
 
 /// `--format`: one of the format names.
@@ -91,16 +92,9 @@ struct SetboundsRow {
 
 fn setbounds(a: &SetboundsArgs, out: &mut impl Write) -> Result<()> {
     match (a.base.as_str(), &a.length) {
-        ("-", None) => {
-            for (i, line) in io::stdin().lock().lines().enumerate() {
-                let line = line.context("reading standard input")?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let row = pair(a.format, &line).with_context(|| format!("line {}", i + 1))?;
-                writeln!(out, "{}", serde_json::to_string(&row)?)?;
-            }
-        }
+        ("-", None) => each_pair(("BASE", "LENGTH"), out, |base, length| {
+            bounds_row(a.format, base, length)
+        })?,
         ("-", Some(_)) => {
             bail!("`-` reads BASE LENGTH pairs from standard input: no LENGTH after it")
         }
@@ -117,13 +111,29 @@ fn setbounds(a: &SetboundsArgs, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-/// One `BASE LENGTH` line of standard input.
-fn pair(format: Format, line: &str) -> Result<SetboundsRow> {
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let [base, length] = fields[..] else {
-        bail!("expected `BASE LENGTH`, got `{}`", line.trim());
-    };
-    bounds_row(format, number("BASE", base)?, number("LENGTH", length)?)
+/// `-`: a pair of numbers named `names` on each line of standard input,
+/// and `row`'s answer to it as one JSON line; an error names its line.
+fn each_pair<R: Serialize>(
+    names: (&str, &str),
+    out: &mut impl Write,
+    mut row: impl FnMut(u128, u128) -> Result<R>,
+) -> Result<()> {
+    for (i, line) in io::stdin().lock().lines().enumerate() {
+        let line = line.context("reading standard input")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let answer = (|| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [first, second] = fields[..] else {
+                bail!("expected `{} {}`, got `{}`", names.0, names.1, line.trim());
+            };
+            row(number(names.0, first)?, number(names.1, second)?)
+        })()
+        .with_context(|| format!("line {}", i + 1))?;
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+    }
+    Ok(())
 }
 
 /// The root capability at `base`, its bounds set to `length` bytes.
@@ -196,9 +206,34 @@ struct DecodeRow {
 }
 
 fn decode(a: &DecodeArgs, out: &mut impl Write) -> Result<()> {
-    let format = a.format;
-    let fit = |what: &str, text: &str| -> Result<u64> {
-        let value = number(what, text)?;
+    let row = match (a.pesbt.as_str(), &a.cursor) {
+        ("-", None) => {
+            return each_pair(("PESBT", "CURSOR"), out, |pesbt, cursor| {
+                decode_row(a.format, pesbt, cursor, a.tag)
+            })
+        }
+        ("-", Some(_)) => {
+            bail!("`-` reads PESBT CURSOR pairs from standard input: no CURSOR after it")
+        }
+        (pesbt, Some(cursor)) => decode_row(
+            a.format,
+            number("PESBT", pesbt)?,
+            number("CURSOR", cursor)?,
+            a.tag,
+        )?,
+        (_, None) => bail!("CURSOR is missing (or give `-` to read pairs from standard input)"),
+    };
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string(&row)?)?;
+    } else {
+        write_decode(&row, out)?;
+    }
+    Ok(())
+}
+
+/// The capability `pesbt` and `cursor` decode to, tagged if `tag`.
+fn decode_row(format: Format, pesbt: u128, cursor: u128, tag: bool) -> Result<DecodeRow> {
+    let fit = |what: &str, value: u128| -> Result<u64> {
         if value > format.max_address().into() {
             bail!(
                 "{what} {value:#x} does not fit {format}'s {} bits",
@@ -207,8 +242,8 @@ fn decode(a: &DecodeArgs, out: &mut impl Write) -> Result<()> {
         }
         Ok(value as u64)
     };
-    let (pesbt, cursor) = (fit("PESBT", &a.pesbt)?, fit("CURSOR", &a.cursor)?);
-    let cap = Capability::decode(format, pesbt, cursor, a.tag)
+    let (pesbt, cursor) = (fit("PESBT", pesbt)?, fit("CURSOR", cursor)?);
+    let cap = Capability::decode(format, pesbt, cursor, tag)
         .with_context(|| format!("{format}: PESBT {pesbt:#x}, address {cursor:#x}"))?;
     let p = format.params();
     let otype = cap.otype();
@@ -239,10 +274,10 @@ fn decode(a: &DecodeArgs, out: &mut impl Write) -> Result<()> {
         flags: cap.flags(),
         reserved: cap.reserved(),
     };
-    if a.json {
-        writeln!(out, "{}", serde_json::to_string(&row)?)?;
-        return Ok(());
-    }
+    Ok(row)
+}
+
+fn write_decode(row: &DecodeRow, out: &mut impl Write) -> Result<()> {
     writeln!(out, "format       {}", row.format)?;
     writeln!(out, "pesbt        {:#x}", row.pesbt)?;
     writeln!(out, "address      {:#x}", row.address)?;

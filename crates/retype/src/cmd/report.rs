@@ -2,17 +2,19 @@
 //! study from its logs, the heaps on the shipped malloc-lab traces, the
 //! allocator benchmarks when `bench/run.sh` has been run, the capability
 //! protocol's latencies when `bench protocol --json` has been saved,
-//! and seed 003's real-time experiment when `study tlm --json` has been
-//! saved.
+//! seed 003's real-time experiment when `study tlm --json` has been
+//! saved, and the heaps in CHERI mode with `--cheri FORMAT`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
+use retype_core::cheri::Format;
 use retype_core::heap::HeapKind;
 use retype_core::mm::PolicyKind;
 
+use crate::replay::rows::Row;
 use crate::replay::score::Timing;
 use crate::replay::Replay;
 use crate::report::{self, bench::Results, Page};
@@ -44,6 +46,10 @@ pub struct Args {
     /// directory, $RETYPE_DATA or the binary's workspace).
     #[arg(long, value_name = "DIR|TRACE", num_args = 1..)]
     traces: Vec<PathBuf>,
+    /// Also replay every trace in this CHERI format (as `retype replay
+    /// --cheri`) and draw what exact bounds cost each heap.
+    #[arg(long, value_parser = crate::cmd::cheri::format_parser())]
+    cheri: Option<Format>,
 }
 
 /// Where the report's data comes from.
@@ -145,10 +151,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             runs: 1,
             min_time: Duration::ZERO,
         },
-        cheri: None,
+        cheri: args.cheri,
     };
-    let outcome = replay.run(&mut |_| Ok(()))?;
+    let mut rows = Vec::new();
+    let outcome = replay.run(&mut |row| {
+        if let Row::Score(r) = row {
+            rows.push(r);
+        }
+        Ok(())
+    })?;
     parts.push(report::replay::part(&outcome.figures));
+    if let Some(format) = args.cheri {
+        let rows: Vec<_> = rows.iter().map(|r| r.as_ref()).collect();
+        parts.push(report::cheri::part(format.name(), &rows));
+    }
     if !recorded.is_empty() {
         eprintln!(
             "retype: allocation sites of {} recording(s) with call stacks",

@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod chart;
+pub mod cheri;
 pub mod jsonl;
 pub mod mm;
 pub mod protocol;
