@@ -71,8 +71,12 @@ static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
 static FILTERING: AtomicBool = AtomicBool::new(true);
 
 fn hash(addr: u64) -> u64 {
-    // Blocks are 16-byte aligned: the low bits say nothing.
-    (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    // Blocks are 16-byte aligned: the low bits say nothing. A product's low
+    // bits depend only on the factor's low bits, which blocks of one size
+    // class share (a run of 64-byte blocks: always 0 in the low two), so the
+    // high half is folded in before a slot is taken from the low bits.
+    let h = (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 32)
 }
 
 /// The filter's bucket of `h`: bits the shard and the slot do not use first.
