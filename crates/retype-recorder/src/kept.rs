@@ -1,7 +1,7 @@
 //! What the recording keeps of each call ([`settings::Mode`]): every call as
 //! an event (a full recording), the counters of an aggregate one
 //! ([`aggregate`]), or the events of the allocations a sampled one picks
-//! ([`sample`]) and the frees of those blocks alone ([`blocks`] follows them).
+//! ([`crate::sample`]) and the frees of those blocks alone ([`blocks`] follows them).
 //!
 //! A hook asks [`before`] the call what to keep (so that nothing is timed or
 //! unwound for a call that is dropped, and a freed block leaves the followed
