@@ -8,7 +8,8 @@
 //! spin lock, in memory mapped here and doubled when half full. A small
 //! counting filter (a counter per hash bucket, beside the table) answers
 //! "surely not here" without a lock: a sampled recording asks it on every
-//! free, and nearly every block is not sampled.
+//! free, and nearly every block is not sampled. An aggregate recording,
+//! which follows every block, keeps no filter (one shared atomic add less a call).
 
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;
@@ -66,10 +67,16 @@ static SHARD: [Shard; SHARDS] = [const {
 
 /// Blocks live per filter bucket.
 static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
+/// Whether the filter is kept.
+static FILTERING: AtomicBool = AtomicBool::new(true);
 
 fn hash(addr: u64) -> u64 {
-    // Blocks are 16-byte aligned: the low bits say nothing.
-    (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    // Blocks are 16-byte aligned: the low bits say nothing. A product's low
+    // bits depend only on the factor's low bits, which blocks of one size
+    // class share (a run of 64-byte blocks: always 0 in the low two), so the
+    // high half is folded in before a slot is taken from the low bits.
+    let h = (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 32)
 }
 
 /// The filter's bucket of `h`: bits the shard and the slot do not use first.
@@ -136,7 +143,9 @@ pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
         if slot.addr == 0 {
             *slot = Slot { addr, entry: e };
             t.len += 1;
-            FILTERED[bucket(h)].fetch_add(1, Ordering::Relaxed);
+            if FILTERING.load(Ordering::Relaxed) {
+                FILTERED[bucket(h)].fetch_add(1, Ordering::Relaxed);
+            }
             return (None, true);
         }
         i = (i + 1) & mask;
@@ -184,7 +193,9 @@ pub fn remove(addr: u64) -> Option<Entry> {
     }
     at(hole).addr = 0;
     t.len -= 1;
-    FILTERED[bucket(h)].fetch_sub(1, Ordering::Relaxed);
+    if FILTERING.load(Ordering::Relaxed) {
+        FILTERED[bucket(h)].fetch_sub(1, Ordering::Relaxed);
+    }
     Some(found)
 }
 
@@ -235,8 +246,9 @@ impl Table {
 /// Forgets every block: a new segment starts with none followed (after a
 /// failed exec; in a fork child the parent's blocks are the parent's to
 /// count). `forked`: the locks of threads the child does not have are let go
-/// first.
-pub fn clear(forked: bool) {
+/// first. `filter`: whether [`may_hold`] will be asked.
+pub fn clear(forked: bool, filter: bool) {
+    FILTERING.store(filter, Ordering::Relaxed);
     for s in &SHARD {
         if forked {
             s.lock.store(false, Ordering::Release);

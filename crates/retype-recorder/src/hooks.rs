@@ -25,7 +25,7 @@ use crate::{phase_stats, process, recording, rseq, rss, settings, stacks, sys};
 
 /// A recorded call's start: `None` if the call is not recorded (recording
 /// is off, or this thread is inside the recorder), else this thread's state
-/// and the guard that marks it inside. An RSS sample is taken here when due.
+/// and the guard that marks it inside.
 #[inline(always)]
 pub fn enter() -> Option<(&'static Local, Busy)> {
     if !recording::is_on() {
@@ -39,7 +39,6 @@ pub fn enter() -> Option<(&'static Local, Busy)> {
     }
     let l = local();
     let busy = Busy::enter_on(l)?;
-    rss::tick();
     Some((l, busy))
 }
 
@@ -69,18 +68,24 @@ fn traced<T: Copy>(
     };
     let keep = kept::before(l, call);
     if let Keep::Nothing = keep {
+        rss::poll();
         return run();
     }
     let stack = if keep.stack() { stack(l, at) } else { 0 };
-    let mark = rseq::mark(&l.rseq_cs);
-    let t0 = sys::ticks();
-    let v = run();
-    let t1 = sys::ticks();
-    let descheduled = rseq::descheduled(mark);
+    let t0 = rss::tick(sys::ticks());
+    let (v, latency_ns, descheduled) = if let Keep::Counted { .. } = keep {
+        // Counters keep no latency: the call's one clock read is its time.
+        (run(), 0, false)
+    } else {
+        let mark = rseq::mark(&l.rseq_cs);
+        let v = run();
+        let t1 = sys::ticks();
+        // A counter read on another core may lag: such a span counts as none.
+        (v, t1.saturating_sub(t0), rseq::descheduled(mark))
+    };
     let ev = Event {
         time_ns: t0,
-        // A counter read on another core may lag: such a span counts as none.
-        latency_ns: t1.saturating_sub(t0),
+        latency_ns,
         descheduled,
         stack,
         ..event(v)

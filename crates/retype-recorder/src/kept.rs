@@ -1,7 +1,7 @@
 //! What the recording keeps of each call ([`settings::Mode`]): every call as
 //! an event (a full recording), the counters of an aggregate one
 //! ([`aggregate`]), or the events of the allocations a sampled one picks
-//! ([`sample`]) and the frees of those blocks alone ([`blocks`] follows them).
+//! ([`crate::sample`]) and the frees of those blocks alone ([`blocks`] follows them).
 //!
 //! A hook asks [`before`] the call what to keep (so that nothing is timed or
 //! unwound for a call that is dropped, and a freed block leaves the followed
@@ -51,18 +51,20 @@ pub enum Keep {
     /// A sampled recording's part of it: the free of a sampled block
     /// (`old`), a sampled allocation (`new`).
     Sampled { old: bool, new: bool },
-    /// An aggregate recording counts it; `old` is the followed block it frees.
-    Counted { old: Option<Entry> },
+    /// An aggregate recording counts it; `old` is the followed block it
+    /// frees; `allocates`: it asks for a block (whose stack is counted).
+    Counted { old: Option<Entry>, allocates: bool },
 }
 
 impl Keep {
-    /// Whether its stack is taken: only an allocation's is kept, unless every event is.
+    /// Whether its stack is taken: only an allocation's is kept, unless every event is
+    /// (a free is counted at its block's stack).
     pub fn stack(self) -> bool {
         match self {
             Keep::All => true,
             Keep::Nothing => false,
             Keep::Sampled { new, .. } => new,
-            Keep::Counted { .. } => true,
+            Keep::Counted { allocates, .. } => allocates,
         }
     }
 }
@@ -89,10 +91,11 @@ pub fn before(l: &Local, call: Call) -> Keep {
             let old = (call.frees != 0)
                 .then(|| blocks::remove(call.frees))
                 .flatten();
-            if old.is_none() && call.asks.is_none() {
+            let allocates = call.asks.is_some();
+            if old.is_none() && !allocates {
                 Keep::Nothing
             } else {
-                Keep::Counted { old }
+                Keep::Counted { old, allocates }
             }
         }
     }
@@ -103,7 +106,9 @@ pub fn before(l: &Local, call: Call) -> Keep {
 pub fn after(l: &Local, keep: Keep, e: Event) {
     match keep {
         Keep::All | Keep::Nothing => {}
-        Keep::Counted { old } => aggregate::count(own::tid(l), &e, old, e.time_ns),
+        Keep::Counted { old, .. } => {
+            aggregate::count(own::tally(l), own::tid(l), &e, old, e.time_ns)
+        }
         Keep::Sampled { old, new } => {
             if let Some(e) = sampled(e, old, new) {
                 own::append(l, || e);
@@ -155,7 +160,7 @@ pub fn begin(forked: bool) {
             output::meta(b"recording", b"sampled");
             num.push_num(mean_bytes);
             output::meta(b"sample_bytes", num.as_bytes());
-            blocks::clear(forked);
+            blocks::clear(forked, true);
         }
         Mode::Aggregate { snapshot_ms } => {
             output::meta(b"recording", b"aggregate");

@@ -37,10 +37,13 @@
 //!   object's call-frame information (gimli);
 //! - [`modules`]: the loaded objects, for the unwinder and for offline symbolization;
 //! - [`stacks`]: each call's stack, walked with per-thread cached rules;
+//! - [`tally`]: an aggregate recording's per-stack counters, each thread's
+//!   own, and those of threads that exited;
 //! - [`thread`]: each thread's start and cost, its event buffer (mmap'd, no
 //!   allocation inside the hooks, encoded a batch at a time), its state (one
 //!   thread-local) and its exit;
-//! - [`aggregate`]: an aggregate recording's per-stack counters and snapshots;
+//! - [`aggregate`]: an aggregate recording: each call counted into its
+//!   thread's tally, the process's peak, snapshots, the counters written at the end;
 //! - [`kept`]: what the recording keeps of each call: its event, counters, or a sample;
 //! - [`phase_stats`]: the running phase's figures, kept by the hooks while a
 //!   phase is active, for the program to read about itself;
@@ -86,4 +89,5 @@ mod settings;
 mod stack_table;
 mod stacks;
 mod sys;
+mod tally;
 mod thread;

@@ -2,9 +2,10 @@
 //! with plain system calls into a stack buffer) written into the trace at an
 //! interval (`RETYPE_RSS_MS`, 10 ms unless set; 0: none).
 //!
-//! The samples ride on the program's own calls: a hook checks, with one
-//! clock read and one comparison, whether the interval has passed since the
-//! last sample, and if so takes one before it forwards the call (so a sample
+//! The samples ride on the program's own calls: a hook checks, with the
+//! call's own clock read and one comparison, whether the interval has passed since the
+//! last sample (a call that is not recorded reads the clock for it only
+//! while samples are taken), and if so takes one before it forwards the call (so a sample
 //! sees the memory the program built since its last call, the peak before a
 //! `free`). Another sample is taken as each recording window opens and
 //! closes, and as the segment ends. We chose this over a sampler thread: the
@@ -50,22 +51,40 @@ pub fn restart() {
     output::meta(b"rss_interval_ms", num.as_bytes());
 }
 
-/// Samples if the interval has passed (a hook calls this, recording on).
+/// Samples if the interval has passed at `now` (in [`sys::ticks`]; a hook
+/// calls this with its call's own time, recording on); returns the time the
+/// call starts: `now`, or the clock read again after a sample, so that the
+/// sample's cost is no part of the call's latency.
 #[inline(always)]
-pub fn tick() {
+pub fn tick(now: u64) -> u64 {
     let next = NEXT.load(Ordering::Relaxed);
-    let now = sys::ticks();
     if now < next {
-        return;
+        return now;
     }
-    // One thread takes each due sample.
+    take(next, now)
+}
+
+/// [`tick`] for a call that is not recorded: reads the clock only if
+/// samples are taken.
+#[inline(always)]
+pub fn poll() {
+    if NEXT.load(Ordering::Relaxed) != u64::MAX {
+        tick(sys::ticks());
+    }
+}
+
+/// Takes the sample due at `now` (`next` was due), unless another thread took it.
+#[cold]
+fn take(next: u64, now: u64) -> u64 {
     let after = now.saturating_add(INTERVAL.load(Ordering::Relaxed));
     if NEXT
         .compare_exchange(next, after, Ordering::Relaxed, Ordering::Relaxed)
-        .is_ok()
+        .is_err()
     {
-        write(now);
+        return now;
     }
+    write(now);
+    sys::ticks()
 }
 
 /// Samples now if recording (a window opens or closes) and sampling is on.

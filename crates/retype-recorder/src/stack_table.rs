@@ -309,6 +309,12 @@ pub fn new_generation(forked: bool) {
     GENERATION.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
 }
 
+/// The table's generation: an id given in another is not defined now.
+#[inline(always)]
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -8,6 +8,13 @@
 //! the thread's stack, so a wrong rule ends the walk, never the program.
 //! Nothing here allocates. Each stack is then interned ([`stack_table`]):
 //! events carry its id.
+//!
+//! A walk is a function of where it starts (the entry's stack and frame
+//! pointers) and of the words it reads, the rules being fixed for a table
+//! generation: so each thread keeps its last walk (those words and the id
+//! it gave), and a call entered at the same place whose words read the same
+//! (a loop calling malloc from one site) has the same stack, found by
+//! comparing them instead of walking and interning again.
 
 use std::mem::MaybeUninit;
 
@@ -39,6 +46,26 @@ impl Cached {
     };
 }
 
+/// Words a walk reads at most: the first return address, then a return
+/// address and a saved frame pointer a frame.
+const READS: usize = 1 + 2 * MAX_STACK_DEPTH;
+
+/// A thread's last walk (all zeros: none).
+#[repr(C)]
+struct LastWalk {
+    /// Where it started.
+    sp: u64,
+    bp: u64,
+    /// The object table's and the stack table's generations it ran under.
+    modules: u32,
+    table: u64,
+    /// The stack id it gave (0: none kept).
+    id: u32,
+    /// The words it read, `(address, value)`: `reads[..n]`.
+    n: usize,
+    reads: [(u64, u64); READS],
+}
+
 /// A thread's unwinding state, kept in its buffer and used by its owner
 /// only; all zeros is a valid empty state.
 #[repr(C)]
@@ -48,23 +75,25 @@ pub struct ThreadStack {
     /// The object table's generation the cache was filled under.
     generation: u32,
     cache: [Cached; CACHE],
+    last: LastWalk,
 }
 
 impl ThreadStack {
     /// The state of a buffer that a new thread (the caller) takes.
     pub fn begin(&mut self) {
         self.top = stack_top();
+        self.last.id = 0;
     }
+}
 
-    /// The rule for return address `at`.
-    #[inline(always)]
-    fn rule(&mut self, at: u64) -> Rule {
-        let e = &mut self.cache[(at.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50) as usize % CACHE];
-        if e.at != at {
-            *e = Cached { at, rule: miss(at) };
-        }
-        e.rule
+/// The rule for return address `at`, through the thread's cache.
+#[inline(always)]
+fn rule(cache: &mut [Cached; CACHE], at: u64) -> Rule {
+    let e = &mut cache[(at.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50) as usize % CACHE];
+    if e.at != at {
+        *e = Cached { at, rule: miss(at) };
     }
+    e.rule
 }
 
 /// The rule of return address `at`, from the object's tables. An address
@@ -139,6 +168,26 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
             // SAFETY: [bottom, top) is this thread's live stack, mapped.
             .then(|| unsafe { (at as *const u64).read_unaligned() })
     };
+    let table = stack_table::generation();
+    let ThreadStack {
+        cache, last: walk, ..
+    } = t;
+    if walk.id != 0
+        && (walk.sp, walk.bp, walk.modules, walk.table) == (entry.sp, entry.bp, generation, table)
+        && walk.reads[..walk.n]
+            .iter()
+            .all(|&(at, v)| read(at) == Some(v))
+    {
+        return walk.id;
+    }
+    let mut n_reads = 0;
+    let mut read = |at: u64| {
+        let v = read(at)?;
+        // At most READS reads: one, then two a frame kept.
+        walk.reads[n_reads] = (at, v);
+        n_reads += 1;
+        Some(v)
+    };
     let depth = settings::get().stack_depth();
     let mut frames = [MaybeUninit::<u64>::uninit(); MAX_STACK_DEPTH];
     let Some(first) = read(bottom) else { return 0 };
@@ -146,7 +195,7 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     let (mut n, mut truncated, mut hash) = (1, false, stack_table::mix(0, first));
     let (mut at, mut sp, mut bp) = (first, bottom + 8, entry.bp);
     loop {
-        let rule = t.rule(at);
+        let rule = rule(cache, at);
         let base = match rule.kind {
             Kind::Sp => sp,
             Kind::Bp => bp,
@@ -177,5 +226,9 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     }
     // SAFETY: frames[..n] were written above.
     let frames = unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<u64>(), n) };
-    stack_table::intern(frames, truncated, hash)
+    let id = stack_table::intern(frames, truncated, hash);
+    // Kept for the next call (a dropped stack, id 0, is looked up again).
+    (walk.sp, walk.bp, walk.modules, walk.table) = (entry.sp, entry.bp, generation, table);
+    (walk.id, walk.n) = (id, n_reads);
+    id
 }

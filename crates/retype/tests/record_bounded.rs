@@ -60,33 +60,31 @@ fn sites(dir: &Path, trace: &str, by: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-#[test]
-fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
-    let dir = scratch("bounded-same");
-    compile("bounded.c", &dir);
-    record(&dir, "full.rtr", &[], &["30000"]);
-    record(&dir, "agg.rtr", &["--aggregate"], &["30000"]);
+/// Asserts that the aggregate recording `agg` gives the sites (by function
+/// and by stack), leaks and peak of the full recording `full`, which leaked
+/// `leaked` bytes, and returns the full recording's `trace info --json`.
+fn assert_same_figures(dir: &Path, full: &str, agg: &str, leaked: u64) -> Value {
     for by in ["function", "stack"] {
-        let (full, agg) = (sites(&dir, "full.rtr", by), sites(&dir, "agg.rtr", by));
-        assert!(full.len() >= 5, "{full:?}");
-        assert_eq!(agg, full, "by {by}");
+        let (f, a) = (sites(dir, full, by), sites(dir, agg, by));
+        assert!(f.len() >= 5, "{f:?}");
+        assert_eq!(a, f, "by {by}");
     }
     let leaks = |t: &str| {
-        let mut v = json(&dir, &["trace", "leaks", t, "--json"]);
+        let mut v = json(dir, &["trace", "leaks", t, "--json"]);
         let kind = v["recording"].take();
         (kind, v["leaks"].take(), v["leaked_bytes"].take())
     };
-    let (full_kind, full_leaks, full_bytes) = leaks("full.rtr");
-    let (agg_kind, agg_leaks, agg_bytes) = leaks("agg.rtr");
+    let (full_kind, full_leaks, full_bytes) = leaks(full);
+    let (agg_kind, agg_leaks, agg_bytes) = leaks(agg);
     assert_eq!(
         (full_kind.as_str(), agg_kind.as_str()),
         (Some("full"), Some("aggregate"))
     );
     assert_eq!(agg_leaks, full_leaks);
-    assert_eq!(full_bytes, 1000, "the ten leaked blocks of 100 bytes");
+    assert_eq!(full_bytes, leaked);
     assert_eq!(agg_bytes, full_bytes);
-    let info = |t: &str| json(&dir, &["trace", "info", t, "--json"]);
-    let (full, agg) = (info("full.rtr"), info("agg.rtr"));
+    let info = |t: &str| json(dir, &["trace", "info", t, "--json"]);
+    let (f, a) = (info(full), info(agg));
     for key in [
         "peak_live_bytes",
         "peak_live_blocks",
@@ -96,12 +94,23 @@ fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
         "temporary_allocations",
         "failed_allocations",
     ] {
-        assert_eq!(agg[key], full[key], "{key}");
+        assert_eq!(a[key], f[key], "{key}");
     }
+    assert_eq!(a["recording"], "aggregate");
+    assert_eq!(f["recording"], "full");
+    f
+}
+
+#[test]
+fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
+    let dir = scratch("bounded-same");
+    compile("bounded.c", &dir);
+    record(&dir, "full.rtr", &[], &["30000"]);
+    record(&dir, "agg.rtr", &["--aggregate"], &["30000"]);
+    // The ten leaked blocks of 100 bytes.
+    let full = assert_same_figures(&dir, "full.rtr", "agg.rtr", 1000);
     // The peak is the 64 blocks of 4096 bytes, on top of what grow() had left then.
     assert!(full["peak_live_bytes"].as_u64().unwrap() >= 64 * 4096);
-    assert_eq!(agg["recording"], "aggregate");
-    assert_eq!(full["recording"], "full");
     let text = retype_ok(&dir, &["trace", "info", "agg.rtr"]);
     assert!(text.contains("recording: aggregate"), "{text}");
     let text = retype_ok(&dir, &["trace", "sites", "agg.rtr"]);
@@ -112,6 +121,32 @@ fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
             .starts_with("recording: aggregate"),
         "{text}"
     );
+}
+
+/// Threads count into their own tallies, retired as each exits; blocks one
+/// thread allocated and another freed; the peak in the main thread alone.
+#[test]
+fn an_aggregate_recording_of_threads_gives_the_full_recordings_figures() {
+    let dir = scratch("bounded-threads");
+    compile("bounded.c", &dir);
+    let args = ["200000", "threads", "4"];
+    record(&dir, "full.rtr", &[], &args);
+    record(&dir, "agg.rtr", &["--aggregate"], &args);
+    // The ten blocks of 100 bytes, and each worker's thread-local storage
+    // (glibc's dtv, a calloc inside pthread_create, of the main thread's stack).
+    let dtv = sites(&dir, "agg.rtr", "function")
+        .iter()
+        .find(|(name, _)| name == "allocate_dtv")
+        .map_or(0, |(_, s)| s["leaked_bytes"].as_u64().unwrap());
+    let full = assert_same_figures(&dir, "full.rtr", "agg.rtr", 1000 + dtv);
+    let peak = full["peak_live_bytes"].as_u64().unwrap();
+    assert!(
+        (64 * 4096..64 * 4096 + 16384).contains(&peak),
+        "peak() is live then, and little else: {peak}"
+    );
+    let agg = json(&dir, &["trace", "info", "agg.rtr", "--json"]);
+    let threads = agg["threads"].as_array().map_or(0, Vec::len);
+    assert_eq!(threads, 5, "the main thread and 4 workers: {agg}");
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use retype_trace::recorded::windows;
 use retype_trace::summary::Summary;
-use retype_trace::{Op, Trace};
+use retype_trace::{MapOp, Op, Trace};
 
 use common::recording::{compile, recorder_built};
 use common::{retype, retype_cmd, scratch, stderr};
@@ -391,6 +391,60 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
         info.contains("(when recording stopped; the program ran on)"),
         "{info}"
     );
+}
+
+/// The mapping hooks are redirected too: a plainly started Python program's
+/// own `mmap` and `munmap` (its mmap module, loaded before the attach) are
+/// recorded in the window, and put back at the detach.
+#[test]
+fn mapping_calls_of_a_process_recorded_by_pid_fall_in_its_window() {
+    if let Some(why) = ptrace_forbidden() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    recorder_built();
+    let dir = scratch("control-pid-mappings");
+    let trace = dir.join("maps.rtr");
+    let exe = python();
+    // 3,000 anonymous mappings of 1 MiB, each unmapped at once, 1 ms apart or more.
+    let script = "import mmap, time\nn = 0\nfor _ in range(3000):\n    m = mmap.mmap(-1, 1 << 20); m[0] = 1; m.close(); n += 1; time.sleep(0.001)\nprint(n)";
+    let py = Command::new(&exe)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_in_loop(py.id(), &exe);
+    let pid = py.id().to_string();
+    let o = retype(&["record", "--pid", &pid, "-o", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::thread::sleep(Duration::from_millis(500));
+    let o = retype(&["record", "--pid", &pid, "--stop"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = py.wait_with_output().unwrap();
+    assert!(out.status.success(), "python3 ended with {}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3000");
+
+    let t = Trace::read_file(&trace).unwrap();
+    let w = windows(&t);
+    assert_eq!(w.len(), 1, "{w:?}");
+    let (start, stop) = (w[0].start_ns, w[0].stop_ns.unwrap());
+    let of = |op: MapOp| {
+        t.mappings
+            .iter()
+            .filter(|m| m.op == op && m.len == 1 << 20)
+            .count()
+    };
+    let (maps, unmaps) = (of(MapOp::Mmap), of(MapOp::Munmap));
+    assert!(maps > 0 && unmaps > 0, "{:?}", t.mappings);
+    // Each mapping is unmapped right after it is made: the window cuts one pair at most.
+    assert!(maps.abs_diff(unmaps) <= 1, "{maps} mmap, {unmaps} munmap");
+    for m in &t.mappings {
+        assert!(
+            (start..=stop).contains(&m.time_ns),
+            "{m:?} outside the window {:?}",
+            w[0]
+        );
+    }
 }
 
 #[test]

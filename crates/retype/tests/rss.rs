@@ -271,3 +271,41 @@ fn a_fork_child_and_an_exec_image_record_their_own_rss_and_mappings() {
     assert!(!c.rss.is_empty());
     assert_ne!(c.meta_value("pid"), t.meta_value("pid"));
 }
+
+#[test]
+fn the_report_draws_rss_and_mapped_bytes_beside_the_heap() {
+    let dir = scratch("rss-report");
+    let exe = compile("rss_phases.c", &dir);
+    let (_, o) = record(&dir, "p.rtr", &[], &[exe.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = dir.join("t.html");
+    let o = retype_cmd()
+        .args(["trace", "timeline", "p.rtr"])
+        .arg("--report")
+        .arg(&html)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let at = page
+        .find("RSS beside live heap bytes")
+        .unwrap_or_else(|| panic!("no RSS figure in the report"));
+    // Its three lines: the heap, the samples and the program's own mappings.
+    let figure = &page[at..];
+    for line in ["live heap bytes", "RSS", "mapped (mmap, brk)"] {
+        assert!(figure.contains(line), "the figure draws {line:?}");
+    }
+    let Some(browser) = common::chromium() else {
+        return;
+    };
+    let marks = common::marks_in_browser(browser, &html);
+    let (_, n) = marks
+        .iter()
+        .find(|(k, _)| k.to_lowercase().contains("rss beside live heap bytes"))
+        .unwrap_or_else(|| panic!("the RSS chart is checked: {marks:?}"));
+    assert!(
+        n.as_u64().unwrap() >= 3,
+        "a mark a line at least: {marks:?}"
+    );
+}

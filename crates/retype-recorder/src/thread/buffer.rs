@@ -29,6 +29,7 @@ use retype_trace::Event;
 
 use super::cost;
 use crate::stacks::ThreadStack;
+use crate::tally::{self, Tally};
 use crate::{output, stack_table, sys};
 
 /// Event payload bytes gathered before a buffer is written.
@@ -52,6 +53,8 @@ pub struct ThreadBuf {
     pub start_ns: u64,
     /// The owner's call-stack unwinding state.
     stack: ThreadStack,
+    /// The owner's counters in an aggregate recording.
+    tally: Tally,
     /// Events recorded in this buffer since the segment began (written or not).
     events: u64,
     /// Events appended and not yet encoded: `pending[..waiting]`.
@@ -211,6 +214,11 @@ impl ThreadBuf {
         &mut self.stack
     }
 
+    /// The owner's counters (others read them; see [`tally`]).
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
     /// Appends the event `event` makes to the batch (the caller has the buffer).
     #[inline(always)]
     fn push(&mut self, event: impl FnOnce() -> Event) {
@@ -346,7 +354,7 @@ unsafe fn unlock(b: *mut ThreadBuf) {
 }
 
 /// Called in the thread that owns `b` as it exits: writes its events, then
-/// the thread summary record, and frees the buffer for reuse.
+/// the thread summary record, retires its counters, and frees the buffer for reuse.
 ///
 /// # Safety
 /// `b` is the calling thread's buffer, which it uses no more.
@@ -356,6 +364,7 @@ pub unsafe fn release(b: *mut ThreadBuf, summary: &[u8]) {
         lock(b);
         (*b).write_out(false);
         output::write(summary);
+        tally::retire(&(*b).tally);
         (*b).owner.store(0, Ordering::Release);
         unlock(b);
     }

@@ -8,6 +8,7 @@ use super::buffer::{self, ThreadBuf};
 use super::exit;
 use super::local::Local;
 use crate::stacks::ThreadStack;
+use crate::tally::Tally;
 
 /// Appends the event `event` makes to this thread's buffer (see
 /// [`buffer::append`]); `l` is this thread's state.
@@ -32,30 +33,34 @@ pub fn append(l: &Local, event: impl FnOnce() -> Event) {
 /// Buffers are never unmapped; the caller (a hook) holds it for one call.
 #[inline(always)]
 pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
-    let mut b = l.buf.get();
-    if b.is_null() {
-        if exit::exiting() {
-            return None;
-        }
-        b = mine(l);
-    }
-    // SAFETY: `b`, if not null, is this thread's live buffer.
-    unsafe { b.as_mut() }.map(ThreadBuf::stack)
+    // SAFETY: `buffer` gives this thread's live buffer, or null.
+    unsafe { buf(l).as_mut() }.map(ThreadBuf::stack)
+}
+
+/// This thread's counters (in its buffer), `None` as [`stack_state`].
+#[inline(always)]
+pub fn tally(l: &Local) -> Option<&'static Tally> {
+    // SAFETY: as in `stack_state`.
+    unsafe { buf(l).as_ref() }.map(ThreadBuf::tally)
 }
 
 /// This thread's id (its buffer's), 0 if it has no buffer (it is exiting,
 /// or none could be mapped): no system call.
 #[inline(always)]
 pub fn tid(l: &Local) -> u32 {
-    let mut b = l.buf.get();
-    if b.is_null() {
-        if exit::exiting() {
-            return 0;
-        }
-        b = mine(l);
+    // SAFETY: as in `stack_state`.
+    unsafe { buf(l).as_ref() }.map_or(0, |b| b.tid)
+}
+
+/// This thread's buffer, taken on first use; null if it is exiting or none
+/// could be mapped.
+#[inline(always)]
+fn buf(l: &Local) -> *mut ThreadBuf {
+    let b = l.buf.get();
+    if !b.is_null() || exit::exiting() {
+        return b;
     }
-    // SAFETY: `b`, if not null, is this thread's live buffer.
-    unsafe { b.as_ref() }.map_or(0, |b| b.tid)
+    mine(l)
 }
 
 /// This thread's buffer, taken on its first use; null if none could be had.

@@ -16,7 +16,16 @@
  *
  *   huge:  512 blocks of 1 MiB   (512 MiB)
  *   mid:   65,536 of 4 KiB       (256 MiB)
- *   tiny:  1,048,576 of 256 B    (256 MiB) */
+ *   tiny:  1,048,576 of 256 B    (256 MiB)
+ *
+ * With a second argument `threads`, THREADS threads (its third argument,
+ * default 4) each run `worker`: churn of CALLS / THREADS / 2 pairs, and
+ * 200 blocks of 100 bytes kept, half freed by the worker and half handed to
+ * the main thread, which frees them after joining every worker (frees of
+ * blocks another thread allocated); then `peak` and `leak` in the main
+ * thread alone, so that the process peaks at a moment no other thread is
+ * running (its figures do not depend on how the threads interleaved). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +94,40 @@ NOINLINE static void tiny(void) {
     }
 }
 
+#define KEPT 200
+
+struct work {
+    long pairs;
+    void *kept[KEPT];
+};
+
+NOINLINE static void *worker(void *arg) {
+    struct work *w = arg;
+    churn(w->pairs);
+    for (int i = 0; i < KEPT; i++)
+        w->kept[i] = malloc(100);
+    for (int i = 0; i < KEPT; i += 2)
+        free(w->kept[i]);
+    return NULL;
+}
+
+NOINLINE static void threads(long calls, int n) {
+    pthread_t t[64];
+    static struct work w[64];
+    n = n < 1 ? 1 : n > 64 ? 64 : n;
+    for (int i = 0; i < n; i++) {
+        w[i].pairs = calls / n / 2;
+        pthread_create(&t[i], NULL, worker, &w[i]);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < n; i++)
+        for (int k = 1; k < KEPT; k += 2)
+            free(w[i].kept[k]);
+    peak();
+    leak();
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[2], "big") == 0) {
         huge();
@@ -93,6 +136,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     long calls = argc > 1 ? atol(argv[1]) : 100000;
+    if (argc > 2 && strcmp(argv[2], "threads") == 0) {
+        threads(calls, argc > 3 ? atoi(argv[3]) : 4);
+        return 0;
+    }
     long rounds = calls / 10000 > 0 ? calls / 10000 : 1;
     for (long r = 0; r < rounds; r++) {
         grow();
