@@ -6,8 +6,9 @@ the best median of the other allocators on the same machine), printed, tabled an
 log axis; the first row the geometric mean over the programs; from the machine with the most
 cores when the CSVs come from several).
 
-usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note TEXT] --snmalloc V --svg OUT.svg
-       --md OUT.md scaling.csv [more.csv ...]
+usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note TEXT] --snmalloc V [--svg OUT.svg
+       --md OUT.md] scaling.csv [more.csv ...]
+(without --svg and --md it only prints the ratios)
 """
 import argparse
 import csv
@@ -255,12 +256,17 @@ def main():
     ap.add_argument("--note", default="")
     ap.add_argument("--snmalloc", required=True, help="the snmalloc-sys version bench/snmalloc.sh built")
     ap.add_argument("--quick", action="store_true", help="the figures come from QUICK=1: say so first")
-    ap.add_argument("--svg", required=True)
-    ap.add_argument("--md", required=True)
+    ap.add_argument("--svg", help="the chart to write (with --md)")
+    ap.add_argument("--md", help="the doc to write (with --svg)")
     ap.add_argument("csv", nargs="+")
     args = ap.parse_args()
+    if (args.svg is None) != (args.md is None):
+        ap.error("--svg and --md go together")
     med, cores, reps, commands = read(args.csv)
     rat = ratios(med)
+    print_ratios(med, rat)
+    if args.md is None:
+        return
     chart_machine = max(cores, key=cores.get)
     with open(args.md, "w") as f:
         f.write("\n".join(doc(args, med, rat, cores, reps, commands, chart_machine)) + "\n")
@@ -268,7 +274,6 @@ def main():
     threads = sorted({k[2] for k in med})
     with open(args.svg, "w") as f:
         f.write(chart(chart_machine, cores[chart_machine], benches, threads, rat))
-    print_ratios(med, rat)
     print(f"wrote {args.md} and {args.svg}", file=sys.stderr)
 
 

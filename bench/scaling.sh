@@ -4,18 +4,21 @@
 # snmalloc and retype-malloc (LD_PRELOAD), allocators alternated run by run. Each thread does
 # the same work at every thread count (kmeans: the same points shared among them). Prints each
 # figure as a ratio to the best peer, writes target/bench/scaling.csv, docs/scaling.md and
-# docs/img/scaling.svg.
+# docs/img/scaling.svg (the doc only from a run of every program).
 #   bench/scaling.sh                  3 repetitions (a run takes about 0.3 s while threads <= cores;
 #                                     10 to 15 minutes on 16 cores, estimated from 2-thread runs)
 #   REPS=5 bench/scaling.sh           more repetitions
 #   THREADS="4 16" bench/scaling.sh   these thread counts only
+#   PROGRAMS="xmalloc pool" bench/scaling.sh
+#                                     these programs only (names as in the tables); prints the
+#                                     ratios and writes the CSV, leaves the doc as it is
 #   QUICK=1 bench/scaling.sh          tiny parameters, 1 and 2 threads, 1 repetition (a smoke test)
 #   MERGE=other.csv bench/scaling.sh  the doc also shows another machine's CSV (same columns)
 #   NOTE="..." bench/scaling.sh       one more sentence at the top of the doc (why, who, what is missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CMD="" # the command line as given, for the doc
-for v in QUICK REPS THREADS MERGE; do
+for v in QUICK REPS THREADS PROGRAMS MERGE; do
   case ${!v:-} in "") ;; *" "*) CMD+="$v=\"${!v}\" " ;; *) CMD+="$v=${!v} " ;; esac
 done
 CMD+="bench/scaling.sh"
@@ -33,9 +36,6 @@ THREADS=${THREADS:-$DEFAULT_THREADS}
 for t in $THREADS; do
   [ "$t" -ge 1 ] && [ "$t" -le 64 ] || { echo "THREADS: each count 1..64 (the programs' limit), not $t" >&2; exit 2; }
 done
-PROGRAMS=(larson xmalloc mstress rptest glibc_thread churn alloc_test cache kmeans large pool transient)
-for p in "${PROGRAMS[@]}"; do gcc -O2 -pthread -o "$OUT/$p" "bench/src/$p.c"; done
-
 # name | command line with T for the thread count (xmalloc: P, its producer-consumer pairs, T/2)
 if [ "${QUICK:-0}" = 1 ]; then
   REPS=1
@@ -63,6 +63,19 @@ else
     "transient|transient T 2000 2000"
   )
 fi
+if [ -n "${PROGRAMS:-}" ]; then
+  CHOSEN=()
+  for want in $PROGRAMS; do
+    found=""
+    for entry in "${SET[@]}"; do [ "${entry%%|*}" = "$want" ] && CHOSEN+=("$entry") && found=1; done
+    [ -n "$found" ] || { echo "PROGRAMS: no program $want (one of: ${SET[*]%%|*})" >&2; exit 2; }
+  done
+  SET=("${CHOSEN[@]}")
+fi
+for entry in "${SET[@]}"; do # each program's binary, the first word of its command line
+  bin=${entry#*|}; bin=${bin%% *}
+  [ -x "$OUT/$bin" ] && [ "$OUT/$bin" -nt "bench/src/$bin.c" ] || gcc -O2 -pthread -o "$OUT/$bin" "bench/src/$bin.c"
+done
 
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/"//g')
 MACHINE="$CPU, $CORES cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
@@ -93,5 +106,7 @@ for entry in "${SET[@]}"; do
   done
 done
 
+DOC=(--svg docs/img/scaling.svg --md docs/scaling.md)
+[ -z "${PROGRAMS:-}" ] || DOC=()
 python3 bench/scaling.py $([ "${QUICK:-0}" = 1 ] && echo --quick) --command "$CMD" --load-start "$LOAD_START" --note "${NOTE:-}" \
-  --snmalloc "$(basename "${ALLOC[snmalloc]}" .so | sed 's/.*-//')" --svg docs/img/scaling.svg --md docs/scaling.md "$CSV" ${MERGE:-}
+  --snmalloc "$(basename "${ALLOC[snmalloc]}" .so | sed 's/.*-//')" "${DOC[@]}" "$CSV" ${MERGE:-}

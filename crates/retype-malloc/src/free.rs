@@ -1,6 +1,6 @@
-//! The free path. A free by the owning thread is a push onto the page's free list (the fast
-//! path, inlined into `free`); one into a full page of few blocks goes to its class's spill
-//! (see `spill`). A free by another thread goes to that thread's batch (see `remote`), sent
+//! The free path's cases beyond the fast path (the owner's push onto the page's free list, in
+//! `alloc`): a free into a full page of few blocks goes to its class's spill (see `spill`).
+//! A free by another thread goes to that thread's batch (see `remote`), sent
 //! with a compare-and-swap onto the page's `thread_free` list; if the page was in the full
 //! list, the sender also puts the page on the heap's `notified` stack so the owner moves it
 //! back. A page whose last block its owner frees retires (`heap::retire`).
@@ -8,53 +8,16 @@
 use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
-use crate::page::{self, Block, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED};
+use crate::page::{self, Block, Page, FULL, NOTIFIED};
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill, tls};
+use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill};
 
-/// Frees `p`, a block (or aligned pointer into a block) of `page` in segment `seg`.
-#[inline(always)]
-pub(crate) unsafe fn block(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // The thread's heap as stored (null before its first malloc: a page in use never has a
-    // null owner, so such a free goes to the slow path, as every free by a non-owner does).
-    let heap = tls::get().cast::<Heap>();
-    // SAFETY: `p` is a live block of `page`; owner-only fields are touched only by the owner.
-    unsafe {
-        if (*page).flags.load(Ordering::Relaxed) == 0 && (*page).heap == heap::id(heap) {
-            let b = p.cast::<Block>();
-            (*b).next = (*page).free;
-            (*page).free = b;
-            (*page).used -= 1;
-            if (*page).used == 0 {
-                heap::retire(heap, page);
-            }
-            return;
-        }
-        free_slow(seg, page, p)
-    }
-}
-
-/// [`block`] when the page has a flag set or another owner: first the common case, the owner's
-/// free into a full page of few blocks, kept lean; the others out of line.
-unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // SAFETY: as for `block`.
-    unsafe {
-        let heap = heap::current();
-        if (*page).flags.load(Ordering::Relaxed) == FLAG_FULL | FLAG_SPILLS
-            && (*page).heap == heap::id(heap)
-        {
-            return spill_block(heap, page, p.cast());
-        }
-        free_special(seg, page, p)
-    }
-}
-
-/// [`block`] in the cases the flags of `page` say: a large block, an aligned pointer, counted
+/// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
 #[cold]
 #[inline(never)]
-unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
-    // SAFETY: as for `block`; the flags say which special case applies.
+pub(crate) unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8) {
+    // SAFETY: `p` is a live block of `page`; the flags say which special case applies.
     unsafe {
         let flags = (*page).flags.load(Ordering::Relaxed);
         let heap = heap::current();
@@ -129,7 +92,7 @@ pub(crate) unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
 }
 
 /// Adds `b`, a freed block of the full `page` of `heap`, to its class's spill.
-unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
+pub(crate) unsafe fn spill_block(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     // SAFETY: `b` is a freed block of the heap's own page, still counted as used; a page
     // that spills is of a class that does.
     unsafe {
@@ -156,7 +119,7 @@ unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
 
 /// A free by a thread that does not own the page, whose heap is `heap`: into its batch (see
 /// `remote`), the batch sent first if it is of another page or full; sent at once by a
-/// thread without a heap.
+/// thread without a heap (one that could not be given one).
 unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut Block) {
     // SAFETY: the calling thread owns `heap` (unless it is the empty heap, never written);
     // `block` stays counted as used by `page` until it is sent.
@@ -210,6 +173,7 @@ mod tests {
     use crate::consistency::check;
     use crate::consts::SLICE_SIZE;
     use crate::kept::KEEP_BYTES;
+    use crate::page::FLAG_FULL;
     use crate::size_class;
 
     /// A block freed into a full page of few blocks is the next malloc's of its class, taken

@@ -131,6 +131,12 @@ fn thread_init() -> *mut Heap {
     heap
 }
 
+/// Gives the calling thread, which has no heap, its heap on its first free of a block of
+/// another thread (see `alloc::free_first`); out of memory, it stays without one.
+pub(crate) fn heap_for_frees() {
+    thread_init();
+}
+
 /// Thread-exit hook (pthread key destructor): abandons the thread's heap.
 extern "C" fn thread_exit(heap: *mut libc::c_void) {
     let heap = heap.cast::<Heap>();

@@ -441,7 +441,7 @@ pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Bloc
 /// time) or if a remote thread still holds it on the notified stack; else it is kept (see
 /// [`kept`]), at the back of its queue, behind the pages that hold blocks.
 ///
-/// `extern "C"`, as `free::free_slow`: see `alloc_slow` in the crate root.
+/// `extern "C"`, as `alloc::free_slow`: see `alloc_slow` in the crate root.
 pub(crate) unsafe extern "C" fn retire(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
@@ -605,9 +605,10 @@ pub(crate) unsafe fn settle_count(heap: *mut Heap) {
     }
 }
 
-/// Gives back every empty page of `heap` (used when its thread exits).
+/// Gives back every empty page of `heap` (a heap in the pool, or the calling thread's at
+/// `malloc_trim`), after collecting the frees of other threads into its pages.
 pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
-    // SAFETY: the heap belongs to the exiting thread.
+    // SAFETY: the heap is the caller's own, or the pool's under its lock.
     unsafe {
         settle_count(heap);
         trim(heap);

@@ -40,8 +40,8 @@
 //!   given back after a while, the count of live bytes;
 //! - `consistency`: the full check of a heap (queues, segments, kept pages, spills and byte
 //!   counts held against each other), for tests;
-//! - `free`: the free path: the owner's push onto the page's free list, frees into spills,
-//!   frees by other threads onto the page's lock-free list (in batches, see `remote`);
+//! - `free`: the free path beyond the owner's push: frees into spills, frees by other threads
+//!   onto the page's lock-free list (in batches, see `remote`), the flags' special cases;
 //! - `secure`: secure mode's own fast paths of malloc and free (links decoded and checked,
 //!   frees validated in one pass), chosen at start-up;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
@@ -51,8 +51,9 @@
 //!   heap's bytes) and their JSON form;
 //! - `mallinfo`: glibc's forms of them: `mallinfo2`'s fields ([`Mallinfo`]), `malloc_info`'s
 //!   XML;
-//! - `global`: start-up, each thread's first malloc, exit and park, fork handlers;
-//! - `alloc`: malloc's fast path (free's is in `free`), and the slow paths' entries;
+//! - `global`: start-up, each thread's first malloc (or free of another thread's block),
+//!   exit and park, fork handlers;
+//! - `alloc`: the fast paths of malloc and free, and the slow paths' entries;
 //! - this file: the malloc family, which inlines both fast paths.
 //!
 //! Debug builds check the lists and segments as they change (aborting with a message on an
@@ -229,7 +230,7 @@ pub unsafe fn free(p: *mut u8) {
             return free_checked(p);
         }
         let seg = header_of(p);
-        free::block(seg, segment::page_of(seg, p), p)
+        alloc::free_block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -250,7 +251,7 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
             return;
         }
         let seg = hardened::validate(p);
-        free::block(seg, segment::page_of(seg, p), p)
+        alloc::free_block(seg, segment::page_of(seg, p), p)
     }
 }
 
@@ -341,15 +342,16 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
 }
 
 /// Gives retired memory back to the OS now, instead of after the purge delay; and back to
-/// their segments the empty pages the calling thread's heap keeps, and those of the heaps of
-/// exited and parked threads (see `pool::reclaim`).
+/// their segments the empty pages of the calling thread's heap (kept, or emptied by other
+/// threads' frees), and those of the heaps of exited and parked threads (see
+/// `pool::reclaim`).
 pub fn trim() {
     let heap = heap::current();
     if !heap::is_empty(heap) {
         // SAFETY: the heap is the calling thread's own.
         unsafe {
             free::send_batch(heap);
-            heap::trim(heap);
+            heap::release_empty_pages(heap);
         }
     }
     pool::reclaim();

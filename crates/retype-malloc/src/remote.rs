@@ -41,6 +41,7 @@ impl Batch {
 
     /// Adds `block`, a block of `page` just freed, if the batch is of `page` and not full;
     /// false (the batch unchanged) if it must be sent first.
+    #[inline(always)]
     pub(crate) unsafe fn add(&mut self, page: *mut Page, block: *mut Block) -> bool {
         if self.len == 0 {
             self.page = page;
