@@ -13,6 +13,13 @@
  * (prctl PR_SET_NAME) "tlm-grow" before its first round, "tlm-steady" before its first steady
  * round and "tlm-done" after its last, so a system-call trace (strace -f) shows the phases.
  *
+ * With TLM_SMAPS=PATH in the environment (a run of its own, not timed), the workers also meet at
+ * the peak (the last growing round's blocks all allocated and touched, none freed) and worker 0
+ * copies /proc/self/smaps to PATH, with read and write on a static buffer, so that no malloc call
+ * is added; then it appends the line "tlm-own BYTES RESIDENT": the program's own anonymous memory
+ * (its tables and the workers' stacks, which it maps itself) and the part of it resident
+ * (mincore), so that what is left of the anonymous mappings is the allocator's.
+ *
  * Output on stdout, after every worker has finished:
  *   tlm threads=T size=S rounds=R steady=S blocks=B
  *   sample THREAD TID ROUND BLOCKS MONO_NS CPU_NS USER_US SYS_US MINFLT     (ROUND 0: the start)
@@ -23,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -58,10 +66,49 @@ static void take(struct sample *s, long round, long blocks) {
   s->minflt = (uint64_t)ru.ru_minflt;
 }
 
-static void *zeroed_pages(size_t bytes) {
-  void *p = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+static const char *smaps; /* TLM_SMAPS, or null */
+static pthread_barrier_t meet;
+enum { MAX_OWN = 4096 };
+static struct { void *at; size_t bytes; } own[MAX_OWN]; /* the program's own mappings */
+static int owned;
+
+/* Fresh zeroed memory of the program's own, kept in own[]. */
+static void *own_pages(size_t bytes, int flags) {
+  void *p = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
   if (p == MAP_FAILED) { perror("tlm: mmap"); exit(1); }
+  if (owned == MAX_OWN) { fprintf(stderr, "tlm: more than %d mappings of its own\n", MAX_OWN); exit(2); }
+  own[owned].at = p;
+  own[owned++].bytes = bytes;
   return p;
+}
+
+static void *zeroed_pages(size_t bytes) { return own_pages(bytes, MAP_POPULATE); }
+
+/* With TLM_SMAPS: every worker waits here; worker 0 copies /proc/self/smaps there while the
+ * others wait again. */
+static void snapshot(struct worker *w) {
+  static char buf[1 << 16];
+  if (!smaps) return;
+  pthread_barrier_wait(&meet);
+  if (w->index == 0) {
+    int in = open("/proc/self/smaps", O_RDONLY), out = open(smaps, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0) { perror("tlm: smaps snapshot"); exit(1); }
+    for (ssize_t n; (n = read(in, buf, sizeof buf)) > 0;)
+      if (write(out, buf, (size_t)n) != n) { perror("tlm: smaps snapshot"); exit(1); }
+    size_t bytes = 0, resident = 0, page = 4096;
+    for (int i = 0; i < owned; i++) {
+      bytes += (own[i].bytes + page - 1) / page * page;
+      for (size_t off = 0; off < own[i].bytes; off += sizeof buf * page) {
+        size_t len = own[i].bytes - off < sizeof buf * page ? own[i].bytes - off : sizeof buf * page;
+        if (mincore((char *)own[i].at + off, len, (unsigned char *)buf)) { perror("tlm: mincore"); exit(1); }
+        for (size_t p = 0; p < (len + page - 1) / page; p++) resident += (buf[p] & 1) * page;
+      }
+    }
+    dprintf(out, "tlm-own %zu %zu\n", bytes, resident);
+    close(in);
+    close(out);
+  }
+  pthread_barrier_wait(&meet);
 }
 
 static void *run(void *arg) {
@@ -79,6 +126,7 @@ static void *run(void *arg) {
       for (long off = 0; off < size; off += 4096) p[off] = (char)k;
       w->blocks[i] = p;
     }
+    if (k == rounds) snapshot(w);
     for (long i = 0; i < n; i++) free(w->blocks[i]);
     take(&w->samples[k], k, n);
   }
@@ -100,15 +148,21 @@ int main(int argc, char **argv) {
   rounds = arg(argv, 3, 1);
   steady = arg(argv, 4, 0);
   per_round = arg(argv, 5, 1);
+  smaps = getenv("TLM_SMAPS");
   struct worker *w = zeroed_pages(sizeof *w * (size_t)threads);
   pthread_barrier_init(&start, 0, (unsigned)threads);
+  pthread_barrier_init(&meet, 0, (unsigned)threads);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  enum { STACK = 1 << 20 };
   for (long t = 0; t < threads; t++) {
     w[t].index = (int)t;
     w[t].samples = zeroed_pages(sizeof(struct sample) * (size_t)(rounds + steady + 1));
     w[t].blocks = zeroed_pages(sizeof(char *) * (size_t)(rounds * per_round));
   }
   for (long t = 0; t < threads; t++)
-    if (pthread_create(&w[t].id, 0, run, &w[t])) { fprintf(stderr, "tlm: cannot start thread %ld\n", t); return 1; }
+    if (pthread_attr_setstack(&attr, own_pages(STACK, MAP_STACK), STACK) ||
+        pthread_create(&w[t].id, &attr, run, &w[t])) { fprintf(stderr, "tlm: cannot start thread %ld\n", t); return 1; }
   for (long t = 0; t < threads; t++) pthread_join(w[t].id, 0);
   printf("tlm threads=%ld size=%ld rounds=%ld steady=%ld blocks=%ld\n", threads, size, rounds, steady, per_round);
   for (long t = 0; t < threads; t++)

@@ -146,19 +146,20 @@ fn ms(ns: f64) -> String {
 
 /// A table per thread count, then the goals.
 fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
-    outln!("Seed 003 (TLM): per worker thread, mean over the workers of the median run; latencies of the steady rounds' calls (ns); system calls that map or return memory, all workers, from one run under strace. Hoard, the seed's first allocator, is not packaged in Debian 12.");
+    outln!("Seed 003 (TLM): per worker thread, mean over the workers of the median run; latencies of the steady rounds' calls (ns); system calls that map or return memory, all workers, from one run under strace; sw/ms: switches to kernel mode per worker (its page faults and its share of those calls) per ms of its CPU time. Hoard, the seed's first allocator, is not packaged in Debian 12: bench/peers/hoard.sh builds it, and --allocators takes its library's path.");
     let mut threads: Vec<u32> = rows.iter().map(|r| r.threads).collect();
     threads.dedup();
     for t in threads {
         outln!("\n{t} thread(s)");
         outln!(
-            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
+            "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
             "allocator",
             "size",
             "user ms",
             "kernel ms",
             "wait ms",
             "k/u",
+            "sw/ms",
             "syscalls",
             "steady",
             "p50",
@@ -175,7 +176,7 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
             };
             let l = &r.latency;
             outln!(
-                "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
+                "{:<14} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>8} {:>6} {:>7} {:>8} {:>9} {:>10} {:>10}",
                 r.allocator,
                 r.size,
                 ms(r.mean(|x| x.user_ns)),
@@ -183,6 +184,8 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
                 ms(r.mean(|x| x.wait_ns)),
                 r.kernel_user_ratio
                     .map_or("-".into(), |v| format!("{v:.3}")),
+                r.mode_switches_per_cpu_ms
+                    .map_or("-".into(), |v| format!("{v:.1}")),
                 all,
                 steady,
                 l.p50_ns,
@@ -194,6 +197,7 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
             );
         }
     }
+    print_space(rows)?;
     let verdicts = goals::verdicts(rows);
     if !verdicts.is_empty() {
         outln!("\nGoals: retype-malloc lowest of all the allocators compared (with a reserve too, if it ran: against the others but retype-malloc)");
@@ -214,6 +218,41 @@ fn print_tables(rows: &[Row]) -> anyhow::Result<()> {
                 if v.met() { "met" } else { "NOT met" }
             );
         }
+    }
+    Ok(())
+}
+
+fn mib(bytes: i64) -> String {
+    format!("{:.2}", bytes as f64 / f64::from(1 << 20))
+}
+
+/// The allocators' address space at the peak (`crate::tlm::space`).
+fn print_space(rows: &[Row]) -> anyhow::Result<()> {
+    outln!("\nAddress space at the peak (from /proc/PID/smaps: the anonymous mappings but the program's own tables and stacks; MiB): live = the workers' blocks, overhead = resident - live (bookkeeping and free memory kept resident), holes = mapped - resident");
+    outln!(
+        "{:<14} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "allocator",
+        "threads",
+        "size",
+        "live",
+        "mapped",
+        "resident",
+        "overhead",
+        "holes"
+    );
+    for r in rows {
+        let Some(s) = &r.space else { continue };
+        outln!(
+            "{:<14} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            r.allocator,
+            r.threads,
+            r.size,
+            mib(s.live_bytes as i64),
+            mib(s.mapped_bytes),
+            mib(s.resident_bytes),
+            mib(s.overhead_bytes),
+            mib(s.hole_bytes)
+        );
     }
     Ok(())
 }

@@ -14,7 +14,9 @@
 //!   call for call and the latency of each call of the steady rounds is kept
 //!   ([`calls`]);
 //! - **under strace**, once: the calls that map or return memory
-//!   ([`syscalls`]).
+//!   ([`syscalls`]);
+//! - **with snapshots**, once: the allocator's address space at the peak,
+//!   from `/proc/PID/smaps` ([`space`]).
 //!
 //! [`row::Row`] gathers them per allocator, thread count and size.
 //!
@@ -26,6 +28,7 @@
 pub mod calls;
 pub mod goals;
 pub mod row;
+pub mod space;
 pub mod syscalls;
 pub mod times;
 pub mod workload;
@@ -90,6 +93,17 @@ impl Config {
     }
 }
 
+/// An allocator's name in the rows: a library given by its path is named by
+/// its file (`libhoard.so`), which the tables have room for.
+fn entry_name(a: &Allocator) -> String {
+    match a {
+        Allocator::Library(path) => path
+            .file_name()
+            .map_or_else(|| a.to_string(), |f| f.to_string_lossy().into_owned()),
+        Allocator::Named(_) => a.to_string(),
+    }
+}
+
 /// A directory of this process's, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -118,7 +132,7 @@ pub fn run(c: &Config) -> Result<Vec<Row>> {
     let mut entries = Vec::new();
     for a in &c.allocators {
         entries.push(Entry {
-            name: a.to_string(),
+            name: entry_name(a),
             lib: allocator_lib(a)?,
             reserve: false,
         });
@@ -171,6 +185,10 @@ pub fn run(c: &Config) -> Result<Vec<Row>> {
                     let log = scratch.0.join("strace.txt");
                     r.syscalls =
                         Some(syscalls::count(&exe, plan, &plain, extra, &log).with_context(what)?);
+                }
+                if run == 0 {
+                    r.space =
+                        Some(space::measure(&exe, plan, &env, &scratch.0).with_context(what)?);
                 }
             }
         }

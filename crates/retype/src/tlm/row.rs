@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::calls::Descheduled;
+use super::space::Space;
 use super::syscalls::Syscalls;
 use super::times::Times;
 use super::workload::{Plan, Worker};
@@ -104,6 +105,21 @@ pub struct Row {
     /// Calls that map or return memory, from one run under strace; `None`
     /// when not counted.
     pub syscalls: Option<Syscalls>,
+    /// Switches from user to kernel mode per worker that the allocator
+    /// caused, counted exactly: its page faults (the median run's mean) and
+    /// its share of the memory system calls under strace (the workload's own
+    /// timer reads and the timer's interrupts are not counted); `None`
+    /// without the system calls.
+    #[serde(default)]
+    pub mode_switches: Option<f64>,
+    /// The same per ms of the worker's CPU time (user + kernel): the
+    /// frequency that seed 003 names as one of its two headline metrics.
+    #[serde(default)]
+    pub mode_switches_per_cpu_ms: Option<f64>,
+    /// The allocator's address space at the peak, from one more run;
+    /// `None` in rows written before it was measured.
+    #[serde(default)]
+    pub space: Option<Space>,
 }
 
 /// What the runs of one allocator, thread count and size gave.
@@ -115,6 +131,7 @@ pub struct Runs {
     /// Each recorded run's descheduled calls (`None`: not told).
     pub descheduled: Vec<Option<Descheduled>>,
     pub syscalls: Option<Syscalls>,
+    pub space: Option<Space>,
 }
 
 impl Row {
@@ -178,6 +195,13 @@ impl Row {
             (user > 0).then(|| kernel as f64 / user as f64)
         };
         let recorded_calls = runs.recorded_calls.iter().copied().min().unwrap_or(0);
+        let workers = run.len() as f64;
+        let per_worker =
+            |f: fn(&Times) -> u64| run.iter().map(|w| f(&whole(w)) as f64).sum::<f64>() / workers;
+        let mode_switches = runs.syscalls.as_ref().map(|s| {
+            per_worker(|t| t.minor_faults) + s.rounds.total as f64 / f64::from(plan.threads)
+        });
+        let cpu_ms = per_worker(|t| t.user_ns + t.kernel_ns) / 1e6;
         Row {
             allocator: allocator.to_string(),
             threads: plan.threads,
@@ -198,6 +222,9 @@ impl Row {
             descheduled_calls: descheduled.map(|d| d.calls),
             max_running_ns: descheduled.map(|d| d.max_running_ns),
             syscalls: runs.syscalls,
+            mode_switches,
+            mode_switches_per_cpu_ms: mode_switches.filter(|_| cpu_ms > 0.0).map(|m| m / cpu_ms),
+            space: runs.space,
         }
     }
 
