@@ -273,6 +273,20 @@ fn python() -> PathBuf {
     std::fs::canonicalize(String::from_utf8_lossy(&o.stdout).trim()).unwrap()
 }
 
+/// Python running `script`, started plainly (its output piped), once it is in
+/// its loop (see [`wait_until_in_loop`]), and its pid as an argument.
+fn python_in_its_loop(script: &str) -> (std::process::Child, String) {
+    let exe = python();
+    let py = Command::new(&exe)
+        .args(["-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until_in_loop(py.id(), &exe);
+    let pid = py.id().to_string();
+    (py, pid)
+}
+
 /// Waits until process `pid` runs `exe` and is in its loop: it has slept
 /// (`time.sleep`, a voluntary context switch each) a few hundred times, which
 /// Python's start-up, however slow the machine, does not.
@@ -310,17 +324,11 @@ fn python_recorded_by_pid_for_a_window_runs_on_to_its_end() {
     recorder_built();
     let dir = scratch("control-pid");
     let trace = dir.join("py.rtr");
-    let exe = python();
     // The program, started plainly: about 10^5 blocks of 1000 bytes,
     // one every 0.1 ms or more.
-    let script = "import time; x=[]; [x.append(bytes(1000)) or time.sleep(0.0001) for _ in range(10**5)]; print(len(x))";
-    let py = Command::new(&exe)
-        .args(["-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until_in_loop(py.id(), &exe);
-    let pid = py.id().to_string();
+    let (py, pid) = python_in_its_loop(
+        "import time; x=[]; [x.append(bytes(1000)) or time.sleep(0.0001) for _ in range(10**5)]; print(len(x))",
+    );
     let o = retype(&["record", "--pid", &pid, "-o", trace.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("--stop` ends it"), "{}", stderr(&o));
@@ -405,16 +413,10 @@ fn mapping_calls_of_a_process_recorded_by_pid_fall_in_its_window() {
     recorder_built();
     let dir = scratch("control-pid-mappings");
     let trace = dir.join("maps.rtr");
-    let exe = python();
     // 3,000 anonymous mappings of 1 MiB, each unmapped at once, 1 ms apart or more.
-    let script = "import mmap, time\nn = 0\nfor _ in range(3000):\n    m = mmap.mmap(-1, 1 << 20); m[0] = 1; m.close(); n += 1; time.sleep(0.001)\nprint(n)";
-    let py = Command::new(&exe)
-        .args(["-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until_in_loop(py.id(), &exe);
-    let pid = py.id().to_string();
+    let (py, pid) = python_in_its_loop(
+        "import mmap, time\nn = 0\nfor _ in range(3000):\n    m = mmap.mmap(-1, 1 << 20); m[0] = 1; m.close(); n += 1; time.sleep(0.001)\nprint(n)",
+    );
     let o = retype(&["record", "--pid", &pid, "-o", trace.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     std::thread::sleep(Duration::from_millis(500));
