@@ -15,6 +15,9 @@
 #   QUICK=1 bench/scaling.sh          tiny parameters, 1 and 2 threads, 1 repetition (a smoke test)
 #   MERGE=other.csv bench/scaling.sh  the doc also shows another machine's CSV (same columns)
 #   NOTE="..." bench/scaling.sh       one more sentence at the top of the doc (why, who, what is missing)
+#   BENCH_LIBS=DIR bench/scaling.sh   on a machine without the toolchain: the libraries, programs and
+#                                     GNU time that `bench/pack.sh DIR` copied there (bring the CSV
+#                                     back and pass it as MERGE= where the doc is written)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CMD="" # the command line as given, for the doc
@@ -26,7 +29,7 @@ REPS=${REPS:-3}
 OUT=target/bench
 mkdir -p "$OUT" docs/img
 source bench/allocators.sh
-ALLOC[snmalloc]=$(bash bench/snmalloc.sh)
+if [ -n "${BENCH_LIBS:-}" ]; then ALLOC[snmalloc]=$(echo "$BENCH_LIBS"/libsnmallocshim-*.so); else ALLOC[snmalloc]=$(bash bench/snmalloc.sh); fi
 ORDER=(glibc jemalloc mimalloc tcmalloc snmalloc retype)
 CORES=$(nproc)
 if [ "${QUICK:-0}" = 1 ]; then DEFAULT_THREADS="1 2"
@@ -72,9 +75,13 @@ if [ -n "${PROGRAMS:-}" ]; then
   done
   SET=("${CHOSEN[@]}")
 fi
+BIN=${BENCH_LIBS:-$OUT} # the programs: packed ones as they are, else built when older than their source
 for entry in "${SET[@]}"; do # each program's binary, the first word of its command line
   bin=${entry#*|}; bin=${bin%% *}
-  [ -x "$OUT/$bin" ] && [ "$OUT/$bin" -nt "bench/src/$bin.c" ] || gcc -O2 -pthread -o "$OUT/$bin" "bench/src/$bin.c"
+  if [ -n "${BENCH_LIBS:-}" ]; then [ -x "$BIN/$bin" ] || { echo "BENCH_LIBS: no $BIN/$bin" >&2; exit 2; }
+  elif ! { [ -x "$OUT/$bin" ] && [ "$OUT/$bin" -nt "bench/src/$bin.c" ]; }; then
+    gcc -O2 -pthread -o "$OUT/$bin" "bench/src/$bin.c"
+  fi
 done
 
 CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/"//g')
@@ -86,7 +93,7 @@ run_one() { # name threads alloc rep cmd...
   local name=$1 threads=$2 alloc=$3 rep=$4; shift 4
   local log="$OUT/scaling.log"
   local t0=$EPOCHREALTIME
-  LD_PRELOAD="${ALLOC[$alloc]}" /usr/bin/time -f "TIME %M" -o "$OUT/scaling-time.txt" "$OUT/$1" "${@:2}" > "$log" 2>&1 ||
+  LD_PRELOAD="${ALLOC[$alloc]}" "$TIME" -f "TIME %M" -o "$OUT/scaling-time.txt" "$BIN/$1" "${@:2}" > "$log" 2>&1 ||
     { echo "FAILED: $name at $threads threads under $alloc" >&2; cat "$log" >&2; return 1; }
   local t1=$EPOCHREALTIME
   local wall; wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
