@@ -11,7 +11,7 @@ pub(crate) static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// (see `large`; `RETYPE_MALLOC_HUGEPAGES_LARGE`, default: as `RETYPE_MALLOC_HUGEPAGES`).
 pub(crate) static HUGE_LARGE: AtomicBool = AtomicBool::new(true);
 /// Segments in use before huge pages start (`RETYPE_MALLOC_HUGEPAGES_MIN_MIB` / 2, default
-/// 24 = 48 MiB, at most [`EARLY_SLOTS`]).
+/// 24 = 48 MiB, at most [`EARLY_SLOTS`]; more with many thread heaps, see `segment`).
 pub(crate) static HUGE_MIN_SEGMENTS: AtomicUsize = AtomicUsize::new(24);
 /// Validate every free and realloc, catching double and invalid frees: on with
 /// `RETYPE_MALLOC_HARDENED`, `RETYPE_MALLOC_SECURE` and with any of the measures below, which

@@ -82,7 +82,8 @@ const ALL_SLICES: u32 = u32::MAX;
 /// Whether the heap has grown past the huge-page threshold, dense.
 ///
 /// Huge pages are for big heaps whose pages are used: until the process has
-/// `config::HUGE_MIN_SEGMENTS` segments in use (48 MiB by default), segments get no
+/// `config::HUGE_MIN_SEGMENTS` segments in use (48 MiB by default; more with many threads,
+/// see [`SEGMENTS_PER_HEAP`]), segments get no
 /// `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it touched.
 /// When the heap grows past it and most pages of the early segments are resident, huge pages
 /// are switched on for good, and the early segments are advised and collapsed into huge
@@ -99,6 +100,13 @@ static NEXT_LOOK: AtomicUsize = AtomicUsize::new(0);
 /// longer ours, or unmapped, is harmless, because it never changes memory contents.
 static EARLY: [AtomicUsize; EARLY_SLOTS] = [const { AtomicUsize::new(0) }; EARLY_SLOTS];
 
+/// Segments in use per thread heap (as many heaps as threads ran at once) below which huge
+/// pages do not start, whatever the threshold: each heap fills its newest segment by degrees,
+/// and a huge page makes all of it resident, up to 2 MiB a heap that its blocks do not use.
+/// Past this many, that is at most an eighth of the heap. Without it, `alloc_test 16 5`'s
+/// peak RSS was 76 MB against 54 MB with 4 KiB pages (jemalloc 47 MB).
+const SEGMENTS_PER_HEAP: usize = 8;
+
 /// Whether a new mapping should use huge pages, switching them on (and collapsing the early
 /// segments) when the process reaches the threshold.
 pub(crate) fn big_heap() -> bool {
@@ -109,7 +117,10 @@ pub(crate) fn big_heap() -> bool {
         return true;
     }
     let segments = stats::SEGMENTS.load(Ordering::Relaxed) + 1;
-    let min = config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed);
+    let min = match config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed) {
+        0 => 0,
+        min => min.max(SEGMENTS_PER_HEAP * stats::HEAPS_CREATED.load(Ordering::Relaxed)),
+    };
     let next = NEXT_LOOK.load(Ordering::Relaxed);
     // One thread looks: the one that moves the next look on.
     if segments < next.max(min)

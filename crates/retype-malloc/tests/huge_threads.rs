@@ -1,0 +1,89 @@
+//! Huge pages for segments wait for a heap big for its number of threads: each thread heap
+//! fills its newest segment by degrees, and a huge page makes all 2 MiB of it resident, so
+//! with many threads they start only once the heap holds eight segments per thread heap (see
+//! `segment::SEGMENTS_PER_HEAP`). Checked as the kernel records the advice (VmFlags `hg`) in
+//! /proc/self/smaps, in child processes (settings are read once per process) with a
+//! threshold of 8 MiB (4 segments): one thread passes its threshold (8 segments) and gets
+//! huge pages, eight threads holding five segments each (40, under their 64) get none.
+
+mod common;
+#[path = "common/smaps.rs"]
+mod smaps;
+
+use retype_malloc as rm;
+use std::sync::Barrier;
+
+const SEGMENT: usize = 2 << 20;
+const BLOCK: usize = 16 << 10;
+
+/// Allocates `segments` segments' worth of 16 KiB blocks, each written whole (a dense heap),
+/// and returns their addresses.
+fn fill(segments: usize) -> Vec<usize> {
+    (0..segments * SEGMENT / BLOCK)
+        .map(|_| {
+            // SAFETY: plain allocation, written within its size.
+            unsafe {
+                let p = rm::malloc(BLOCK);
+                assert!(!p.is_null());
+                p.write_bytes(1, BLOCK);
+                p as usize
+            }
+        })
+        .collect()
+}
+
+/// Whether the block at `addr` lies in memory advised for huge pages.
+fn advised(addr: usize) -> bool {
+    smaps::vm_flags(addr).contains(&"hg".into())
+}
+
+#[test]
+fn huge_pages_wait_for_eight_segments_per_thread_heap() {
+    let Ok(threads) = std::env::var("RETYPE_TEST_THREADS") else {
+        return; // run by `in_a_child` below
+    };
+    if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+        return; // no THP: the kernel records no advice to read
+    }
+    let threads: usize = threads.parse().unwrap();
+    let (segments, want) = if threads == 1 { (12, true) } else { (5, false) };
+    let all_filled = Barrier::new(threads);
+    let blocks: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let blocks = fill(segments);
+                    // Every heap is made and filled before any is looked at.
+                    all_filled.wait();
+                    blocks
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let last = *blocks[0].last().unwrap();
+    assert_eq!(
+        advised(last),
+        want,
+        "{threads} threads, {segments} segments each"
+    );
+    for p in blocks.into_iter().flatten() {
+        // SAFETY: each block is live and freed once.
+        unsafe { rm::free(p as *mut u8) };
+    }
+}
+
+#[test]
+fn in_a_child() {
+    if std::env::var_os("RETYPE_TEST_THREADS").is_none() {
+        for threads in ["1", "8"] {
+            common::rerun_with(
+                "in_a_child",
+                &[
+                    ("RETYPE_TEST_THREADS", threads),
+                    ("RETYPE_MALLOC_HUGEPAGES_MIN_MIB", "8"),
+                ],
+            );
+        }
+    }
+}
