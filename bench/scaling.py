@@ -37,9 +37,9 @@ def geomean(xs):
 
 def read(paths):
     """Medians per (machine, bench, threads, allocator) and figure; each machine's cores and
-    repetitions; each program's command line (its last, at the most threads)."""
+    repetitions per thread count; each program's command line (its last, at the most threads)."""
     runs = defaultdict(lambda: defaultdict(list))
-    cores, reps, commands = {}, defaultdict(int), {}
+    cores, reps, commands = {}, defaultdict(lambda: defaultdict(int)), {}
     for path in paths:
         with open(path) as f:
             for r in csv.DictReader(f):
@@ -48,7 +48,7 @@ def read(paths):
                     if r[fig]:
                         runs[key][fig].append(float(r[fig]))
                 cores[r["machine"]] = int(r["cores"])
-                reps[r["machine"]] = max(reps[r["machine"]], int(r["rep"]))
+                reps[r["machine"]][int(r["threads"])] = max(reps[r["machine"]][int(r["threads"])], int(r["rep"]))
                 commands[r["bench"]] = r["command"]
     med = {k: {fig: statistics.median(v) for fig, v in figs.items()} for k, figs in runs.items()}
     return med, cores, reps, commands
@@ -159,6 +159,16 @@ def versions():
     return ", ".join(f"{a} {found.get(p, '?')}" for a, p in pkgs.items())
 
 
+def repetitions(per_threads):
+    """"repetitions 3", or "repetitions 3 (16 threads), 1 (4, 8, 32 threads)" where they differ."""
+    by_count = defaultdict(list)
+    for threads, n in sorted(per_threads.items()):
+        by_count[n].append(str(threads))
+    if len(by_count) == 1:
+        return f"repetitions {next(iter(by_count))}"
+    return "repetitions " + ", ".join(f"{n} ({', '.join(ts)} threads)" for n, ts in sorted(by_count.items(), reverse=True))
+
+
 def doc(args, med, rat, cores, reps, commands, chart_machine):
     """docs/scaling.md's lines: what ran where, how to read it, the chart, the two tables."""
     machines = list(dict.fromkeys(k[0] for k in med))
@@ -187,7 +197,7 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
     w(f"Command: `{args.command}`. Load average at the start {args.load_start}, at the end {load_end}.\n")
     w("Machines (every figure below names the one it came from):\n")
     for i, m in enumerate(machines):
-        w(f"- M{i + 1}: {m}, repetitions {reps[m]}")
+        w(f"- M{i + 1}: {m}, {repetitions(reps[m])}")
     w("")
     w("**Where threads outnumber cores** (figures marked ⁺): peak RSS still means what it says, since "
       "per-thread heaps and caches are what grows with the thread count, whether or not the threads run "
