@@ -48,6 +48,10 @@ pub(crate) struct Segment {
     pub large_end: *mut u8,
     /// For large blocks: guard pages surround the block's pages.
     pub large_guarded: bool,
+    /// For large blocks: its pages are looked at when it is freed (see `large::DENSE`); they
+    /// read as zeros when it was handed out, so those resident then are the ones the program
+    /// touched.
+    pub large_looked: bool,
     /// For large blocks: the offset in the mapping from which it is advised for huge pages
     /// (the range before it advised against them); 0 when not known (see `cache::Mapping`).
     pub huge_from: usize,
