@@ -6,7 +6,7 @@
 #   bench/pack.sh DIR
 set -euo pipefail
 [ $# = 1 ] || { echo "usage: bench/pack.sh DIR" >&2; exit 2; }
-DEST=$1
+DEST=$(realpath -m "$1") # before the cd below
 cd "$(dirname "$0")/.."
 source bench/allocators.sh
 mkdir -p "$DEST"
