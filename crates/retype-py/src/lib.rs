@@ -2,20 +2,21 @@
 //! (python/retype), which turns what these return into dicts and DataFrames.
 //!
 //! Metrics cross as the command line's JSON text, so that the keys are the
-//! command line's by construction; series and trace events cross as NumPy
-//! arrays that take over the Rust vectors (no Python object per event).
+//! command line's by construction; series, trace events, RSS samples and
+//! mapping calls cross as NumPy arrays that take over the Rust vectors (no
+//! Python object per event).
 //! Every run releases the GIL.
 
 use std::path::PathBuf;
 
-use numpy::{IntoPyArray, PyArray1};
+use numpy::{Element, IntoPyArray, PyArray1};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use retype::api::Column;
 use retype::api::{self, Study};
-use retype_trace::Op;
+use retype_trace::{MapOp, Op};
 
 create_exception!(
     _native,
@@ -112,40 +113,72 @@ fn replay(
         .map_err(error)
 }
 
-/// One numeric field of a trace event.
-type EventField = fn(&retype_trace::Event) -> u64;
+/// What [`read_trace`] returns: the events as columns, the op names their
+/// `op` indexes, the JSON text of `retype trace info --json`, the RSS samples
+/// as columns, and the mapping calls as columns with the op names their `op`
+/// indexes.
+type TraceColumns<'py> = (
+    Bound<'py, PyDict>,
+    Vec<&'static str>,
+    String,
+    Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
+    Vec<&'static str>,
+);
 
-/// A trace's events as columns (`op` as indexes into the returned op names)
-/// and the JSON text of `retype trace info --json`.
+/// A trace's events, RSS samples and mapping calls as columns, in file
+/// order, and its summary ([`TraceColumns`]).
 #[pyfunction]
-fn read_trace<'py>(
-    py: Python<'py>,
-    path: PathBuf,
-) -> PyResult<(Bound<'py, PyDict>, Vec<&'static str>, String)> {
+fn read_trace(py: Python<'_>, path: PathBuf) -> PyResult<TraceColumns<'_>> {
     let (trace, info) = py.detach(|| api::trace(&path)).map_err(error)?;
-    let events = &trace.events;
-    let d = PyDict::new(py);
+    let e = &trace.events;
+    let events = PyDict::new(py);
     // Op codes start at 1 (`Op::from_code`): index 0 is `Op::ALL[0]`.
-    let op: Vec<u8> = events.iter().map(|e| e.op as u8 - 1).collect();
-    d.set_item("op", op.into_pyarray(py))?;
-    let thread: Vec<u32> = events.iter().map(|e| e.thread).collect();
-    d.set_item("thread", thread.into_pyarray(py))?;
-    let fields: [(&str, EventField); 6] = [
-        ("time_ns", |e| e.time_ns),
-        ("latency_ns", |e| e.latency_ns),
-        ("size", |e| e.size),
-        ("align", |e| e.align),
-        ("ptr", |e| e.ptr),
-        ("ret", |e| e.ret),
-    ];
-    for (name, f) in fields {
-        let v: Vec<u64> = events.iter().map(f).collect();
-        d.set_item(name, v.into_pyarray(py))?;
-    }
-    let descheduled: Vec<bool> = events.iter().map(|e| e.descheduled).collect();
-    d.set_item("descheduled", descheduled.into_pyarray(py))?;
-    let names = Op::ALL.iter().map(|o| o.name()).collect();
-    Ok((d, names, info.to_string()))
+    column(&events, "op", e, |e| e.op as u8 - 1)?;
+    column(&events, "thread", e, |e| e.thread)?;
+    column(&events, "time_ns", e, |e| e.time_ns)?;
+    column(&events, "latency_ns", e, |e| e.latency_ns)?;
+    column(&events, "size", e, |e| e.size)?;
+    column(&events, "align", e, |e| e.align)?;
+    column(&events, "ptr", e, |e| e.ptr)?;
+    column(&events, "ret", e, |e| e.ret)?;
+    column(&events, "descheduled", e, |e| e.descheduled)?;
+    let op_names = Op::ALL.iter().map(|o| o.name()).collect();
+
+    let r = &trace.rss;
+    let rss = PyDict::new(py);
+    column(&rss, "time_ns", r, |r| r.time_ns)?;
+    column(&rss, "rss_bytes", r, |r| r.rss_bytes)?;
+    column(&rss, "segment", r, |r| r.segment)?;
+
+    let m = &trace.mappings;
+    let mappings = PyDict::new(py);
+    // As for events, from code 1 (`MapOp::from_code`) on.
+    column(&mappings, "op", m, |m| m.op as u8 - 1)?;
+    column(&mappings, "thread", m, |m| m.thread)?;
+    column(&mappings, "time_ns", m, |m| m.time_ns)?;
+    column(&mappings, "addr", m, |m| m.addr)?;
+    column(&mappings, "len", m, |m| m.len)?;
+    column(&mappings, "old_addr", m, |m| m.old_addr)?;
+    column(&mappings, "old_len", m, |m| m.old_len)?;
+    column(&mappings, "prot", m, |m| m.prot)?;
+    column(&mappings, "flags", m, |m| m.flags)?;
+    column(&mappings, "segment", m, |m| m.segment)?;
+    let map_names = (1..).map_while(MapOp::from_code).map(MapOp::name);
+
+    let info = info.to_string();
+    Ok((events, op_names, info, rss, mappings, map_names.collect()))
+}
+
+/// Sets `d[name]` to the field `f` of each of `items`, as one NumPy array.
+fn column<T, V: Element>(
+    d: &Bound<'_, PyDict>,
+    name: &str,
+    items: &[T],
+    f: impl Fn(&T) -> V,
+) -> PyResult<()> {
+    let v: Vec<V> = items.iter().map(f).collect();
+    d.set_item(name, v.into_pyarray(d.py()))
 }
 
 /// A run's series as a dict of NumPy arrays (outcomes as a list of str).

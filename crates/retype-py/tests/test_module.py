@@ -1,5 +1,9 @@
 """The module's results are the command line's, key for key."""
 
+import json
+import mmap
+import subprocess
+
 import pandas as pd
 import pytest
 
@@ -93,3 +97,46 @@ def test_messages_are_the_command_lines(cli):
     with pytest.raises(retype.Error) as e:
         retype.study("uniform:seed=1,ops=10,free=0", "best-fit", arch="vax")
     assert str(e.value) in p.stderr
+
+
+def test_a_recordings_rss_samples_and_mapping_calls_are_the_command_lines(cli, root, tmp_path):
+    exe = tmp_path / "rss_phases"
+    source = root / "crates" / "retype-recorder" / "tests" / "c" / "rss_phases.c"
+    subprocess.run(["cc", "-O1", "-g", "-o", exe, source], check=True)
+    trace = tmp_path / "p.rtr"
+    # The program prints each mapping call it made, one a line.
+    made = cli("record", "--rss-ms", "1", "-o", trace, "--", exe).stdout.splitlines()
+    events, info, series = retype.read_trace(trace, series=True)
+    assert info == retype_info(cli, trace)
+    rss, maps = pd.DataFrame(series["rss"]), pd.DataFrame(series["mappings"])
+    assert list(rss.columns) == ["time_ns", "rss_bytes", "segment"]
+    assert len(rss) == info["rss_samples"] >= 3
+    assert rss.rss_bytes.max() == info["rss_max_bytes"]
+
+    # The samples and the calls' times are the timeline's, counted from the
+    # first event.
+    timeline = json.loads(cli("trace", "timeline", "--json", trace).stdout)
+    start = events["time_ns"].min()
+    rss = rss.assign(since=rss.time_ns.clip(lower=start) - start).sort_values("since", kind="stable")
+    want = [(p["time_ns"], p["rss_bytes"]) for p in timeline["rss"]]
+    assert list(zip(rss.since, rss.rss_bytes)) == want
+    assert sorted(maps.time_ns - start) == [p["time_ns"] for p in timeline["mapped"]]
+
+    # Each call as the program made it, and nothing else.
+    assert maps.op.value_counts().to_dict() == {k: v for k, v in info["mapping_calls"].items() if v}
+    def printed(line):
+        f = line.split()
+        row = {"op": f[0], "addr": 0, "len": 0, "old_addr": 0, "old_len": 0}
+        if f[0] in ("mmap", "munmap"):
+            row.update(addr=int(f[1], 16), len=int(f[2]))
+        elif f[0] == "mremap":
+            row.update(old_addr=int(f[1], 16), old_len=int(f[2]), addr=int(f[3], 16), len=int(f[4]))
+        else:
+            row.update(old_addr=int(f[1], 16), addr=int(f[2], 16))
+        return row
+    got = maps[["op", "addr", "len", "old_addr", "old_len"]].to_dict("records")
+    assert got == [printed(line) for line in made] and len(made) == 6
+    first = maps.iloc[0]
+    assert first["prot"] == mmap.PROT_READ | mmap.PROT_WRITE
+    assert first["flags"] == mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    assert set(maps.thread) <= set(events["thread"])

@@ -1,6 +1,7 @@
 """retype from Python: seed 000's memory-manager study, heap replays and
 traces, with the figures and JSON keys of the ``retype`` command line, and
-study sweeps fanned out with Dask (:func:`sweep`).
+study sweeps fanned out with Dask (:func:`sweep`). ``read_trace(path,
+series=True)`` adds a recording's RSS samples and mapping calls over time.
 
     import retype
     m = retype.study("uniform:seed=1,ops=1000,free=48", "best-fit")
@@ -54,7 +55,7 @@ def replay(trace, heap, min_time_ms=None):
     return json.loads(_native.replay(str(Path(trace)), heap, min_time_ms))
 
 
-def read_trace(path):
+def read_trace(path, series=False):
     """A trace's events as columns, and its summary.
 
     Returns (events, info): ``events`` is a dict of NumPy arrays, one entry
@@ -67,9 +68,22 @@ def read_trace(path):
     the sampled calls, and info's bytes, blocks, peak and leaks are unbiased
     estimates) or ``"aggregate"`` (no events: the columns are empty, and
     ``info["counted"]`` holds the counters' sums).
+
+    With ``series=True``, returns (events, info, series): ``series["rss"]``
+    holds the RSS samples the recorder took (``time_ns``, ``rss_bytes``,
+    ``segment``) and ``series["mappings"]`` the program's own mapping calls
+    (``op`` as names: ``mmap``, ``munmap``, ``mremap``, ``brk``; ``thread``,
+    ``time_ns``, ``addr``, ``len``, ``old_addr``, ``old_len``, ``prot``,
+    ``flags``, ``segment``; a brk's ``addr`` is the break after it and
+    ``old_addr`` the one before), each a dict of NumPy arrays in file order.
+    Times are on the events' clock (``retype trace timeline --json`` counts
+    them from the first event).
     """
     import numpy as np
 
-    columns, op_names, info = _native.read_trace(str(Path(path)))
+    columns, op_names, info, rss, mappings, map_names = _native.read_trace(str(Path(path)))
     columns["op"] = np.asarray(op_names)[columns["op"]]
-    return columns, json.loads(info)
+    if not series:
+        return columns, json.loads(info)
+    mappings["op"] = np.asarray(map_names)[mappings["op"]]
+    return columns, json.loads(info), {"rss": rss, "mappings": mappings}
