@@ -152,15 +152,7 @@ pub(crate) struct List {
 // SAFETY: the nodes are owned by the list and only touched under its lock.
 unsafe impl Send for List {}
 
-pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List {
-    bins: [[ptr::null_mut(); BINS]; 2],
-    newest: ptr::null_mut(),
-    oldest: ptr::null_mut(),
-    resident: 0,
-    discarded: 0,
-    pinned: 0,
-    peak: 0,
-});
+pub(crate) static CACHE: SpinLock<List> = SpinLock::new(List::EMPTY);
 
 /// No mapping needs purging before this time (`os::now_ms`): read without the lock, so that
 /// the check made at each take and retirement costs no lock; written under it.
@@ -221,6 +213,17 @@ fn base_of(node: *mut Node) -> *mut u8 {
 }
 
 impl List {
+    /// No mapping cached.
+    const EMPTY: List = List {
+        bins: [[ptr::null_mut(); BINS]; 2],
+        newest: ptr::null_mut(),
+        oldest: ptr::null_mut(),
+        resident: 0,
+        discarded: 0,
+        pinned: 0,
+        peak: 0,
+    };
+
     /// Counts the bytes of `node` in (`add`) or out of the cache, in its gauges and the
     /// statistics.
     unsafe fn count(&mut self, node: *const Node, add: bool) {
@@ -718,15 +721,7 @@ pub(crate) mod tests {
             ops in prop::collection::vec(op(), 1..120)
         ) {
             let _serial = STATISTICS.lock().unwrap_or_else(|e| e.into_inner());
-            let mut list = List {
-                bins: [[ptr::null_mut(); BINS]; 2],
-                newest: ptr::null_mut(),
-                oldest: ptr::null_mut(),
-                resident: 0,
-                discarded: 0,
-                pinned: 0,
-                peak: 0,
-            };
+            let mut list = List::EMPTY;
             // Each mapping's header area, of which the list uses only the node.
             let mut headers: Vec<Box<[u8; HEADER_SIZE]>> = Vec::new();
             let mut model: Vec<(Model, *mut Node)> = Vec::new(); // newest first
