@@ -245,7 +245,9 @@ impl List {
         }
     }
 
-    /// Unlinks `node` from its bin and from the list by age, and returns it.
+    /// Unlinks `node` from its bin and from the list by age, and returns it; its links are
+    /// stale until [`List::push`] writes them again (callers that chain unlinked nodes set
+    /// `newer` themselves).
     unsafe fn unlink(&mut self, node: *mut Node) -> *mut Node {
         // SAFETY: `node` is cached, so linked in both lists, whose neighbours are cached too.
         unsafe {
@@ -265,12 +267,6 @@ impl List {
                 Some(older) => older.newer = n.newer,
                 None => self.oldest = n.newer,
             }
-            (n.bin_prev, n.bin_next, n.newer, n.older) = (
-                ptr::null_mut(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-            );
             self.count(node, false);
         }
         stats::lower(&stats::SEGMENTS_CACHED, 1);
