@@ -13,10 +13,13 @@
 //! A block at a segment boundary (those, and alignments of 2 MiB or more) is where the mask
 //! would find no header; the word before such a block points back to the header instead.
 //!
-//! With guard pages (`RETYPE_MALLOC_GUARD`, hardened mode) a block aligned to at most a page
-//! gets an inaccessible page before and after its pages and ends where its last page ends
-//! (rounded to its alignment), so an overflow or underflow past its pages faults at the
-//! access, and the header cannot be reached from the block. With canaries the slack in the
+//! With guard pages (`RETYPE_MALLOC_GUARD`, hardened and secure modes) a block aligned to at
+//! most a page gets an inaccessible page before and after its pages and ends where its last
+//! page ends (rounded to its alignment), so an overflow or underflow past its pages faults at
+//! the access, and the header cannot be reached from the block. Such a block starts in its
+//! mapping's first 2 MiB, where `free` finds the header by the address mask; one of 2 MiB or
+//! more is advised for huge pages as an unguarded one would be, from the next 2 MiB boundary,
+//! so that all of its pages but those of its first and last 2 MiB can be huge pages. With canaries the slack in the
 //! block's first and last pages holds a keyed pattern, checked at free and realloc. With
 //! quarantine a freed block's pages are inaccessible until it leaves the quarantine.
 
@@ -115,15 +118,21 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         } else {
             (m.base.add(offset), m.base.add(m.len))
         };
-        let looked = look_due(p, size, guarded, m.huge_from);
+        let pages = m.base.add(offset);
+        let looked = look_due(pages, size, m.huge_from);
         if looked && !m.zeroed {
-            os::discard(p, size & !(OS_PAGE - 1));
+            os::discard(pages, size & !(OS_PAGE - 1));
         }
         write_header(seg, p, size, m.len, end, guarded);
         (*seg).huge_from = m.huge_from;
         (*seg).large_looked = looked;
-        if huge && dense(size) {
-            advise_huge(seg, offset);
+        if dense(size) {
+            if huge {
+                advise_huge(seg, offset);
+            } else if guarded && size >= SEGMENT_SIZE && config::huge_large() {
+                // Its pages after the first 2 MiB boundary, which it spans.
+                advise_huge(seg, SEGMENT_SIZE);
+            }
         }
         if (zero || config::zero_on_malloc()) && !m.zeroed {
             p.write_bytes(0, size);
@@ -153,20 +162,20 @@ fn dense(size: usize) -> bool {
     size >= ALWAYS_HUGE || DENSE.load(Ordering::Relaxed)
 }
 
-/// Whether the block `p` of `size` bytes, about to be handed out, is to be looked at when it
-/// is freed (see [`DENSE`]): it is on a 2 MiB boundary but not advised for huge pages (it
-/// lies in a mapping advised from `huge_from`, 0: none), and a look is due. The caller
+/// Whether a block of `size` bytes whose pages start at `pages`, about to be handed out, is
+/// to be looked at when it is freed (see [`DENSE`]): it is of 2 MiB or more but not advised
+/// for huge pages (it lies in a mapping advised from `huge_from`, 0: none), and a look is
+/// due. The caller
 /// returns its pages first if they were kept: a block made of a cached mapping whose pages
 /// were kept would show what touched them before. `mstress 16 50 25`, which writes 256
 /// bytes of each block, looked dense in 3 of 36 runs on 2 cores that way, and every block of
 /// 2 MiB or more then took huge pages (peak RSS 107, 86 and 84 MB, else 27-33 MB; none of 12
 /// runs since, 0.97-1.11 s against 1.05-1.18 s before).
-fn look_due(p: *mut u8, size: usize, guarded: bool, huge_from: usize) -> bool {
+fn look_due(pages: *mut u8, size: usize, huge_from: usize) -> bool {
     if DENSE.load(Ordering::Relaxed)
         || size < SEGMENT_SIZE
-        || guarded
         || huge_from != 0
-        || cache::reserved(p)
+        || cache::reserved(pages)
     {
         return false;
     }
@@ -179,11 +188,12 @@ fn look_due(p: *mut u8, size: usize, guarded: bool, huge_from: usize) -> bool {
 unsafe fn look_at_density(seg: *mut Segment) {
     // SAFETY: `seg` heads a live large block; the window read lies inside its pages.
     unsafe {
-        let (p, size) = ((*seg).large_ptr, (*seg).large_size);
         if !(*seg).large_looked || DENSE.load(Ordering::Relaxed) || (*seg).huge_from != 0 {
             return;
         }
-        let (touched, pages) = os::resident(p, size & !(OS_PAGE - 1));
+        // From the block's first page: a guarded block starts inside it.
+        let (from, _) = slack(seg);
+        let (touched, pages) = os::resident(from, (*seg).large_size & !(OS_PAGE - 1));
         if 2 * touched > pages {
             DENSE.store(true, Ordering::Relaxed);
         }
@@ -197,9 +207,8 @@ pub(crate) fn misplaced(p: *const u8, size: usize) -> bool {
 }
 
 /// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept,
-/// long enough, or else, once the program's blocks are dense (see [`DENSE`]; and outside
-/// hardened mode, whose registry follows mappings as they were made), made from shorter ones
-/// (see [`gather`]), so their pages, already faulted in, serve again; else one whose pages
+/// long enough, or else, once the program's blocks are dense (see [`DENSE`]), made from
+/// shorter ones (see [`gather`]), so their pages, already faulted in, serve again; else one whose pages
 /// were returned. A program that touches its blocks here and there faults few pages in
 /// anyway, and gathering cost it system calls: `mstress 2 50 25` (the first 256 bytes of
 /// blocks of up to 8 MiB) made 830 calls that map, unmap, move or advise memory a run with
@@ -211,7 +220,7 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
         if let Some(m) = cache::take(need, max, true) {
             return Some(m);
         }
-        if !config::hardened() && DENSE.load(Ordering::Relaxed) {
+        if DENSE.load(Ordering::Relaxed) {
             if let Some(m) = gather(need, offset) {
                 return Some(m);
             }
@@ -223,7 +232,9 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
 /// Makes a mapping of `need` bytes for a block at `offset` from cached mappings whose pages
 /// are kept, all shorter than `need`: the longest ones, their pages moved (not copied) one
 /// after the other into a fresh range (for a block on a 2 MiB boundary, each piece at the
-/// next boundary, which keeps their huge pages whole). What they do not fill is fresh. Each
+/// next boundary, which keeps their huge pages whole). What they do not fill is fresh. The
+/// registry (hardened and secure modes) follows: the chunks a piece leaves are ours no more,
+/// the new range's are. Each
 /// move is a system call, where each page not moved would be a page fault: `large 1 20 1000
 /// 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
 /// a block not on a 2 MiB boundary grew only the longest one (tcmalloc: 129,000 and 0.19 s).
@@ -259,6 +270,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             if from + len < rest {
                 os::unmap(m.base.add(from + len), rest - from - len);
             }
+            registry::clear(m.base, rest);
             if rest < m.len {
                 cache::put_piece(m.base.add(rest), m.len - rest);
             }
@@ -269,6 +281,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
                 None
             };
         }
+        registry::mark(to, need);
         Some(Mapping {
             base: to,
             len: need,

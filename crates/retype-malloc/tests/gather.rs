@@ -1,6 +1,7 @@
 //! A large block that no freed mapping is long enough for is made of several freed ones,
 //! their pages moved, not faulted in again, once the program has freed a dense block; until
-//! then (its blocks touched here and there) it is mapped afresh, without moving pages.
+//! then (its blocks touched here and there) it is mapped afresh, without moving pages. The
+//! same in secure and hardened modes, whose registry of our mappings follows the pages moved.
 //! Settings are read once per process, and whether blocks are dense is too, so the check runs
 //! in a child process with a purge delay long enough that no freed page is returned.
 
@@ -27,6 +28,33 @@ fn resident(p: *mut u8, len: usize) -> (usize, usize) {
     (vec.iter().filter(|&&b| b & 1 != 0).count(), pages)
 }
 
+/// The signal that ended a child process that ran `f` (0: none).
+fn signal_of(f: impl FnOnce()) -> i32 {
+    // SAFETY: the child runs `f` and exits at once; the child process of `in_a_child` and
+    // the others runs no other test, so no other thread holds a lock `f` needs.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            f();
+            libc::_exit(0);
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            0
+        }
+    }
+}
+
+/// Whether this run puts guard pages around large blocks (see `in_a_child` and the others).
+fn guarded() -> bool {
+    let on = |name| std::env::var(name).as_deref() == Ok("1");
+    on("RETYPE_MALLOC_SECURE") || on("RETYPE_MALLOC_HARDENED")
+}
+
 #[test]
 fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
     if std::env::var_os("RETYPE_MALLOC_PURGE_DELAY").is_none() {
@@ -45,8 +73,10 @@ fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
         rm::free(b);
         let calls = rm::system_calls();
         let c = rm::malloc(longer);
+        // Map and trim its ends, and make its two guard pages in secure and hardened mode.
+        let guards = if guarded() { 2 } else { 0 };
         assert!(
-            rm::system_calls() - calls <= 3,
+            rm::system_calls() - calls <= 3 + guards,
             "pages moved for a sparse program"
         );
         rm::free(c);
@@ -69,6 +99,11 @@ fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
             touched + headers >= pages,
             "{touched} of {pages} pages resident: the block is not made of the freed ones"
         );
+        if guarded() {
+            // `a`'s pages now serve `c`, and its mapping is gone: freeing `a` again is a free
+            // of a pointer we do not map, refused by name (abort), not a fault on its header.
+            assert_eq!(signal_of(|| rm::free(a)), libc::SIGABRT);
+        }
         rm::free(c);
     }
 }
@@ -81,6 +116,31 @@ fn in_a_child() {
             ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
             ("RETYPE_MALLOC_HARDENED", "0"),
             ("RETYPE_MALLOC_GUARD", "0"),
+        ],
+    );
+}
+
+/// The same in secure mode, whose large blocks lie between guard pages and whose frees are
+/// checked against the registry of our mappings, which must follow the pages moved.
+#[test]
+fn in_a_secure_child() {
+    common::rerun_with(
+        "in_a_secure_child",
+        &[
+            ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
+            ("RETYPE_MALLOC_SECURE", "1"),
+        ],
+    );
+}
+
+/// The same in hardened mode (guard pages, canaries, quarantine).
+#[test]
+fn in_a_hardened_child() {
+    common::rerun_with(
+        "in_a_hardened_child",
+        &[
+            ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
+            ("RETYPE_MALLOC_HARDENED", "1"),
         ],
     );
 }
