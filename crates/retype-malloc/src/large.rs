@@ -233,8 +233,8 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
 /// are kept, all shorter than `need`: the longest ones, their pages moved (not copied) one
 /// after the other into a fresh range (for a block on a 2 MiB boundary, each piece at the
 /// next boundary, which keeps their huge pages whole). What they do not fill is fresh. The
-/// registry (hardened and secure modes) follows: the chunks a piece leaves are ours no more,
-/// the new range's are. Each
+/// registry (hardened and secure modes) follows: a piece's chunks are ours no more, the new
+/// range's are. Each
 /// move is a system call, where each page not moved would be a page fault: `large 1 20 1000
 /// 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
 /// a block not on a 2 MiB boundary grew only the longest one (tcmalloc: 129,000 and 0.19 s).
@@ -258,6 +258,9 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             // The kernel moves one of its mappings (VMA) per call: the advised part only.
             let from = m.huge_from;
             let len = (m.len - from).min(need - at);
+            // Forgotten before its pages leave: once they have, another thread may map the
+            // range and record it. A piece put back is recorded again when it is taken.
+            registry::clear(m.base, m.len);
             if !os::move_to(m.base.add(from), len, len, to.add(at)) {
                 cache::put(m.base, m.len, m.huge_from);
                 break;
@@ -270,7 +273,6 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             if from + len < rest {
                 os::unmap(m.base.add(from + len), rest - from - len);
             }
-            registry::clear(m.base, rest);
             if rest < m.len {
                 cache::put_piece(m.base.add(rest), m.len - rest);
             }

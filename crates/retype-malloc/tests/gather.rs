@@ -28,6 +28,60 @@ fn resident(p: *mut u8, len: usize) -> (usize, usize) {
     (vec.iter().filter(|&&b| b & 1 != 0).count(), pages)
 }
 
+/// Gathering while another thread maps and frees large blocks: every free is checked against
+/// the registry of our mappings (secure and hardened modes), which must never lose a mapping
+/// made in a range that a gathered piece has just left (an invalid free would abort).
+#[test]
+fn gathering_beside_a_thread_that_maps_keeps_every_mapping_known() {
+    if !racing() {
+        return; // run by `race_in_a_secure_child` and `race_in_a_hardened_child`
+    }
+    // SAFETY: plain allocations, written within their sizes, each freed once.
+    unsafe {
+        let dense = rm::malloc(4 << 20);
+        dense.write_bytes(3, 4 << 20);
+        rm::free(dense);
+    }
+    let mapper = std::thread::spawn(|| {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let size = 200 * KIB + (seed >> 33) as usize % (4 << 20);
+            // SAFETY: as above.
+            unsafe {
+                let q = rm::malloc(size);
+                q.write(1);
+                rm::free(q);
+            }
+        }
+    });
+    // Dense blocks of varied sizes in slots replaced at random (as `bench/src/large.c`), so
+    // that many are made of shorter freed ones.
+    let mut slots = [0usize; 8];
+    let mut seed = 7u64;
+    for _ in 0..1500 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let size = 600 * KIB + (seed >> 33) as usize % (6 << 20);
+        let k = (seed >> 20) as usize % slots.len();
+        // SAFETY: as above; each slot holds a live block or null.
+        unsafe {
+            let p = rm::malloc(size);
+            p.write_bytes(5, size);
+            rm::free(slots[k] as *mut u8);
+            slots[k] = p as usize;
+        }
+    }
+    mapper.join().unwrap();
+    for p in slots {
+        // SAFETY: each slot's block is live.
+        unsafe { rm::free(p as *mut u8) };
+    }
+}
+
 /// The signal that ended a child process that ran `f` (0: none).
 fn signal_of(f: impl FnOnce()) -> i32 {
     // SAFETY: the child runs `f` and exits at once; the child process of `in_a_child` and
@@ -49,6 +103,14 @@ fn signal_of(f: impl FnOnce()) -> i32 {
     }
 }
 
+/// Marks the child processes of the test with two threads: whether blocks are dense, and the
+/// count of system calls, are the process's, which the other test reads.
+const RACE: &str = "RETYPE_MALLOC_TEST_GATHER_RACE";
+
+fn racing() -> bool {
+    std::env::var_os(RACE).is_some()
+}
+
 /// Whether this run puts guard pages around large blocks (see `in_a_child` and the others).
 fn guarded() -> bool {
     let on = |name| std::env::var(name).as_deref() == Ok("1");
@@ -57,8 +119,8 @@ fn guarded() -> bool {
 
 #[test]
 fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
-    if std::env::var_os("RETYPE_MALLOC_PURGE_DELAY").is_none() {
-        return; // run by `in_a_child` below
+    if std::env::var_os("RETYPE_MALLOC_PURGE_DELAY").is_none() || racing() {
+        return; // run by `in_a_child` and the others below
     }
     let size = 600 * KIB;
     // Below 2 MiB (not on huge pages), longer than either block, shorter than both.
@@ -141,6 +203,32 @@ fn in_a_hardened_child() {
         &[
             ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
             ("RETYPE_MALLOC_HARDENED", "1"),
+        ],
+    );
+}
+
+/// `gathering_beside_a_thread_that_maps_keeps_every_mapping_known` in secure mode.
+#[test]
+fn race_in_a_secure_child() {
+    common::rerun_with(
+        "race_in_a_secure_child",
+        &[
+            ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
+            ("RETYPE_MALLOC_SECURE", "1"),
+            (RACE, "1"),
+        ],
+    );
+}
+
+/// The same in hardened mode.
+#[test]
+fn race_in_a_hardened_child() {
+    common::rerun_with(
+        "race_in_a_hardened_child",
+        &[
+            ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
+            ("RETYPE_MALLOC_HARDENED", "1"),
+            (RACE, "1"),
         ],
     );
 }
