@@ -13,7 +13,17 @@
 //! `cargo bench -p retype --bench seed002 [-- --repeats N --heaps P,P --loads low,medium,high]`
 //! prints a Markdown table: the mean of N runs (default 3) per cell, the runs
 //! of the heaps alternating.
+//!
+//! With `--series FILE.csv` it also samples the run as the seed did: every
+//! N/10 iterations of each stage (free-block generation, whose two loops
+//! count as one stage of 2N iterations, allocation, deallocation) the time
+//! since the start and the resident set (`VmRSS`), written to FILE one line a
+//! sample; `bench/seed002.py` draws them. The time spent reading `VmRSS` is
+//! left out of the sampled times, not of the table's totals, which come from
+//! the same runs (about 40 reads of `/proc/self/status` a run). Its heaps
+//! default to the seed's three list fits.
 
+use std::io::Write;
 use std::process::Command;
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -24,8 +34,38 @@ const WORDS: &str = "/usr/share/dict/words";
 const LOADS: [(&str, usize); 3] = [("low", 7_000), ("medium", 20_000), ("high", 50_000)];
 const TYPES: [&str; 3] = ["int", "double", "string"];
 
-/// Runs one configuration and prints `total_ms alloc_free_ms heap_bytes peak_rss_kb`.
-fn child(load: usize, ty: &str, heap: HeapKind) {
+/// The stages of the run, as the seed named them.
+const STAGES: [&str; 3] = ["free blocks", "allocation", "deallocation"];
+
+/// Samples of one run: every `every` iterations of a stage, the time since
+/// the start (less the time spent sampling) and the resident set.
+struct Series {
+    every: usize,
+    start: Instant,
+    /// Time spent reading the resident set, left out of the samples' times.
+    spent: std::time::Duration,
+    lines: Vec<String>,
+}
+
+impl Series {
+    /// Takes a sample at iteration `i` of `stage` when it falls on one.
+    fn at(&mut self, stage: usize, i: usize, heap_bytes: usize) {
+        if i % self.every != 0 {
+            return;
+        }
+        let before = Instant::now();
+        let rss = status_kb("VmRSS:");
+        let ms = (before - self.start - self.spent).as_secs_f64() * 1e3;
+        self.lines
+            .push(format!("{},{i},{ms:.3},{rss},{heap_bytes}", STAGES[stage]));
+        self.spent += before.elapsed();
+    }
+}
+
+/// Runs one configuration and prints `total_ms alloc_free_ms heap_bytes
+/// peak_rss_kb`; with `series`, then one line per sample: `stage,iteration,
+/// ms,rss_kib,heap_bytes`.
+fn child(load: usize, ty: &str, heap: HeapKind, series: bool) {
     let words: Vec<String> = if ty == "string" {
         std::fs::read_to_string(WORDS)
             .unwrap_or_else(|e| {
@@ -40,19 +80,33 @@ fn child(load: usize, ty: &str, heap: HeapKind) {
     let mut arena = Arena::new(1 << 30).expect("arena");
     let mut h = heap.build(&mut arena).expect("a 1 GiB arena");
     let start = Instant::now();
+    let mut series = series.then(|| Series {
+        every: (load / 10).max(1),
+        start,
+        spent: std::time::Duration::ZERO,
+        lines: Vec::new(),
+    });
+    let mut sample = |stage: usize, i: usize, h: &dyn Heap| {
+        if let Some(s) = series.as_mut() {
+            s.at(stage, i, h.heap_size());
+        }
+    };
     let mut guards = Vec::with_capacity(load);
     let mut holes = Vec::with_capacity(load);
     for i in 0..load {
+        sample(0, i, &*h);
         holes.push(h.allocate(5 + i % 30, 8).expect("hole"));
         guards.push(h.allocate(8, 8).expect("guard"));
     }
-    for p in holes {
+    for (i, p) in holes.into_iter().enumerate() {
+        sample(0, load + i, &*h);
         // SAFETY: each hole is live once.
         unsafe { h.free(p) };
     }
     let phase = Instant::now();
     let mut values: Vec<NonNull<u8>> = Vec::with_capacity(load);
     for i in 0..load {
+        sample(1, i, &*h);
         let p = match ty {
             "int" => store(&mut *h, &(i as i32).to_ne_bytes()),
             "double" => store(&mut *h, &(i as f64).to_ne_bytes()),
@@ -63,10 +117,12 @@ fn child(load: usize, ty: &str, heap: HeapKind) {
         };
         values.push(p);
     }
-    for p in values {
+    for (i, p) in values.into_iter().enumerate() {
+        sample(2, i, &*h);
         // SAFETY: each value is live once.
         unsafe { h.free(p) };
     }
+    sample(2, load, &*h);
     let (total, alloc_free) = (start.elapsed(), phase.elapsed());
     let heap_bytes = h.heap_size();
     for p in guards {
@@ -79,8 +135,11 @@ fn child(load: usize, ty: &str, heap: HeapKind) {
         total.as_secs_f64() * 1e3,
         alloc_free.as_secs_f64() * 1e3,
         heap_bytes,
-        peak_rss_kb()
+        status_kb("VmHWM:")
     );
+    for line in series.map(|s| s.lines).unwrap_or_default() {
+        println!("{line}");
+    }
 }
 
 /// Allocates room for `bytes` and copies them in.
@@ -91,13 +150,14 @@ fn store(h: &mut dyn Heap, bytes: &[u8]) -> NonNull<u8> {
     p
 }
 
-/// The process's peak resident set (VmHWM), in KiB.
-fn peak_rss_kb() -> u64 {
+/// A figure of the process's status in KiB: `VmHWM:` (the peak resident
+/// set) or `VmRSS:` (the resident set now).
+fn status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
@@ -117,11 +177,27 @@ fn main() {
             args[i + 1].parse().expect("load"),
             &args[i + 2],
             args[i + 3].parse().expect("a heap's name"),
+            args.get(i + 4).is_some_and(|a| a == "--series"),
         );
         return;
     }
     let repeats: usize = option(&args, "--repeats").map_or(3, |r| r.parse().expect("--repeats N"));
-    let heaps: Vec<HeapKind> = option(&args, "--heaps").map_or(HeapKind::ALL.to_vec(), |h| {
+    let series_path = option(&args, "--series");
+    let mut series = series_path.map(|p| {
+        let mut f = std::fs::File::create(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+        writeln!(
+            f,
+            "load,type,heap,run,stage,iteration,ms,rss_kib,heap_bytes"
+        )
+        .unwrap_or_else(|e| panic!("{p}: {e}"));
+        f
+    });
+    let default_heaps = if series.is_some() {
+        vec![HeapKind::FirstFit, HeapKind::BestFit, HeapKind::WorstFit]
+    } else {
+        HeapKind::ALL.to_vec()
+    };
+    let heaps: Vec<HeapKind> = option(&args, "--heaps").map_or(default_heaps, |h| {
         h.split(',')
             .map(|n| n.parse().unwrap_or_else(|_| panic!("unknown heap {n:?}")))
             .collect()
@@ -144,10 +220,11 @@ fn main() {
             // Repeats alternate over the heaps (A B C A B C), so that a burst of
             // load on the machine hits all of them alike.
             let mut sums = vec![[0f64; 4]; heaps.len()];
-            for _ in 0..repeats {
+            for run in 0..repeats {
                 for (name, sum) in heaps.iter().zip(&mut sums) {
                     let out = Command::new(&exe)
                         .args(["--child", &load.to_string(), ty, name.name()])
+                        .args(series.is_some().then_some("--series"))
                         .output()
                         .expect("run child");
                     assert!(
@@ -156,8 +233,16 @@ fn main() {
                         String::from_utf8_lossy(&out.stderr)
                     );
                     let text = String::from_utf8(out.stdout).expect("utf-8");
-                    for (s, v) in sum.iter_mut().zip(text.split_whitespace()) {
+                    let mut lines = text.lines();
+                    let totals = lines.next().expect("the run's totals");
+                    for (s, v) in sum.iter_mut().zip(totals.split_whitespace()) {
                         *s += v.parse::<f64>().expect("number");
+                    }
+                    if let Some(f) = series.as_mut() {
+                        for l in lines {
+                            writeln!(f, "{load_name},{ty},{name},{run},{l}")
+                                .expect("write the series");
+                        }
                     }
                 }
             }
