@@ -50,7 +50,7 @@ struct Series {
 impl Series {
     /// Takes a sample at iteration `i` of `stage` when it falls on one.
     fn at(&mut self, stage: usize, i: usize, heap_bytes: usize) {
-        if i % self.every != 0 {
+        if !i.is_multiple_of(self.every) {
             return;
         }
         let before = Instant::now();
