@@ -45,10 +45,7 @@ fn gathering_beside_a_thread_that_maps_keeps_every_mapping_known() {
     let mapper = std::thread::spawn(|| {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..3000 {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let size = 200 * KIB + (seed >> 33) as usize % (4 << 20);
+            let size = 200 * KIB + next(&mut seed) as usize % (4 << 20);
             // SAFETY: as above.
             unsafe {
                 let q = rm::malloc(size);
@@ -62,10 +59,7 @@ fn gathering_beside_a_thread_that_maps_keeps_every_mapping_known() {
     let mut slots = [0usize; 8];
     let mut seed = 7u64;
     for _ in 0..1500 {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let size = 600 * KIB + (seed >> 33) as usize % (6 << 20);
+        let size = 600 * KIB + next(&mut seed) as usize % (6 << 20);
         let k = (seed >> 20) as usize % slots.len();
         // SAFETY: as above; each slot holds a live block or null.
         unsafe {
@@ -80,6 +74,14 @@ fn gathering_beside_a_thread_that_maps_keeps_every_mapping_known() {
         // SAFETY: each slot's block is live.
         unsafe { rm::free(p as *mut u8) };
     }
+}
+
+/// The next number of a linear congruential sequence from `seed` (its high bits).
+fn next(seed: &mut u64) -> u64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *seed >> 33
 }
 
 /// The signal that ended a child process that ran `f` (0: none).
