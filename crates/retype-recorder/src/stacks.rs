@@ -11,10 +11,13 @@
 //!
 //! A walk is a function of where it starts (the entry's stack and frame
 //! pointers) and of the words it reads, the rules being fixed for a table
-//! generation: so each thread keeps its last walk (those words and the id
-//! it gave), and a call entered at the same place whose words read the same
+//! generation: so each thread keeps its last walks (those words and the id
+//! each gave), and a call entered at the same place whose words read the same
 //! (a loop calling malloc from one site) has the same stack, found by
-//! comparing them instead of walking and interning again.
+//! comparing them instead of walking and interning again. The walks are kept
+//! in a few slots chosen by the entry's stack pointer and first return
+//! address, so that a loop calling malloc and free from two sites, which
+//! alternate, finds each its own walk.
 
 use std::mem::MaybeUninit;
 
@@ -50,18 +53,25 @@ impl Cached {
 /// address and a saved frame pointer a frame.
 const READS: usize = 1 + 2 * MAX_STACK_DEPTH;
 
-/// A thread's last walk (all zeros: none).
+/// Walks kept per thread (a power of two), in slots chosen by where they
+/// start: 4 KiB each.
+const WALKS: usize = 8;
+
+/// A thread's last walk from one slot's entries (all zeros: none).
 #[repr(C)]
 struct LastWalk {
-    /// Where it started.
+    /// Where it started: the stack pointer, and the frame pointer where a
+    /// rule used it (else it did not matter: a program built without frame
+    /// pointers keeps a variable there).
     sp: u64,
-    bp: u64,
+    bp: Option<u64>,
     /// The object table's and the stack table's generations it ran under.
     modules: u32,
     table: u64,
     /// The stack id it gave (0: none kept).
     id: u32,
-    /// The words it read, `(address, value)`: `reads[..n]`.
+    /// The words its result depends on, `(address, value)`: `reads[..n]`
+    /// (a saved frame pointer only where a later rule used it).
     n: usize,
     reads: [(u64, u64); READS],
 }
@@ -75,14 +85,16 @@ pub struct ThreadStack {
     /// The object table's generation the cache was filled under.
     generation: u32,
     cache: [Cached; CACHE],
-    last: LastWalk,
+    last: [LastWalk; WALKS],
 }
 
 impl ThreadStack {
     /// The state of a buffer that a new thread (the caller) takes.
     pub fn begin(&mut self) {
         self.top = stack_top();
-        self.last.id = 0;
+        for walk in &mut self.last {
+            walk.id = 0;
+        }
     }
 }
 
@@ -168,29 +180,35 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
             // SAFETY: [bottom, top) is this thread's live stack, mapped.
             .then(|| unsafe { (at as *const u64).read_unaligned() })
     };
+    let Some(first) = read(bottom) else { return 0 };
     let table = stack_table::generation();
     let ThreadStack {
-        cache, last: walk, ..
+        cache, last: walks, ..
     } = t;
+    let slot = (entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - WALKS.ilog2());
+    let walk = &mut walks[slot as usize];
     if walk.id != 0
-        && (walk.sp, walk.bp, walk.modules, walk.table) == (entry.sp, entry.bp, generation, table)
+        && (walk.sp, walk.modules, walk.table) == (entry.sp, generation, table)
+        && walk.bp.is_none_or(|bp| bp == entry.bp)
         && walk.reads[..walk.n]
             .iter()
             .all(|&(at, v)| read(at) == Some(v))
     {
         return walk.id;
     }
-    let mut n_reads = 0;
-    let mut read = |at: u64| {
-        let v = read(at)?;
-        // At most READS reads: one, then two a frame kept.
+    walk.reads[0] = (bottom, first);
+    let mut n_reads = 1;
+    // At most READS kept: one, then two a frame kept.
+    let mut keep = |at: u64, v: u64| {
         walk.reads[n_reads] = (at, v);
         n_reads += 1;
-        Some(v)
     };
+    // Where the frame pointer's value came from, until a rule uses it: the
+    // entry (None) or a saved word.
+    let mut bp_from: Option<Option<(u64, u64)>> = Some(None);
+    let mut entry_bp = None;
     let depth = settings::get().stack_depth();
     let mut frames = [MaybeUninit::<u64>::uninit(); MAX_STACK_DEPTH];
-    let Some(first) = read(bottom) else { return 0 };
     frames[0].write(first);
     let (mut n, mut truncated, mut hash) = (1, false, stack_table::mix(0, first));
     let (mut at, mut sp, mut bp) = (first, bottom + 8, entry.bp);
@@ -198,16 +216,25 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         let rule = rule(cache, at);
         let base = match rule.kind {
             Kind::Sp => sp,
-            Kind::Bp => bp,
+            Kind::Bp => {
+                match bp_from.take() {
+                    Some(Some((at, v))) => keep(at, v),
+                    Some(None) => entry_bp = Some(entry.bp),
+                    None => {}
+                }
+                bp
+            }
             Kind::End | Kind::Unknown => break,
         };
         let cfa = base.wrapping_add(rule.cfa as i64 as u64);
         let Some(ret) = read(cfa.wrapping_sub(8)) else {
             break;
         };
+        keep(cfa.wrapping_sub(8), ret);
         if rule.bp != 0 {
-            match read(cfa.wrapping_add(rule.bp as i64 as u64)) {
-                Some(v) => bp = v,
+            let saved = cfa.wrapping_add(rule.bp as i64 as u64);
+            match read(saved) {
+                Some(v) => (bp, bp_from) = (v, Some(Some((saved, v)))),
                 None => break,
             }
         }
@@ -228,7 +255,7 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     let frames = unsafe { std::slice::from_raw_parts(frames.as_ptr().cast::<u64>(), n) };
     let id = stack_table::intern(frames, truncated, hash);
     // Kept for the next call (a dropped stack, id 0, is looked up again).
-    (walk.sp, walk.bp, walk.modules, walk.table) = (entry.sp, entry.bp, generation, table);
+    (walk.sp, walk.bp, walk.modules, walk.table) = (entry.sp, entry_bp, generation, table);
     (walk.id, walk.n) = (id, n_reads);
     id
 }
