@@ -316,7 +316,7 @@ pub fn generation() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::HashMap;
     use std::sync::{Mutex, MutexGuard};
 
@@ -327,7 +327,7 @@ mod tests {
     use crate::settings::MAX_STACK_DEPTH;
 
     /// The table is one per process: the tests that use it take turns.
-    fn turn() -> MutexGuard<'static, ()> {
+    pub(crate) fn turn() -> MutexGuard<'static, ()> {
         static TURN: Mutex<()> = Mutex::new(());
         TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

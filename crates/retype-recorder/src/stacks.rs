@@ -259,3 +259,69 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     (walk.id, walk.n) = (id, n_reads);
     id
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::hint::black_box;
+
+    /// Calls `probe_body` with the [`Entry`] of this call, as the hooks do.
+    #[unsafe(naked)]
+    unsafe extern "C" fn probe(_: *mut ThreadStack, _: *mut [u32; 2]) {
+        core::arch::naked_asm!("mov rdx, rsp", "mov rcx, rbp", "jmp {}", sym probe_body)
+    }
+
+    /// The stack of the call to `probe` twice: through the kept walks, then
+    /// with none kept (a full walk).
+    extern "C" fn probe_body(t: *mut ThreadStack, out: *mut [u32; 2], sp: u64, bp: u64) {
+        // SAFETY: the test passes its own state and result, both valid.
+        let (t, out) = unsafe { (&mut *t, &mut *out) };
+        let kept = capture(t, Entry { sp, bp });
+        let kept_walks = std::mem::replace(&mut t.last, no_walks());
+        let walked = capture(t, Entry { sp, bp });
+        t.last = kept_walks;
+        *out = [kept, walked];
+    }
+
+    fn no_walks() -> [LastWalk; WALKS] {
+        // SAFETY: all zeros is a valid LastWalk (none kept).
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// Calls `probe` under one frame of `step::<B>` for each of `path`'s
+    /// choices: paths of one length enter `probe` at the same stack pointer
+    /// with the same return address, from different callers.
+    #[inline(never)]
+    fn step<const B: bool>(t: *mut ThreadStack, path: &[bool], out: *mut [u32; 2]) {
+        match path.split_first() {
+            // SAFETY: t and out are valid.
+            None => unsafe { probe(t, out) },
+            Some((true, rest)) => step::<true>(t, black_box(rest), out),
+            Some((false, rest)) => step::<false>(t, black_box(rest), out),
+        }
+        black_box(path);
+    }
+
+    proptest! {
+        #[test]
+        fn a_kept_walk_gives_the_stack_a_full_walk_gives(
+            paths in prop::collection::vec(prop::collection::vec(any::<bool>(), 0..6), 1..40)
+        ) {
+            let _turn = stack_table::tests::turn();
+            modules::scan(true);
+            // SAFETY: all zeros is a valid empty state.
+            let mut t: Box<ThreadStack> = unsafe { Box::new_zeroed().assume_init() };
+            t.begin();
+            let mut ids = std::collections::HashMap::new();
+            for path in &paths {
+                let mut out = [0u32; 2];
+                step::<false>(&mut *t, path, &mut out);
+                prop_assert_ne!(out[1], 0);
+                prop_assert_eq!(out[0], out[1], "path {:?}", path);
+                // Different paths are different stacks.
+                prop_assert_eq!(*ids.entry(out[1]).or_insert(path), path);
+            }
+        }
+    }
+}
