@@ -54,8 +54,8 @@ impl Cached {
 const READS: usize = 1 + 2 * MAX_STACK_DEPTH;
 
 /// Walks kept per thread (a power of two), in slots chosen by where they
-/// start: 4 KiB each.
-const WALKS: usize = 8;
+/// start: 4 KiB each. Two sites that share a slot walk again each call.
+const WALKS: usize = 16;
 
 /// A thread's last walk from one slot's entries (all zeros: none).
 #[repr(C)]
