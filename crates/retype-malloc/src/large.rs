@@ -19,9 +19,10 @@
 //! the access, and the header cannot be reached from the block. Such a block starts in its
 //! mapping's first 2 MiB, where `free` finds the header by the address mask; one of 2 MiB or
 //! more is advised for huge pages as an unguarded one would be, from the next 2 MiB boundary,
-//! so that all of its pages but those of its first and last 2 MiB can be huge pages. With canaries the slack in the
-//! block's first and last pages holds a keyed pattern, checked at free and realloc. With
-//! quarantine a freed block's pages are inaccessible until it leaves the quarantine.
+//! so that all of its pages but those of its first and last 2 MiB can be huge pages. With
+//! canaries the slack in the block's first and last pages holds a keyed pattern, checked at
+//! free and realloc. With quarantine a freed block's pages are inaccessible until it leaves
+//! the quarantine.
 
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -134,11 +135,13 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                 advise_huge(seg, SEGMENT_SIZE);
             }
         }
-        if zero && !m.zeroed {
-            // Asked for by the program (calloc), which is about to use them: written.
-            p.write_bytes(0, size);
-        } else if config::zero_on_malloc() && !m.zeroed {
-            zero_for_reuse(p, size);
+        if !m.zeroed {
+            if zero {
+                // Asked for by the program (calloc), which is about to use them: written.
+                p.write_bytes(0, size);
+            } else if config::zero_on_malloc() {
+                zero_for_reuse(p, size);
+            }
         }
         if config::canary() {
             let (from, to) = slack(seg);
@@ -187,15 +190,14 @@ fn dense(size: usize) -> bool {
     size >= ALWAYS_HUGE || DENSE.load(Ordering::Relaxed)
 }
 
-/// Whether a block of `size` bytes whose pages start at `pages`, about to be handed out, is
-/// to be looked at when it is freed (see [`DENSE`]): it is of 2 MiB or more but not advised
-/// for huge pages (it lies in a mapping advised from `huge_from`, 0: none), and a look is
-/// due. The caller
-/// returns its pages first if they were kept: a block made of a cached mapping whose pages
-/// were kept would show what touched them before. `mstress 16 50 25`, which writes 256
-/// bytes of each block, looked dense in 3 of 36 runs on 2 cores that way, and every block of
-/// 2 MiB or more then took huge pages (peak RSS 107, 86 and 84 MB, else 27-33 MB; none of 12
-/// runs since, 0.97-1.11 s against 1.05-1.18 s before).
+/// Whether a block of `size` bytes whose pages start at `pages`, about to be handed out, is to
+/// be looked at when it is freed (see [`DENSE`]): it is of 2 MiB or more but not advised for
+/// huge pages (it lies in a mapping advised from `huge_from`, 0: none), and a look is due. The
+/// caller returns its pages first if they were kept: a block made of a cached mapping whose
+/// pages were kept would show what touched them before. `mstress 16 50 25`, which writes 256
+/// bytes of each block, looked dense in 3 of 36 runs on 2 cores that way, and every block of 2
+/// MiB or more then took huge pages (peak RSS 107, 86 and 84 MB, else 27-33 MB; none of 12 runs
+/// since, 0.97-1.11 s against 1.05-1.18 s before).
 fn look_due(pages: *mut u8, size: usize, huge_from: usize) -> bool {
     if DENSE.load(Ordering::Relaxed)
         || size < SEGMENT_SIZE
@@ -231,13 +233,13 @@ pub(crate) fn misplaced(p: *const u8, size: usize) -> bool {
     on_huge_pages(size, config::guard()) && !(p as usize).is_multiple_of(SEGMENT_SIZE)
 }
 
-/// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept,
-/// long enough, or else, once the program's blocks are dense (see [`DENSE`]), made from
-/// shorter ones (see [`gather`]), so their pages, already faulted in, serve again; else one whose pages
-/// were returned. A program that touches its blocks here and there faults few pages in
-/// anyway, and gathering cost it system calls: `mstress 2 50 25` (the first 256 bytes of
-/// blocks of up to 8 MiB) made 830 calls that map, unmap, move or advise memory a run with
-/// it, 50 without, and took 0.133 against 0.110 s (tcmalloc 0.107; quiet, five pairs).
+/// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept, long
+/// enough, or else, once the program's blocks are dense (see [`DENSE`]), made from shorter ones
+/// (see [`gather`]), so their pages, already faulted in, serve again; else one whose pages were
+/// returned. A program that touches its blocks here and there faults few pages in anyway, and
+/// gathering cost it system calls: `mstress 2 50 25` (the first 256 bytes of blocks of up to 8
+/// MiB) made 830 calls that map, unmap, move or advise memory a run with it, 50 without, and
+/// took 0.133 against 0.110 s (tcmalloc 0.107; quiet, five pairs).
 unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
     let max = need + need / 4;
     // SAFETY: cached mappings are ours alone.
@@ -254,14 +256,13 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
     }
 }
 
-/// Makes a mapping of `need` bytes for a block at `offset` from cached mappings whose pages
-/// are kept, all shorter than `need`: the longest ones, their pages moved (not copied) one
-/// after the other into a fresh range (for a block on a 2 MiB boundary, each piece at the
-/// next boundary, which keeps their huge pages whole). What they do not fill is fresh. The
-/// registry (hardened and secure modes) follows: a piece's chunks are ours no more, the new
-/// range's are. Each
-/// move is a system call, where each page not moved would be a page fault: `large 1 20 1000
-/// 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
+/// Makes a mapping of `need` bytes for a block at `offset` from cached mappings whose pages are
+/// kept, all shorter than `need`: the longest ones, their pages moved (not copied) one after
+/// the other into a fresh range (for a block on a 2 MiB boundary, each piece at the next
+/// boundary, which keeps their huge pages whole). What they do not fill is fresh. The registry
+/// (hardened and secure modes) follows: a piece's chunks are ours no more, the new range's are.
+/// Each move is a system call, where each page not moved would be a page fault: `large 1 20
+/// 1000 1` with `RETYPE_MALLOC_HUGEPAGES=0` took 348,000 faults and 0.57 s of system time when
 /// a block not on a 2 MiB boundary grew only the longest one (tcmalloc: 129,000 and 0.19 s).
 unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
     // Where the next piece goes: a huge block's pieces are whole huge pages.
