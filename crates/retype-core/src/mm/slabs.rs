@@ -129,25 +129,6 @@ impl Slabs {
         )
     }
 
-    /// The first slab where `n` objects of `2^bits` bytes fit leaving the
-    /// fewest bytes unused, above them or skipped below them for alignment.
-    #[inline]
-    pub fn least_unused(&self, bits: u32, n: u64) -> Option<usize> {
-        // Under the kept rule that is all of the room but the objects.
-        self.least_fitting(
-            bits,
-            n,
-            |f| f.leftover + f.waste,
-            |room, usable, need| {
-                if usable >= need {
-                    room - need
-                } else {
-                    u64::MAX
-                }
-            },
-        )
-    }
-
     /// The first slab where `n` objects of `2^bits` bytes fit with the least
     /// key: `lifted(fit)` with the watermark lifted, else `kept(room, room
     /// rounded down to the object size, bytes needed)`, which must leave no
@@ -278,8 +259,6 @@ mod tests {
                 assert_eq!(slabs.least_leftover(bits, n), least, "{rule:?} least");
                 let most = first_least(&slabs, bits, n, |f| core::cmp::Reverse(f.leftover));
                 assert_eq!(slabs.most_leftover(bits, n), most, "{rule:?} most");
-                let unused = first_least(&slabs, bits, n, |f| f.leftover + f.waste);
-                assert_eq!(slabs.least_unused(bits, n), unused, "{rule:?} unused");
             }
         }
     }

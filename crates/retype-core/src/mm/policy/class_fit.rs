@@ -10,9 +10,16 @@
 //!
 //! 1. a slab of the request's class where the objects fit, fewest bytes left;
 //! 2. else an empty slab, the smallest that fits;
-//! 3. else best fit over every slab that fits, counting the alignment waste
-//!    as lost bytes.
-
+//! 3. else the slab that fits losing the fewest bytes to alignment: those
+//!    skipped below the objects, and those the slab's own class will skip
+//!    above them at its next placement (a slab of 4 KiB objects that takes
+//!    one of 512 bytes wastes 3.5 KiB later); ties to the fewest bytes left.
+//!
+//! Step 3 runs only when memory is short, but there it decides most of the
+//! alignment waste: counting the bytes the slab's class will skip next, not
+//! only those skipped now, cut class fit's average total fragmentation on
+//! seed 000's logs from 25.2 % to 29.7 % below best fit's
+//! (`docs/reproduction-000.md`).
 //!
 //! Each step looks only where it must: the slabs of each class are listed,
 //! so are the empty slabs of each size, and only step 3 scans every slab.
@@ -25,6 +32,7 @@ use core::cmp::Reverse;
 use super::{Choice, Policy};
 use crate::mm::slab::{bytes_of, Slab};
 use crate::mm::slabs::Slabs;
+use crate::untyped::align_up;
 
 #[derive(Clone, Debug)]
 pub struct ClassFit {
@@ -78,6 +86,22 @@ impl ClassFit {
             self.empty_sizes &= !(1 << k);
         }
     }
+
+    /// Step 3: the slab where `n` objects of `2^bits` bytes lose the fewest
+    /// bytes to alignment, now and at the slab's next placement of its own
+    /// class, then leave the fewest bytes; ties to the lowest index.
+    fn least_lost(&self, slabs: &Slabs, bits: u32, n: u64) -> Option<usize> {
+        let need = bytes_of(bits, n)?;
+        (0..slabs.len())
+            .filter_map(|i| {
+                let f = slabs.fit(i, bits, n)?;
+                let end = f.first + need;
+                let later = self.class[i].map_or(0, |c| align_up(end, c) - end);
+                Some(((f.waste + later, f.leftover), i))
+            })
+            .min()
+            .map(|(_, i)| i)
+    }
 }
 
 /// By content: a heap hashes as its sorted slabs, whatever its layout.
@@ -117,7 +141,7 @@ impl Policy for ClassFit {
             self.members[bits as usize].push(i as u32);
             return Choice::at(Some(i));
         }
-        Choice::at(slabs.least_unused(bits, n))
+        Choice::at(self.least_lost(slabs, bits, n))
     }
 
     fn slab_changed(&mut self, index: usize, slab: &Slab) {

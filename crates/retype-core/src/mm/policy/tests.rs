@@ -161,7 +161,8 @@ fn indexed_best_fit_agrees_with_the_scan() {
 
 /// Class fit's three steps restated over every slab, as a reference: a slab
 /// of the class, fewest bytes left; else the smallest empty slab; else the
-/// fewest bytes left or skipped.
+/// fewest bytes skipped, now and before the slab's next object of its class,
+/// then fewest left.
 fn class_fit_reference(s: &Slabs, class: &[Option<u32>], bits: u32, n: u64) -> Option<usize> {
     let fits = |i: &usize| s.fit(*i, bits, n).is_some();
     let fit = |i: usize| s.fit(i, bits, n).unwrap();
@@ -174,7 +175,14 @@ fn class_fit_reference(s: &Slabs, class: &[Option<u32>], bits: u32, n: u64) -> O
                 .filter(|&i| s[i].live_objects() == 0)
                 .min_by_key(|&i| (fit(i).leftover, i))
         })
-        .or_else(|| all().min_by_key(|&i| (fit(i).leftover + fit(i).waste, i)))
+        .or_else(|| {
+            all().min_by_key(|&i| {
+                let f = fit(i);
+                let end = f.first + (n << bits);
+                let later = class[i].map_or(0, |c| end.next_multiple_of(1 << c) - end);
+                (f.waste + later, f.leftover, i)
+            })
+        })
 }
 
 #[test]
