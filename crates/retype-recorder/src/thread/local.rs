@@ -1,13 +1,19 @@
-//! This thread's recorder state, in one thread-local: a preloaded library
-//! reaches its TLS through a `__tls_get_addr` call, so a hook looks it up once
+//! This thread's recorder state, in one thread-local. A preloaded library
+//! reaches thread-locals of the general-dynamic model (Rust's, in a shared
+//! object) through a `__tls_get_addr` call, about 12 instructions a hook; on
+//! x86-64 the state is instead placed in the static TLS block (the
+//! initial-exec model, as glibc's own thread-locals are), reached by two
+//! instructions: the thread pointer plus an offset the loader wrote into the
+//! GOT. Elsewhere it is a `thread_local!`. Either way a hook looks it up once
 //! and passes the reference down.
 
 use std::cell::Cell;
-use std::ptr::null_mut;
 
 use super::buffer::ThreadBuf;
 use crate::sample::Gap;
 
+/// All zeros is its initial state (the static TLS block starts zeroed).
+#[repr(C)]
 pub struct Local {
     /// This thread is inside the recorder (see [`Busy`]).
     busy: Cell<bool>,
@@ -19,18 +25,53 @@ pub struct Local {
     pub gap: Gap,
 }
 
+// The zero-filled thread-local (`.tbss`) that holds each thread's `Local`,
+// named for the whole shared object (its other objects refer to it) and
+// hidden from every other.
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".globl retype_recorder_local",
+    ".hidden retype_recorder_local",
+    ".type retype_recorder_local, @object",
+    ".size retype_recorder_local, {size}",
+    ".balign {align}",
+    "retype_recorder_local:",
+    ".zero {size}",
+    ".popsection",
+    size = const std::mem::size_of::<Local>(),
+    align = const std::mem::align_of::<Local>(),
+);
+
+/// The calling thread's state.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn local() -> &'static Local {
+    let p: *const Local;
+    // SAFETY: the thread pointer (`fs:0`) plus the block's offset from it,
+    // which the loader stored in the GOT, is this thread's `Local`.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + retype_recorder_local@GOTTPOFF]",
+            p = out(reg) p,
+            options(pure, readonly, nostack),
+        );
+    }
+    // SAFETY: all zeros is a valid `Local` (see its doc), the block lives as
+    // long as its thread, and `&Local` is neither Send nor Sync (Cell), so
+    // the reference never outlives the thread that took it.
+    unsafe { &*p }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
 thread_local! {
-    static LOCAL: Local = const {
-        Local {
-            busy: Cell::new(false),
-            buf: Cell::new(null_mut()),
-            rseq_cs: Cell::new(null_mut()),
-            gap: Gap::new(),
-        }
-    };
+    // SAFETY: all zeros is a valid `Local`, its initial state.
+    static LOCAL: Local = const { unsafe { std::mem::zeroed() } };
 }
 
 /// The calling thread's state.
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 pub fn local() -> &'static Local {
     // SAFETY: a const-initialised thread-local without destructor lives as long
