@@ -175,14 +175,13 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         t.generation = generation;
     }
     // Reads stay in [entry.sp, top): the words above the hook's entry.
-    let bottom = entry.sp;
-    let last = t.top.saturating_sub(8).max(bottom);
-    let read = |at: u64| {
-        (at.wrapping_sub(bottom) <= last - bottom)
-            // SAFETY: [bottom, top) is this thread's live stack, mapped.
-            .then(|| unsafe { (at as *const u64).read_unaligned() })
+    let stack = Bounds {
+        bottom: entry.sp,
+        last: t.top.saturating_sub(8).max(entry.sp),
     };
-    let Some(first) = read(bottom) else { return 0 };
+    let Some(first) = stack.read(entry.sp) else {
+        return 0;
+    };
     let table = stack_table::generation();
     let ThreadStack {
         cache, last: walks, ..
@@ -192,12 +191,50 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     if walk.id != 0
         && (walk.sp, walk.modules, walk.table) == (entry.sp, generation, table)
         && walk.bp.is_none_or(|bp| bp == entry.bp)
-        && walk.reads[..walk.n]
-            .iter()
-            .all(|&(at, v)| read(at) == Some(v))
+        && walk.reads[..walk.n].iter().all(|&(at, v)| {
+            // SAFETY: the walk read `at` inside [entry.sp, top) from this
+            // same stack pointer, and a thread's top does not change (a new
+            // thread's `begin` forgets every walk): it lies in the live stack.
+            unsafe { (at as *const u64).read_unaligned() == v }
+        })
     {
         return walk.id;
     }
+    walk_again(cache, walk, entry, stack, first, (generation, table))
+}
+
+/// The part of this thread's stack a walk may read: `[bottom, last + 8)`.
+#[derive(Clone, Copy)]
+struct Bounds {
+    bottom: u64,
+    last: u64,
+}
+
+impl Bounds {
+    /// The word at `at`, if it lies inside.
+    #[inline(always)]
+    fn read(self, at: u64) -> Option<u64> {
+        (at.wrapping_sub(self.bottom) <= self.last - self.bottom)
+            // SAFETY: [bottom, top) is this thread's live stack, mapped.
+            .then(|| unsafe { (at as *const u64).read_unaligned() })
+    }
+}
+
+/// Walks the stack of the call entered at `entry`, whose first return
+/// address is `first`, into `walk` (kept for the next call) under the
+/// object table's and the stack table's generations `generations`; returns
+/// its stack id. Apart from [`capture`], so that a call that finds its walk
+/// kept saves no registers for this loop.
+#[inline(never)]
+fn walk_again(
+    cache: &mut [Cached; CACHE],
+    walk: &mut LastWalk,
+    entry: Entry,
+    stack: Bounds,
+    first: u64,
+    (generation, table): (u32, u64),
+) -> u32 {
+    let (bottom, read) = (stack.bottom, |at| stack.read(at));
     walk.reads[0] = (bottom, first);
     let mut n_reads = 1;
     // At most READS kept: one, then two a frame kept.
