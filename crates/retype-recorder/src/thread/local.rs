@@ -105,3 +105,57 @@ impl Drop for Busy {
         self.0.busy.set(false);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a thread sees of its state: where it lies (twice), whether it
+    /// started all zeros, and whether its marks stay its own.
+    fn seen() -> (usize, usize, bool, bool) {
+        let (a, b) = (local(), local());
+        // SAFETY: `Local` is plain data of this size (Cells of integers and pointers).
+        let bytes = unsafe {
+            std::slice::from_raw_parts((a as *const Local).cast::<u8>(), size_of::<Local>())
+        };
+        let zeros = bytes.iter().all(|&x| x == 0);
+        let first = Busy::enter();
+        let kept = first.is_some() && Busy::enter().is_none();
+        drop(first);
+        (
+            a as *const Local as usize,
+            b as *const Local as usize,
+            zeros,
+            kept && Busy::enter().is_some(),
+        )
+    }
+
+    #[test]
+    fn each_thread_has_its_own_state_that_starts_all_zeros() {
+        let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(seen)).collect();
+        for t in threads {
+            let (a, b, zeros, marks) = t.join().unwrap();
+            assert_eq!(a, b, "one place within a thread");
+            assert!(zeros, "a new thread's state is all zeros");
+            assert!(
+                marks,
+                "a thread inside the recorder is told so until it leaves"
+            );
+        }
+        // Threads that lived at the same time cannot share their state.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(3));
+        let spawned: Vec<_> = (0..3)
+            .map(|_| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let place = local() as *const Local as usize;
+                    barrier.wait();
+                    place
+                })
+            })
+            .collect();
+        let together: Vec<_> = spawned.into_iter().map(|t| t.join().unwrap()).collect();
+        let distinct: std::collections::HashSet<_> = together.iter().collect();
+        assert_eq!(distinct.len(), 3, "{together:x?}");
+    }
+}
