@@ -207,7 +207,7 @@ impl Table {
     };
 
     /// Doubles the table (maps the first one); false if it cannot be mapped.
-    /// Apart from [`insert`], which then saves no registers for it.
+    /// Apart from [`insert`], whose frame it would enlarge on every call.
     #[cold]
     #[inline(never)]
     fn grow(&mut self) -> bool {

@@ -221,10 +221,10 @@ impl Bounds {
 }
 
 /// Walks the stack of the call entered at `entry`, whose first return
-/// address is `first`, into `walk` (kept for the next call) under the
-/// object table's and the stack table's generations `generations`; returns
-/// its stack id. Apart from [`capture`], so that a call that finds its walk
-/// kept saves no registers for this loop.
+/// address is `first`, into `walk` (kept for the next call) under the object
+/// table's generation `generation` and the stack table's `table`; returns its
+/// stack id. Apart from [`capture`], so that a call that finds its walk kept
+/// has a smaller frame (fewer registers saved) than this loop needs.
 #[inline(never)]
 fn walk_again(
     cache: &mut [Cached; CACHE],
