@@ -174,17 +174,15 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         }
         t.generation = generation;
     }
-    // Reads stay in [entry.sp, top): the words above the hook's entry.
-    let stack = Bounds {
-        bottom: entry.sp,
-        last: t.top.saturating_sub(8).max(entry.sp),
-    };
-    let Some(first) = stack.read(entry.sp) else {
-        return 0;
-    };
+    // SAFETY: the return address into the program, at the hook's entry
+    // stack pointer, in this thread's live stack.
+    let first = unsafe { (entry.sp as *const u64).read_unaligned() };
     let table = stack_table::generation();
     let ThreadStack {
-        cache, last: walks, ..
+        top,
+        cache,
+        last: walks,
+        ..
     } = t;
     let slot = (entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - WALKS.ilog2());
     let walk = &mut walks[slot as usize];
@@ -200,6 +198,11 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     {
         return walk.id;
     }
+    // Reads stay in [entry.sp, top): the words above the hook's entry.
+    let stack = Bounds {
+        bottom: entry.sp,
+        last: top.saturating_sub(8).max(entry.sp),
+    };
     walk_again(cache, walk, entry, stack, first, (generation, table))
 }
 
