@@ -15,9 +15,9 @@
 //! each gave), and a call entered at the same place whose words read the same
 //! (a loop calling malloc from one site) has the same stack, found by
 //! comparing them instead of walking and interning again. The walks are kept
-//! in a few slots chosen by the entry's stack pointer and first return
-//! address, so that a loop calling malloc and free from two sites, which
-//! alternate, finds each its own walk.
+//! in slots chosen by the entry's stack pointer and first return address, so
+//! that a loop calling the malloc family from several sites, which alternate,
+//! finds each its own walk.
 
 use std::mem::MaybeUninit;
 

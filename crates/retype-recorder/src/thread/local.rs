@@ -1,6 +1,6 @@
 //! This thread's recorder state, in one thread-local. A preloaded library
 //! reaches thread-locals of the general-dynamic model (Rust's, in a shared
-//! object) through a `__tls_get_addr` call, about 12 instructions a hook; on
+//! object) through a `__tls_get_addr` call, about 13 instructions a hook; on
 //! x86-64 the state is instead placed in the static TLS block (the
 //! initial-exec model, as glibc's own thread-locals are), reached by two
 //! instructions: the thread pointer plus an offset the loader wrote into the
