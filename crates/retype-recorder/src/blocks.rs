@@ -180,13 +180,13 @@ pub fn remove(addr: u64) -> Option<Entry> {
     let mut hole = i;
     let mut j = (i + 1) & mask;
     loop {
-        let next = *at(j);
-        if next.addr == 0 {
+        let next = at(j).addr;
+        if next == 0 {
             break;
         }
-        let home = hash(next.addr) as usize & mask;
+        let home = hash(next) as usize & mask;
         if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-            *at(hole) = next;
+            *at(hole) = *at(j);
             hole = j;
         }
         j = (j + 1) & mask;
@@ -207,6 +207,9 @@ impl Table {
     };
 
     /// Doubles the table (maps the first one); false if it cannot be mapped.
+    /// Apart from [`insert`], whose frame it would enlarge on every call.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self) -> bool {
         let cap = if self.cap == 0 { FIRST } else { self.cap * 2 };
         let slots = sys::map(cap * std::mem::size_of::<Slot>()).cast::<Slot>();

@@ -28,6 +28,9 @@ pub struct Gap {
 static THREADS: AtomicU64 = AtomicU64::new(0);
 
 impl Gap {
+    /// A thread's gap before its first call: all zeros, as a new thread's
+    /// state holds it (see [`crate::thread::local::Local`]).
+    #[cfg(test)]
     pub const fn new() -> Gap {
         Gap {
             left: Cell::new(0),
