@@ -18,6 +18,9 @@
 //! a single thread, and with threads whose calls near the peak are ordered
 //! (by a lock, a join); else as exact as the order of their updates (the
 //! process's peak itself is a moment only up to that order).
+//!
+//! A call's time is its thread's [`coarse`] clock's: read exactly for a
+//! tally's first call and a new peak; snapshots are checked at its reads.
 
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
