@@ -18,6 +18,9 @@
 //! a single thread, and with threads whose calls near the peak are ordered
 //! (by a lock, a join); else as exact as the order of their updates (the
 //! process's peak itself is a moment only up to that order).
+//!
+//! A call's time is its thread's [`coarse`] clock's: read exactly for a
+//! tally's first call and a new peak; snapshots are checked at its reads.
 
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -26,13 +29,16 @@ use retype_trace::codec::{self, MAX_COUNTERS_RECORD};
 use retype_trace::{Event, Op};
 
 use crate::blocks::{self, Entry};
+use crate::coarse::{self, Clock};
 use crate::tally::{self, Tally};
-use crate::{output, stack_table, sys};
+use crate::{output, settings, stack_table, sys};
 
 /// Threads whose allocation counts are kept apart (by tid; higher tids share).
 const TIDS: usize = 1 << 22;
 /// Stacks a snapshot names.
 const TOP: usize = 16;
+/// The longest time between two reads of a thread's coarse clock, in ns.
+const MOST_SPAN_NS: u64 = 1_000_000;
 
 /// Each thread's count of allocations, by tid (written by that thread only).
 static ALLOCS: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
@@ -65,20 +71,20 @@ fn allocs() -> Option<&'static [AtomicU64]> {
     Some(unsafe { std::slice::from_raw_parts(a, TIDS) })
 }
 
-/// Counts event `e` of thread `tid`, made at `ticks`, into its tally `mine`
-/// (`None`: a thread that gave its buffer back, counted as retired); `old`
-/// is the block it frees or moves, which the caller took out of [`blocks`]
-/// before the call.
+/// Counts event `e` of thread `tid`, made at the time of its coarse clock
+/// `clock`, into its tally `mine` (`None`: a thread that gave its buffer
+/// back, counted as retired); `old` is the block it frees or moves, which
+/// the caller took out of [`blocks`] before the call.
 #[inline(always)]
-pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entry>, ticks: u64) {
+pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     match mine {
-        Some(t) => count_in(t, tid, e, old, ticks),
-        None => tally::with_retired(|t| count_in(t, tid, e, old, ticks)),
+        Some(t) => count_in(t, tid, e, old, clock),
+        None => tally::with_retired(|t| count_in(t, tid, e, old, clock)),
     }
 }
 
 #[inline(always)]
-fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, ticks: u64) {
+fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     let Some(allocs) = allocs() else {
         return;
     };
@@ -136,15 +142,18 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, ticks: u
             && PEAK.fetch_max(live, Ordering::Relaxed) < live
         {
             tally::new_peak();
-            PEAK_AT.store(ticks, Ordering::Relaxed);
+            PEAK_AT.store(clock.exact(), Ordering::Relaxed);
         }
     }
-    t.called_at(ticks);
-    maybe_snapshot(ticks);
+    t.called_at(clock);
+    let now = clock.time();
+    if now.fresh {
+        maybe_snapshot(now.ticks);
+    }
 }
 
-/// Writes a snapshot if one is due at `ticks` (one thread takes it; the
-/// others go on).
+/// Writes a snapshot if one is due at `ticks`, a clock read (one thread
+/// takes it; the others go on).
 #[inline(always)]
 fn maybe_snapshot(ticks: u64) {
     let next = NEXT_SNAPSHOT.load(Ordering::Relaxed);
@@ -203,7 +212,21 @@ pub fn begin(forked: bool, snapshot_ms: u64) {
     };
     INTERVAL.store(interval, Ordering::Relaxed);
     NEXT_SNAPSHOT.store(u64::from(interval != 0), Ordering::Relaxed);
+    coarse::set_span(clock_span(snapshot_ms, settings::get().rss_ms()));
     blocks::clear(forked, false);
+}
+
+/// The time, in ticks, between two reads of a thread's coarse clock: a
+/// tenth of the shorter of the snapshot and RSS intervals (0: none), at
+/// most [`MOST_SPAN_NS`], so that both are checked within a tenth of an
+/// interval of being due, and the last call's time is that close.
+fn clock_span(snapshot_ms: u64, rss_ms: u64) -> u64 {
+    let ns = [snapshot_ms, rss_ms]
+        .into_iter()
+        .filter(|&ms| ms != 0)
+        .map(|ms| ms.saturating_mul(1_000_000) / 10)
+        .fold(MOST_SPAN_NS, u64::min);
+    sys::TickScale::now().ticks_in(ns)
 }
 
 /// The segment ends: writes a last snapshot, every stack's counters (its

@@ -72,16 +72,21 @@ fn traced<T: Copy>(
         return run();
     }
     let stack = if keep.stack() { stack(l, at) } else { 0 };
-    let t0 = rss::tick(sys::ticks());
-    let (v, latency_ns, descheduled) = if let Keep::Counted { .. } = keep {
-        // Counters keep no latency: the call's one clock read is its time.
-        (run(), 0, false)
+    let (v, t0, latency_ns, descheduled) = if let Keep::Counted { .. } = keep {
+        // Counters keep no latency, and their time is coarse: RSS is
+        // checked only when the thread's clock is read.
+        let now = l.clock.tick();
+        if now.fresh {
+            rss::tick(now.ticks);
+        }
+        (run(), now.ticks, 0, false)
     } else {
+        let t0 = rss::tick(sys::ticks());
         let mark = rseq::mark(&l.rseq_cs);
         let v = run();
         let t1 = sys::ticks();
         // A counter read on another core may lag: such a span counts as none.
-        (v, t1.saturating_sub(t0), rseq::descheduled(mark))
+        (v, t0, t1.saturating_sub(t0), rseq::descheduled(mark))
     };
     let ev = Event {
         time_ns: t0,

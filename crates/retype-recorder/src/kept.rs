@@ -102,12 +102,13 @@ pub fn before(l: &Local, call: Call) -> Keep {
 }
 
 /// Keeps what [`before`] chose of the call whose event is `e` (its time in
-/// clock ticks). Not for [`Keep::All`], which the hook appends itself.
+/// clock ticks; a counted call's is the thread's coarse clock's). Not for
+/// [`Keep::All`], which the hook appends itself.
 pub fn after(l: &Local, keep: Keep, e: Event) {
     match keep {
         Keep::All | Keep::Nothing => {}
         Keep::Counted { old, .. } => {
-            aggregate::count(own::tally(l), own::tid(l), &e, old, e.time_ns)
+            aggregate::count(own::tally(l), own::tid(l), &e, old, &l.clock)
         }
         Keep::Sampled { old, new } => {
             if let Some(e) = sampled(e, old, new) {

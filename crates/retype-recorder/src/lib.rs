@@ -20,6 +20,8 @@
 //! The modules, bottom-up: each imports only those listed before it.
 //!
 //! - [`sys`]: small wrappers over raw system calls and clocks;
+//! - [`coarse`]: each thread's coarse clock (an aggregate recording's
+//!   clock read every N calls);
 //! - [`settings`]: the environment, read once at start;
 //! - [`sample`]: sampling by bytes, each thread's countdown to its next sample;
 //! - [`recording`]: whether events are recorded now;
@@ -69,6 +71,7 @@ mod aggregate;
 mod attach;
 mod blocks;
 mod cfi;
+mod coarse;
 mod control;
 mod gate;
 mod got;

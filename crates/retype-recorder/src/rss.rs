@@ -3,9 +3,11 @@
 //! interval (`RETYPE_RSS_MS`, 10 ms unless set; 0: none).
 //!
 //! The samples ride on the program's own calls: a hook checks, with the
-//! call's own clock read and one comparison, whether the interval has passed since the
-//! last sample (a call that is not recorded reads the clock for it only
-//! while samples are taken), and if so takes one before it forwards the call (so a sample
+//! call's own clock read and one comparison, whether the interval has
+//! passed since the last sample (a call that is not recorded reads the
+//! clock for it only while samples are taken; an aggregate recording's
+//! calls check only when they read their thread's [`crate::coarse`]
+//! clock), and if so takes one before it forwards the call (so a sample
 //! sees the memory the program built since its last call, the peak before a
 //! `free`). Another sample is taken as each recording window opens and
 //! closes, and as the segment ends. We chose this over a sampler thread: the

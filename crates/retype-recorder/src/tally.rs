@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use retype_trace::Counters;
 
+use crate::coarse::Clock;
 use crate::sys;
 
 /// Stacks counted (ids above are counted as none).
@@ -252,13 +253,14 @@ impl Tally {
         chunk
     }
 
-    /// A call made at `ticks` was counted.
+    /// A call was counted, made at the time of its thread's coarse clock
+    /// `clock` (read exactly for the first).
     #[inline(always)]
-    pub fn called_at(&self, ticks: u64) {
+    pub fn called_at(&self, clock: &Clock) {
         if get(&self.first) == 0 {
-            self.first.store(ticks, Ordering::Relaxed);
+            self.first.store(clock.exact(), Ordering::Relaxed);
         }
-        self.last.store(ticks, Ordering::Relaxed);
+        self.last.store(clock.time().ticks, Ordering::Relaxed);
     }
 
     /// Its counters of the stacks in chunk `k`, if it has that chunk.

@@ -10,6 +10,7 @@
 use std::cell::Cell;
 
 use super::buffer::ThreadBuf;
+use crate::coarse::Clock;
 use crate::sample::Gap;
 
 /// All zeros is its initial state (the static TLS block starts zeroed).
@@ -23,6 +24,8 @@ pub struct Local {
     pub rseq_cs: Cell<*mut u64>,
     /// This thread's countdown to its next sampled allocation.
     pub gap: Gap,
+    /// This thread's coarse clock (an aggregate recording's).
+    pub clock: Clock,
 }
 
 // The zero-filled thread-local (`.tbss`) that holds each thread's `Local`,
