@@ -82,10 +82,10 @@ impl Clock {
     fn read(&self) -> Time {
         let now = sys::ticks();
         let took = now.saturating_sub(self.now.get());
-        let every = next_every(self.every.get(), took, SPAN.load(Ordering::Relaxed));
-        self.every.set(every);
-        self.now.set(now);
-        self.left.set(every - 1);
+        self.restart(
+            now,
+            next_every(self.every.get(), took, SPAN.load(Ordering::Relaxed)),
+        );
         Time {
             ticks: now,
             fresh: true,
@@ -115,10 +115,16 @@ impl Clock {
     #[inline(never)]
     fn read_again(&self) -> u64 {
         let now = sys::ticks();
-        self.now.set(now);
-        self.left.set(self.every.get().max(1) - 1);
-        self.every.set(self.every.get().max(1));
+        self.restart(now, self.every.get().max(1));
         now
+    }
+
+    /// A read at `now` starts a countdown of `every` calls (at least 1).
+    #[inline(always)]
+    fn restart(&self, now: u64, every: u32) {
+        self.now.set(now);
+        self.every.set(every);
+        self.left.set(every - 1);
     }
 }
 
