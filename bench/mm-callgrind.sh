@@ -5,7 +5,8 @@
 #
 # Instructions per request = (I(2N) - I(N)) / (requests(2N) - requests(N)),
 # counting only inside MemoryManager::alloc and ::free (callgrind --toggle-collect), so
-# neither the harness nor the set-up counts.
+# neither the harness nor the set-up counts. The page's hand-written part, from
+# "## Reading the figures" on, is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps valgrind
@@ -13,6 +14,7 @@ cargo build --release -q -p retype
 R=target/release/retype
 N=${N:-20000}
 out=docs/bench-mm.md
+reading=$(sed -n '/^## Reading the figures/,$p' "$out" 2>/dev/null || true)
 
 count() { # policy slabs ops -> "instructions requests"
   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='retype_core::mm::MemoryManager::alloc' \
@@ -52,5 +54,9 @@ per_request() { # policy slabs
   echo "\$ retype bench mm --slabs 22000,100000 --ops 100000"
   "$R" bench mm --slabs 22000,100000 --ops 100000
   echo '```'
+  if [ -n "$reading" ]; then
+    echo
+    echo "$reading"
+  fi
 } > "$out"
 echo "wrote $out"

@@ -9,26 +9,34 @@
 //! one kind. Within that constraint it packs like best fit:
 //!
 //! 1. a slab of the request's class where the objects fit, fewest bytes left;
-//! 2. else an empty slab, the smallest that fits;
-//! 3. else the slab that fits losing the fewest bytes to alignment: those
-//!    skipped below the objects, and those the slab's own class will skip
-//!    above them at its next placement (a slab of 4 KiB objects that takes
-//!    one of 512 bytes wastes 3.5 KiB later); ties to the fewest bytes left.
+//! 2. else, for a class that holds no slab, a slab in use where the objects
+//!    lose nothing to alignment, fewest bytes left: a size the program asks
+//!    for rarely lodges with another class instead of taking a slab;
+//! 3. else an empty slab, the smallest that fits;
+//! 4. else the slab that fits losing the fewest bytes to alignment; ties to
+//!    the fewest bytes left.
 //!
-//! Step 3 runs only when memory is short, but there it decides most of the
-//! alignment waste: counting the bytes the slab's class will skip next, not
-//! only those skipped now, cut class fit's average total fragmentation on
-//! seed 000's logs from 25.2 % to 29.7 % below best fit's
-//! (`docs/reproduction-000.md`).
+//! Bytes lost to alignment are those skipped below the objects and those the
+//! slab's own class will skip above them at its next placement (a slab of
+//! 4 KiB objects that takes one of 512 bytes skips 3.5 KiB before its next
+//! page). Counting the second kind, and step 2, took class fit's average
+//! total fragmentation on seed 000's logs from 25.2 % to 37.7 % below best
+//! fit's (`docs/reproduction-000.md`).
 //!
 //! Each step looks only where it must: the slabs of each class are listed,
-//! so are the empty slabs of each size, and only step 3 scans every slab.
+//! so are the empty slabs of each size, and from [`INDEX_FROM`] slabs on the
+//! slabs in use by where their watermarks stand ([`Lodgings`]), so that step
+//! 2 is logarithmic; fewer slabs are cheaper to scan. Step 4, which runs
+//! only when memory is short, scans every slab, and so does step 2 with the
+//! watermark lifted, where a slab's fit depends on its holes.
 
 use alloc::collections::BinaryHeap;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::cmp::Reverse;
 
+use super::best_fit::INDEX_FROM;
+use super::lodgings::Lodgings;
 use super::{Choice, Policy};
 use crate::mm::slab::{bytes_of, Slab};
 use crate::mm::slabs::Slabs;
@@ -48,6 +56,8 @@ pub struct ClassFit {
     empty_sizes: u64,
     /// Whether each slab is empty, as last told.
     is_empty: Vec<bool>,
+    /// The slabs in use, for step 2, when indexed.
+    lodgings: Option<Lodgings>,
 }
 
 impl ClassFit {
@@ -58,6 +68,8 @@ impl ClassFit {
             empty: vec![BinaryHeap::new(); 64],
             empty_sizes: 0,
             is_empty: vec![false; slabs.len()],
+            lodgings: (slabs.len() >= INDEX_FROM && !slabs.iter().any(Slab::is_lifted))
+                .then(|| Lodgings::new(slabs.len())),
         };
         for (i, s) in slabs.iter().enumerate() {
             cf.slab_changed(i, s);
@@ -87,24 +99,38 @@ impl ClassFit {
         }
     }
 
-    /// Step 3: the slab where `n` objects of `2^bits` bytes lose the fewest
-    /// bytes to alignment, now and at the slab's next placement of its own
-    /// class, then leave the fewest bytes; ties to the lowest index.
-    fn least_lost(&self, slabs: &Slabs, bits: u32, n: u64) -> Option<usize> {
-        let need = bytes_of(bits, n)?;
-        (0..slabs.len())
+    /// What `n` objects of `2^bits` bytes, `need` bytes, would cost in slab
+    /// `i`: the bytes lost to alignment (skipped below them, and above them
+    /// before the slab's next object of its own class) and the bytes left.
+    fn cost(&self, slabs: &Slabs, i: usize, bits: u32, n: u64, need: u64) -> Option<(u64, u64)> {
+        let f = slabs.fit(i, bits, n)?;
+        let end = f.first + need;
+        let later = self.class[i].map_or(0, |c| align_up(end, c) - end);
+        Some((f.waste + later, f.leftover))
+    }
+
+    /// The slab, among `candidates`, where the objects lose fewest bytes
+    /// and leave fewest, ties to the lowest index; only those that lose
+    /// nothing when `lossless`.
+    fn least_cost(
+        &self,
+        slabs: &Slabs,
+        candidates: impl Iterator<Item = usize>,
+        (bits, n, need): (u32, u64, u64),
+        lossless: bool,
+    ) -> Option<usize> {
+        candidates
             .filter_map(|i| {
-                let f = slabs.fit(i, bits, n)?;
-                let end = f.first + need;
-                let later = self.class[i].map_or(0, |c| align_up(end, c) - end);
-                Some(((f.waste + later, f.leftover), i))
+                let c = self.cost(slabs, i, bits, n, need)?;
+                (!lossless || c.0 == 0).then_some((c, i))
             })
             .min()
             .map(|(_, i)| i)
     }
 }
 
-/// By content: a heap hashes as its sorted slabs, whatever its layout.
+/// By content: a heap hashes as its sorted slabs, whatever its layout; the
+/// lodgings follow from the slabs and their classes.
 impl core::hash::Hash for ClassFit {
     fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
         self.class.hash(h);
@@ -133,6 +159,18 @@ impl Policy for ClassFit {
         if let Some((_, i)) = same {
             return Choice::at(Some(i as usize));
         }
+        if self.members.get(bits as usize).is_none_or(Vec::is_empty) {
+            let lodging = match &mut self.lodgings {
+                Some(lodgings) => lodgings.lossless(bits, need),
+                None => {
+                    let in_use = (0..slabs.len()).filter(|&i| !self.is_empty[i]);
+                    self.least_cost(slabs, in_use, (bits, n, need), true)
+                }
+            };
+            if lodging.is_some() {
+                return Choice::at(lodging);
+            }
+        }
         // An empty slab holds the objects when it is at least `need` bytes
         // (its size is a multiple of theirs): the smallest such size, and the
         // lowest-numbered slab of it.
@@ -141,11 +179,18 @@ impl Policy for ClassFit {
             self.members[bits as usize].push(i as u32);
             return Choice::at(Some(i));
         }
-        Choice::at(self.least_lost(slabs, bits, n))
+        Choice::at(self.least_cost(slabs, 0..slabs.len(), (bits, n, need), false))
     }
 
     fn slab_changed(&mut self, index: usize, slab: &Slab) {
         let empty = slab.live_objects() == 0;
+        if let Some(lodgings) = &mut self.lodgings {
+            let class = self.class[index].unwrap_or(0);
+            lodgings.update(
+                index,
+                (!empty).then(|| (class, slab.watermark(), slab.available())),
+            );
+        }
         if empty == self.is_empty[index] {
             return;
         }

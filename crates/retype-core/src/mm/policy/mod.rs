@@ -9,6 +9,7 @@ mod best_fit;
 mod blind_next_fit;
 mod class_fit;
 mod first_fit;
+mod lodgings;
 mod next_fit;
 mod worst_fit;
 
