@@ -87,11 +87,9 @@ pub(crate) unsafe fn free_block(seg: *mut Segment, page: *mut Page, p: *mut u8) 
 /// [`free_block`] when the page has a flag set or another owner: first the common cases kept
 /// lean, the owner's free into a full page of few blocks (to its spill) and another thread's
 /// free into a page of the default mode, added to the thread's batch (see `remote`), which is
-/// sent first when it is of another page or full; the others out of line (see
-/// `free::free_special`). A batch of another page went out of line too before 2026-11-29:
-/// where frees by other threads fall on pages at random, as `pool`'s do, that was nearly
-/// every such free, and `pool 2 65536 1` ran 342-346 M instructions, 303 M since (callgrind
-/// `--fair-sched=yes`, whole process).
+/// sent first when it is of another page or full (where other threads' frees fall on pages at
+/// random, as `pool`'s do, that is nearly every such free); the others out of line (see
+/// `free::free_special`).
 unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free_block`; the empty heap's batch is never written.
     unsafe {
@@ -106,12 +104,7 @@ unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
                 return free_first(seg, page, p);
             }
         } else if flags & !(FLAG_FULL | FLAG_SPILLS) == 0 {
-            if !(*heap).remote.add(page, p.cast()) {
-                free::send_batch(heap);
-                let added = (*heap).remote.add(page, p.cast());
-                debug_assert!(added, "an empty batch takes any page's block");
-            }
-            return;
+            return free::remote_free(heap, page, p.cast());
         }
         free::free_special(seg, page, p)
     }
