@@ -86,8 +86,10 @@ pub(crate) unsafe fn free_block(seg: *mut Segment, page: *mut Page, p: *mut u8) 
 
 /// [`free_block`] when the page has a flag set or another owner: first the common cases kept
 /// lean, the owner's free into a full page of few blocks (to its spill) and another thread's
-/// free into a page of the default mode, added to the thread's batch (see `remote`); the
-/// others out of line (see `free::free_special`).
+/// free into a page of the default mode, added to the thread's batch (see `remote`), which is
+/// sent first when it is of another page or full (where other threads' frees fall on pages at
+/// random, as `pool`'s do, that is nearly every such free); the others out of line (see
+/// `free::free_special`).
 unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
     // SAFETY: as for `free_block`; the empty heap's batch is never written.
     unsafe {
@@ -101,8 +103,8 @@ unsafe extern "C" fn free_slow(seg: *mut Segment, page: *mut Page, p: *mut u8) {
             if flags & FLAG_LARGE == 0 {
                 return free_first(seg, page, p);
             }
-        } else if flags & !(FLAG_FULL | FLAG_SPILLS) == 0 && (*heap).remote.add(page, p.cast()) {
-            return;
+        } else if flags & !(FLAG_FULL | FLAG_SPILLS) == 0 {
+            return free::remote_free(heap, page, p.cast());
         }
         free::free_special(seg, page, p)
     }

@@ -120,7 +120,8 @@ unsafe fn check_canaries(page: *mut Page, block: *mut u8) {
 /// A free by a thread that does not own the page, whose heap is `heap`: into its batch (see
 /// `remote`), the batch sent first if it is of another page or full; sent at once by a
 /// thread without a heap (one that could not be given one).
-unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut Block) {
+#[inline]
+pub(crate) unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut Block) {
     // SAFETY: the calling thread owns `heap` (unless it is the empty heap, never written);
     // `block` stays counted as used by `page` until it is sent.
     unsafe {

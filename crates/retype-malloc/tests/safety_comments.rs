@@ -50,7 +50,7 @@ fn every_unsafe_block_has_a_safety_comment_above_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut missing = Vec::new();
     let mut files = 0;
-    for dir in ["src", "tests"] {
+    for dir in ["src", "tests", "examples"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "rs") {
