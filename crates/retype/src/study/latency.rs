@@ -13,15 +13,15 @@ use super::run::{Run, Workload};
 
 /// Instructions our manager takes per request (allocations and frees
 /// averaged, the simulated kernel included) at the evaluation's 22 slabs:
-/// callgrind, `bench/mm-callgrind.sh`, docs/bench-mm.md (2026-11-22).
+/// callgrind, `bench/mm-callgrind.sh`, docs/bench-mm.md (2026-11-29).
 pub fn model_instructions(kind: PolicyKind) -> u64 {
     match kind {
-        PolicyKind::BlindNextFit => 408,
-        PolicyKind::NextFit => 389,
-        PolicyKind::FirstFit => 377,
-        PolicyKind::BestFit => 481,
-        PolicyKind::WorstFit => 482,
-        PolicyKind::ClassFit => 469,
+        PolicyKind::BlindNextFit => 422,
+        PolicyKind::NextFit => 404,
+        PolicyKind::FirstFit => 391,
+        PolicyKind::BestFit => 495,
+        PolicyKind::WorstFit => 496,
+        PolicyKind::ClassFit => 547,
     }
 }
 
