@@ -79,7 +79,7 @@ fn hash(addr: u64) -> u64 {
     h ^ (h >> 32)
 }
 
-/// The filter's bucket of `h`: bits the shard and the slot do not use first.
+/// The filter's bucket of `h`: bits a slot does not use first (the shard uses none: [`shard`]).
 fn bucket(h: u64) -> usize {
     (h >> 16) as usize & (FILTER - 1)
 }
