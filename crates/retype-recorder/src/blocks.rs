@@ -3,9 +3,9 @@
 //! allocation count then), so that its free can be counted against them.
 //!
 //! No allocation and no lock shared by all threads: the table is cut into
-//! [`SHARDS`] by the address's hash, each an open-addressing table (linear
-//! probing, deletion by backward shift, so no tombstones) behind its own
-//! spin lock, in memory mapped here and doubled when half full. A small
+//! [`SHARDS`] by the block's 1 MiB region ([`shard`]), each an open-addressing
+//! table (linear probing, deletion by backward shift, so no tombstones)
+//! behind its own spin lock, in memory mapped here and doubled when half full. A small
 //! counting filter (a counter per hash bucket, beside the table) answers
 //! "surely not here" without a lock: a sampled recording asks it on every
 //! free, and nearly every block is not sampled. An aggregate recording,
@@ -36,7 +36,7 @@ struct Slot {
     entry: Entry,
 }
 
-/// Shards (a power of two): threads contend only when their blocks' hashes share one.
+/// Shards (a power of two): threads contend only when their blocks' regions share one.
 const SHARDS: usize = 64;
 /// Slots of a shard's first table (a power of two).
 const FIRST: usize = 1024;
@@ -79,7 +79,7 @@ fn hash(addr: u64) -> u64 {
     h ^ (h >> 32)
 }
 
-/// The filter's bucket of `h`: bits the shard and the slot do not use first.
+/// The filter's bucket of `h`: bits a slot does not use first (the shard uses none: [`shard`]).
 fn bucket(h: u64) -> usize {
     (h >> 16) as usize & (FILTER - 1)
 }
@@ -106,9 +106,20 @@ impl Drop for Held {
     }
 }
 
-/// Takes the lock of the shard of hash `h`.
-fn lock(h: u64) -> Held {
-    take(&SHARD[(h >> 58) as usize & (SHARDS - 1)])
+/// The shard of the block at `addr`: by the hash of its 1 MiB region, not of
+/// its address. Allocators hand each thread blocks from regions of its own
+/// (glibc's thread arenas, the runs of a thread cache), so threads that
+/// allocate at once use shards of their own, and a shard's lock and slots
+/// stay in the cache of the core that uses them (by the address, every
+/// thread used every shard, and their lines went from core to core).
+fn shard(addr: u64) -> &'static Shard {
+    let region = addr >> 20;
+    &SHARD[(region.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize & (SHARDS - 1)]
+}
+
+/// Takes the lock of the shard of the block at `addr`.
+fn lock(addr: u64) -> Held {
+    take(shard(addr))
 }
 
 fn take(s: &'static Shard) -> Held {
@@ -127,7 +138,7 @@ fn take(s: &'static Shard) -> Held {
 /// (the block is not followed).
 pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
     let h = hash(addr);
-    let mut held = lock(h);
+    let mut held = lock(addr);
     let t = held.table();
     if (t.len + 1) * 2 > t.cap && !t.grow() {
         return (None, false);
@@ -155,7 +166,7 @@ pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
 /// Forgets the block at `addr` and returns it, if one is kept.
 pub fn remove(addr: u64) -> Option<Entry> {
     let h = hash(addr);
-    let mut held = lock(h);
+    let mut held = lock(addr);
     let t = held.table();
     if t.cap == 0 {
         return None;
@@ -281,16 +292,38 @@ mod tests {
         }
     }
 
+    /// A region's blocks share a shard; regions spread over the shards
+    /// (those of one arena, and arenas 64 MiB apart).
+    #[test]
+    fn blocks_of_a_region_share_a_shard_and_regions_spread() {
+        for base in [0x5555_5000_0000u64, 0x7f12_3400_0000] {
+            for r in 0..64 {
+                let region = base + (r << 20);
+                let first = shard(region);
+                for at in (16..1 << 20).step_by(4096 + 16) {
+                    assert!(std::ptr::eq(shard(region + at), first));
+                }
+            }
+            for stride in [1u64 << 20, 64 << 20] {
+                let used: std::collections::HashSet<*const Shard> = (0..64)
+                    .map(|r| shard(base + r * stride) as *const Shard)
+                    .collect();
+                assert!(used.len() >= 32, "{} shards for 64 regions", used.len());
+            }
+        }
+    }
+
     proptest! {
         /// Against a map: inserts, replacements and removals, through growth
         /// and backward shifts, keep exactly the map's blocks.
         #[test]
         fn the_table_agrees_with_a_map(ops in prop::collection::vec((any::<bool>(), 1..3000u64), 1..3000)) {
-            // Addresses of their own, 16-byte aligned, far from other tests'.
+            // Addresses of their own, 16-byte aligned, far from other tests',
+            // over 12 regions (so several shards).
             let base = 0x7e00_0000_0000u64;
             let mut model = HashMap::new();
             for (add, k) in ops {
-                let addr = base + k * 16;
+                let addr = base + k * 16 * 257;
                 if add {
                     let (old, kept) = insert(addr, entry(k));
                     prop_assert!(kept);

@@ -394,6 +394,37 @@ proptest! {
     }
 }
 
+/// Values at the edges of every varint length (one to ten bytes), in every
+/// field an event carries, encode as `put_varint` spells them: the
+/// encoder's one store for values of up to four bytes, and its loop beyond.
+#[test]
+fn values_of_every_varint_length_encode_as_their_varints() {
+    let edges = (0..64)
+        .flat_map(|k| [(1u64 << k) - 1, 1 << k, (1 << k) + 1])
+        .chain([u64::MAX]);
+    for v in edges {
+        for (op, base) in [(Op::Realloc, 0), (Op::PosixMemalign, v / 2)] {
+            let e = Event {
+                op,
+                time_ns: v,
+                latency_ns: v,
+                ptr: if op.has_ptr() { v } else { 0 },
+                align: if op.has_align() { v } else { 0 },
+                size: v,
+                ret: v.rotate_left(17),
+                stack: (v as u32).max(1),
+                ..Event::default()
+            };
+            let mut buf = [0xAAu8; 64];
+            let mut pos = 0;
+            codec::DeltaState::new(base)
+                .encode(&mut buf, &mut pos, &e)
+                .unwrap();
+            assert_eq!(buf[..pos], reference_event_bytes(&e, base, 0), "{v:#x}");
+        }
+    }
+}
+
 #[test]
 fn the_stream_reader_yields_records_in_order() {
     let t = Trace {
