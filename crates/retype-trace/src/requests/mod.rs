@@ -8,8 +8,8 @@
 //! to 0 bytes (see [`Quirk`]).
 //!
 //! Made from a `.rep` file by [`crate::malloclab`], from a recording or any other trace by
-//! [`from_events`] (threads serialized by time); turned back into events with synthetic
-//! addresses by [`to_events`]. [`crate::format::load_requests`] reads any file as requests.
+//! [`from_events()`] (threads serialized by time); turned back into events with synthetic
+//! addresses by [`to_events()`]. [`crate::format::load_requests`] reads any file as requests.
 
 mod from_events;
 mod to_events;

@@ -1,6 +1,6 @@
 //! The replay in CHERI mode (`retype replay --cheri FORMAT`, seed 004's capability half):
 //! each trace runs once more on each heap behind
-//! [`CheriHeap`](retype_core::heap::cheri::CheriHeap), every block a capability whose bounds
+//! [`retype_core::heap::cheri::CheriHeap`], every block a capability whose bounds
 //! are exactly representable and cover exactly the block, and what that exactness cost is
 //! set beside the plain run: padding, the heap's size, alignment fragmentation, and the
 //! blocks that needed rounding, by size range.
