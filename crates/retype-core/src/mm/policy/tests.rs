@@ -200,10 +200,10 @@ fn class_fit_agrees_with_its_reference() {
     class_fit_agrees_with_its_reference_on(200, 3);
 }
 
-/// `count` slabs of `2^9` to `2^(9 + sizes - 1)` bytes.
-fn class_fit_agrees_with_its_reference_on(count: u32, sizes: u32) {
+/// `count` slabs of `2^9` to `2^(9 + slab_sizes - 1)` bytes.
+fn class_fit_agrees_with_its_reference_on(count: u32, slab_sizes: u32) {
     use crate::rng::SplitMix64;
-    let bits: Vec<u32> = (0..count).map(|i| 9 + (i * 5 % sizes)).collect();
+    let bits: Vec<u32> = (0..count).map(|i| 9 + (i * 5 % slab_sizes)).collect();
     let mut s = slabs(&bits);
     let mut sizes: Vec<Vec<u64>> = vec![Vec::new(); s.len()];
     let mut class = vec![None; s.len()];
