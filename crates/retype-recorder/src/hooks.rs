@@ -1,7 +1,8 @@
 //! The exported malloc family. Each hook takes the call's stack (unless
-//! stacks are off), times the call it forwards and appends one event to this
-//! thread's buffer (or keeps what an aggregate or sampled recording keeps of
-//! it, see [`kept`]).
+//! stacks are off), times the call it forwards (or, in a full recording, a
+//! sample of the calls: a clock read costs as much as the rest of a call's
+//! recording) and appends one event to this thread's buffer (or keeps what
+//! an aggregate or sampled recording keeps of it, see [`kept`]).
 //!
 //! On x86-64 each exported function is a two-instruction trampoline that
 //! passes its own entry stack pointer and the caller's frame pointer to the
@@ -80,13 +81,25 @@ fn traced<T: Copy>(
             rss::tick(now.ticks);
         }
         (run(), now.ticks, 0, false)
+    } else if matches!(keep, Keep::All) && !timed(l) {
+        // A latency not measured (0) takes one clock read, not two: the
+        // time the trace orders the call by (`serialized_segments`), the
+        // end of a call that hands out a block, the start of any other.
+        if call.asks.is_some() {
+            let v = run();
+            (v, rss::tick(sys::ticks()), 0, false)
+        } else {
+            let t0 = rss::tick(sys::ticks());
+            (run(), t0, 0, false)
+        }
     } else {
         let t0 = rss::tick(sys::ticks());
         let mark = rseq::mark(&l.rseq_cs);
         let v = run();
         let t1 = sys::ticks();
-        // A counter read on another core may lag: such a span counts as none.
-        (v, t0, t1.saturating_sub(t0), rseq::descheduled(mark))
+        // A counter read on another core may lag: such a span counts as
+        // none. At least one tick, since 0 means "not measured".
+        (v, t0, t1.saturating_sub(t0).max(1), rseq::descheduled(mark))
     };
     let ev = Event {
         time_ns: t0,
@@ -101,6 +114,16 @@ fn traced<T: Copy>(
         _ => kept::after(l, keep, ev),
     }
     v
+}
+
+/// Whether a full recording measures this call's latency: on every call
+/// (`RETYPE_LATENCY_EVERY=1`), else on calls picked at random, that many
+/// apart on average (the byte sampler's countdown, which a full recording
+/// does not otherwise use, counting calls).
+#[inline(always)]
+fn timed(l: &Local) -> bool {
+    let every = settings::get().latency_every();
+    every == 1 || l.gap.take(1, every, 0)
 }
 
 fn addr(p: *mut c_void) -> u64 {

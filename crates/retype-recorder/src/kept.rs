@@ -152,11 +152,16 @@ fn sampled(e: Event, old: bool, new: bool) -> Option<Event> {
 }
 
 /// A segment begins: says what it keeps (meta `recording`, with
-/// `sample_bytes` or `snapshot_ms`) and starts counting afresh.
+/// `latency_every`, `sample_bytes` or `snapshot_ms`) and starts counting
+/// afresh.
 pub fn begin(forked: bool) {
     let mut num = sys::StackStr::<32>::new();
     match settings::get().mode() {
-        Mode::Full => output::meta(b"recording", b"full"),
+        Mode::Full => {
+            output::meta(b"recording", b"full");
+            num.push_num(settings::get().latency_every());
+            output::meta(b"latency_every", num.as_bytes());
+        }
         Mode::Sampled { mean_bytes, .. } => {
             output::meta(b"recording", b"sampled");
             num.push_num(mean_bytes);

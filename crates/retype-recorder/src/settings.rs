@@ -16,7 +16,10 @@
 //! `RETYPE_SAMPLE_BYTES` (a number above 0) records only the allocations a
 //! Poisson process over the bytes picks, that many bytes apart on average,
 //! and `RETYPE_SAMPLE_SEED` seeds it (unset: from the clock). `RETYPE_RSS_MS` is the interval
-//! between RSS samples in ms (unset or not a number: 10; 0: no samples). The values are
+//! between RSS samples in ms (unset or not a number: 10; 0: no samples).
+//! `RETYPE_LATENCY_EVERY` is how many calls apart, on average, a full
+//! recording measures a call's latency (unset, 0 or not a number:
+//! [`DEFAULT_LATENCY_EVERY`]; 1: every call). The values are
 //! copied into fixed storage: reading them allocates nothing, and what the
 //! program later does to its environment changes nothing.
 //!
@@ -62,6 +65,12 @@ pub enum Mode {
     Sampled { mean_bytes: u64, seed: u64 },
 }
 const RSS_MS: &CStr = c"RETYPE_RSS_MS";
+const LATENCY_EVERY: &CStr = c"RETYPE_LATENCY_EVERY";
+
+/// The calls apart, on average, whose latency a full recording measures
+/// when `RETYPE_LATENCY_EVERY` does not say: about 1.5 % of the calls,
+/// enough for a latency histogram of any program worth recording.
+pub const DEFAULT_LATENCY_EVERY: u64 = 64;
 
 /// A variable's value, up to 4096 bytes (what a path or a meta record's text
 /// holds in the trace; the rest is cut off).
@@ -76,6 +85,8 @@ pub struct Settings {
     toggle_signal: Option<i32>,
     mode: Mode,
     rss_ms: u64,
+    /// At least 1.
+    latency_every: u64,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -147,6 +158,10 @@ impl Settings {
                 }
             },
             rss_ms: var(RSS_MS).and_then(parse_num).unwrap_or(DEFAULT_RSS_MS),
+            latency_every: var(LATENCY_EVERY)
+                .and_then(parse_num)
+                .filter(|&n| n > 0)
+                .unwrap_or(DEFAULT_LATENCY_EVERY),
         }
     }
 
@@ -197,6 +212,13 @@ impl Settings {
         self.rss_ms
     }
 
+    /// The calls apart, on average, whose latency a full recording
+    /// measures (`RETYPE_LATENCY_EVERY`); 1: every call.
+    #[inline(always)]
+    pub fn latency_every(&self) -> u64 {
+        self.latency_every
+    }
+
     /// Whether call stacks are recorded.
     #[inline(always)]
     pub fn records_stacks(&self) -> bool {
@@ -210,7 +232,9 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::{Mode, Settings, DEFAULT_RSS_MS, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH};
+    use super::{
+        Mode, Settings, DEFAULT_LATENCY_EVERY, DEFAULT_RSS_MS, DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH,
+    };
 
     /// The settings of an environment that holds just `vars`.
     fn parse(vars: &[(&CStr, &[u8])]) -> Settings {
@@ -309,6 +333,20 @@ mod tests {
         // 0 bytes or not a number: every call.
         for bad in [&b"0"[..], b"many"] {
             assert_eq!(parse(&[(c"RETYPE_SAMPLE_BYTES", bad)]).mode(), Mode::Full);
+        }
+    }
+
+    #[test]
+    fn the_latency_sample_is_read_zero_or_junk_gives_the_default() {
+        assert_eq!(parse(&[]).latency_every(), DEFAULT_LATENCY_EVERY);
+        assert_eq!(parse(&[(c"RETYPE_LATENCY_EVERY", b"1")]).latency_every(), 1);
+        assert_eq!(
+            parse(&[(c"RETYPE_LATENCY_EVERY", b"500")]).latency_every(),
+            500
+        );
+        for bad in [&b"0"[..], b"often", b""] {
+            let s = parse(&[(c"RETYPE_LATENCY_EVERY", bad)]);
+            assert_eq!(s.latency_every(), DEFAULT_LATENCY_EVERY);
         }
     }
 

@@ -87,14 +87,20 @@ pub struct Summary {
     pub duration_ns: u64,
     /// Program images (segments) in the trace.
     pub segments: u64,
-    /// Sum of the per-event latencies, and its histogram.
+    /// Calls whose latency was measured (not 0): all of them, or a sample
+    /// (the recorder's `latency_every`, 64 by default).
+    pub latency_measured: u64,
+    /// Time inside the allocator: the measured latencies' sum, scaled to
+    /// all the events when only a sample was measured (an estimate then).
     pub latency_total_ns: u64,
+    /// The measured latencies.
     pub latencies_ns: Log2Histogram,
-    /// The longest call, and the longest whose thread was not descheduled during it
-    /// (the allocator's own worst case, when the trace tells: meta `descheduling`).
+    /// The longest measured call, and the longest whose thread was not
+    /// descheduled during it (the allocator's own worst case, when the trace
+    /// tells: meta `descheduling`).
     pub latency_max_ns: u64,
     pub latency_max_running_ns: u64,
-    /// Calls during which the thread was descheduled.
+    /// Measured calls during which the thread was descheduled.
     pub descheduled: u64,
     /// Allocations freed before their thread allocated anything else
     /// (heaptrack's temporaries, see [`heap`](crate::heap)).
@@ -162,13 +168,16 @@ impl Summary {
             let i = i as u64;
             *s.ops.entry(e.op).or_default() += 1;
             *per_thread.entry(e.thread).or_default() += 1;
-            s.latency_total_ns = s.latency_total_ns.saturating_add(e.latency_ns);
-            s.latencies_ns.add(e.latency_ns);
-            s.latency_max_ns = s.latency_max_ns.max(e.latency_ns);
-            if e.descheduled {
-                s.descheduled += 1;
-            } else {
-                s.latency_max_running_ns = s.latency_max_running_ns.max(e.latency_ns);
+            if e.latency_ns > 0 {
+                s.latency_measured += 1;
+                s.latency_total_ns = s.latency_total_ns.saturating_add(e.latency_ns);
+                s.latencies_ns.add(e.latency_ns);
+                s.latency_max_ns = s.latency_max_ns.max(e.latency_ns);
+                if e.descheduled {
+                    s.descheduled += 1;
+                } else {
+                    s.latency_max_running_ns = s.latency_max_running_ns.max(e.latency_ns);
+                }
             }
             if e.op.allocates() {
                 s.sizes.add_n(e.size, w.calls);
@@ -260,6 +269,11 @@ impl Summary {
         s.live_at_end_blocks = live_blocks;
         s.live_at_end_bytes = live_bytes;
         s.threads = threads(trace, per_thread);
+        if s.latency_measured > 0 {
+            let all = u128::from(s.latency_total_ns) * u128::from(s.events)
+                / u128::from(s.latency_measured);
+            s.latency_total_ns = u64::try_from(all).unwrap_or(u64::MAX);
+        }
         s
     }
 

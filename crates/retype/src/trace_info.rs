@@ -69,6 +69,7 @@ pub fn json(file: &Path, t: &Trace, s: &Summary) -> Value {
         "size_histogram": histogram_json(&s.sizes),
         "lifetime_histogram_ns": histogram_json(&s.lifetimes_ns),
         "lifetime_histogram_events": histogram_json(&s.lifetimes_events),
+        "latency_measured_calls": s.latency_measured,
         "latency_total_ns": s.latency_total_ns,
         "latency_histogram_ns": histogram_json(&s.latencies_ns),
         "latency_max_ns": s.latency_max_ns,

@@ -114,16 +114,39 @@ fn a_multithreaded_c_program_matches_valgrind_call_for_call() {
         );
     }
     assert!(summaries.iter().any(|m| m.user_ns + m.system_ns > 0));
-    // Every call's latency was measured: at least the clock's resolution,
-    // however fast this machine's allocator and clock are.
+    // By default a sample of the calls, 64 apart on average, had their
+    // latency measured (at least the clock's resolution, however fast this
+    // machine's allocator and clock are); the others keep 0. Their number
+    // is about Poisson: 3 times off its mean is beyond any run's chance.
+    assert_eq!(t.meta_value("latency_every"), Some("64"));
+    let resolution = clock_resolution(&t);
+    let measured: Vec<u64> = t
+        .events
+        .iter()
+        .map(|e| e.latency_ns)
+        .filter(|&l| l > 0)
+        .collect();
+    assert!(
+        measured.iter().all(|&l| l >= resolution),
+        "latencies under {resolution} ns"
+    );
+    let expected = t.events.len() as f64 / 64.0;
+    let n = measured.len() as f64;
+    assert!(
+        n > expected / 3.0 && n < expected * 3.0,
+        "{n} measured, about {expected} expected"
+    );
+}
+
+/// The clock's resolution in ns, as the recorder wrote it.
+fn clock_resolution(t: &Trace) -> u64 {
     let resolution: u64 = t
         .meta_value("clock_resolution_ns")
         .expect("the recorder writes the clock's resolution")
         .parse()
         .unwrap();
     assert!(resolution >= 1);
-    let unmeasured = t.events.iter().filter(|e| e.latency_ns < resolution);
-    assert_eq!(unmeasured.count(), 0, "latencies under {resolution} ns");
+    resolution
 }
 
 #[test]
@@ -398,10 +421,20 @@ fn a_call_that_sleeps_is_marked_descheduled() {
     let (t, o) = record(
         &dir,
         "d.rtr",
-        &["--no-stacks", "--allocator", lib.to_str().unwrap()],
+        &[
+            "--no-stacks",
+            "--latency-every",
+            "1",
+            "--allocator",
+            lib.to_str().unwrap(),
+        ],
         &[exe.to_str().unwrap()],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Every call's latency was measured.
+    let resolution = clock_resolution(&t);
+    let unmeasured = t.events.iter().filter(|e| e.latency_ns < resolution);
+    assert_eq!(unmeasured.count(), 0, "latencies under {resolution} ns");
     let slow: Vec<_> = t.events.iter().filter(|e| e.size == 12345).collect();
     assert_eq!(slow.len(), 5);
     assert!(slow.iter().all(|e| e.latency_ns >= 2_000_000), "{slow:?}");

@@ -61,7 +61,8 @@ def read_trace(path, series=False):
     Returns (events, info): ``events`` is a dict of NumPy arrays, one entry
     per event (``op`` as names, ``thread``, ``time_ns``, ``latency_ns``,
     ``size``, ``align``, ``ptr``, ``ret``, ``descheduled``), ready for
-    ``pd.DataFrame``;
+    ``pd.DataFrame``; ``latency_ns`` is 0 where it was not measured (a full
+    recording measures a random 1 call in ``latency_every``, 64 by default);
     ``info`` is ``retype trace info --json`` as a dict. ``info["recording"]``
     says which kind of recording it read: ``"full"`` (every call),
     ``"sampled"`` (``info["sample_bytes"]`` apart on average: the events are

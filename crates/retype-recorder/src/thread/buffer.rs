@@ -131,12 +131,17 @@ pub fn write_stray(e: &Event) {
     }
 }
 
-/// `e` with its time and latency turned from clock ticks into ns.
+/// `e` with its time and latency turned from clock ticks into ns (a latency
+/// of 0 ticks was not measured, and stays 0).
 #[inline(always)]
 fn in_ns(e: &Event, scale: sys::TickScale) -> Event {
     Event {
         time_ns: scale.time_ns(e.time_ns),
-        latency_ns: scale.latency_ns(e.latency_ns),
+        latency_ns: if e.latency_ns == 0 {
+            0
+        } else {
+            scale.latency_ns(e.latency_ns)
+        },
         ..*e
     }
 }

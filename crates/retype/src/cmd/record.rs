@@ -44,6 +44,11 @@ pub struct Args {
     /// Sample the process's RSS every N ms, on its calls (0: no samples)
     #[arg(long, value_name = "N", default_value_t = 10)]
     rss_ms: u64,
+    /// Measure the latency of calls N apart on average, picked at random (1:
+    /// every call, which costs a second clock read a call; the rest keep 0,
+    /// "not measured")
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    latency_every: u64,
     /// Print what was recorded as JSON
     #[arg(long)]
     json: bool,
@@ -218,6 +223,7 @@ fn settings(a: &Args, output: &Path) -> Vec<(&'static str, OsString)> {
         ),
         ("RETYPE_TOGGLE_SIGNAL", a.toggle_signal.to_string().into()),
         ("RETYPE_RSS_MS", a.rss_ms.to_string().into()),
+        ("RETYPE_LATENCY_EVERY", a.latency_every.to_string().into()),
     ];
     if a.paused {
         v.push(("RETYPE_PAUSED", "1".into()));

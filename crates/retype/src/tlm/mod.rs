@@ -226,6 +226,8 @@ fn record(
             ("LD_PRELOAD", preload.as_os_str()),
             ("RETYPE_TRACE_FILE", trace.as_os_str()),
             ("RETYPE_ALLOCATOR", OsStr::new(name)),
+            // Its percentiles and maxima are of every call.
+            ("RETYPE_LATENCY_EVERY", OsStr::new("1")),
         ],
         extra,
     ]

@@ -704,9 +704,17 @@ fn info_text(file: &std::path::Path, t: &Trace, s: &Summary) -> String {
         );
     }
     if s.latency_total_ns > 0 {
+        let sampled = if s.latency_measured < s.events {
+            format!(
+                "; estimated from the {} calls of {} whose latency was measured",
+                s.latency_measured, s.events
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "time inside the allocator: {} ({} per call on average)",
+            "time inside the allocator: {} ({} per call on average{sampled})",
             ns(s.latency_total_ns),
             ns(s.latency_total_ns / s.events.max(1))
         );
