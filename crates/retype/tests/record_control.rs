@@ -500,6 +500,16 @@ fn a_process_that_may_not_be_traced_gets_a_clear_error() {
 
     let mut child = Command::new("sleep").arg("60").spawn().unwrap();
     let pid = child.id() as i32;
+    // Attached to before its loader maps the C library, it would have none
+    // to load the recorder with, and that error would come first.
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libc")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "sleep never loaded its C library"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let o = retype(&["record", "--pid", &pid.to_string(), "--stop"]);
     assert!(!o.status.success());
     assert!(
