@@ -89,8 +89,16 @@ fn allocs() -> Option<&'static [AtomicU64]> {
 pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     match mine {
         Some(t) => count_in(t, tid, e, old, clock),
-        None => tally::with_retired(|t| count_in(t, tid, e, old, clock)),
+        None => retired(tid, *e, old, clock),
     }
+}
+
+/// [`count`] into the retired tally: apart, so that the hot path passes
+/// the event's fields in registers rather than the event in memory.
+#[cold]
+#[inline(never)]
+fn retired(tid: u32, e: Event, old: Option<Entry>, clock: &Clock) {
+    tally::with_retired(|t| count_in(t, tid, &e, old, clock));
 }
 
 #[inline(always)]
@@ -99,33 +107,22 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
         return;
     };
     let epoch = tally::epoch();
-    let allocs_of = |tid: u32| &allocs[slot(tid)];
-    let mut delta = 0u64;
-    let mut end = |b: Entry, maybe_temporary: bool| {
-        let temporary = maybe_temporary && allocs_of(b.tid).load(Ordering::Relaxed) == b.serial;
-        if let Some(c) = t.counter(b.stack) {
-            c.freed(epoch, b.size, temporary);
-        }
-        delta = delta.wrapping_sub(b.size);
-    };
     let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
-    if frees_only {
-        if let Some(b) = old {
-            end(b, true);
+    let mut delta = 0u64;
+    if let Some(b) = old {
+        if frees_only || e.ret != 0 {
+            delta = freed(t, allocs, epoch, b, true);
+        } else {
+            // A failed realloc leaves its block as it was.
+            blocks::insert(e.ptr, b);
         }
-    } else if e.ret == 0 {
+    }
+    if !frees_only && e.ret == 0 {
         if let Some(c) = t.counter(e.stack) {
             c.failed();
         }
-        // A failed realloc leaves its block as it was.
-        if let Some(b) = old {
-            blocks::insert(e.ptr, b);
-        }
-    } else {
-        if let Some(b) = old {
-            end(b, true);
-        }
-        let mine = allocs_of(tid);
+    } else if !frees_only {
+        let mine = &allocs[slot(tid)];
         let serial = mine.load(Ordering::Relaxed) + 1;
         mine.store(serial, Ordering::Relaxed);
         let block = Entry {
@@ -136,7 +133,7 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
         };
         let (replaced, followed) = blocks::insert(e.ret, block);
         if let Some(r) = replaced {
-            end(r, false);
+            delta = delta.wrapping_add(unseen_free(t, allocs, epoch, r));
         }
         if let Some(c) = t.counter(e.stack) {
             c.allocated(epoch, e.size, followed);
@@ -158,8 +155,36 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
     t.called_at(clock);
     let now = clock.time();
     if now.fresh {
+        t.last_at(now.ticks);
         maybe_snapshot(now.ticks);
     }
+}
+
+/// Counts the end of block `b` into tally `t` (`allocs`: the threads'
+/// allocation counts; `epoch`: the latest peak's); `maybe_temporary`: a
+/// free, temporary if its thread allocated nothing since. Returns the change
+/// of the live bytes.
+#[inline(always)]
+fn freed(
+    t: &'static Tally,
+    allocs: &[AtomicU64],
+    epoch: u64,
+    b: Entry,
+    maybe_temporary: bool,
+) -> u64 {
+    let temporary = maybe_temporary && allocs[slot(b.tid)].load(Ordering::Relaxed) == b.serial;
+    if let Some(c) = t.counter(b.stack) {
+        c.freed(epoch, b.size, temporary);
+    }
+    b.size.wrapping_neg()
+}
+
+/// [`freed`] for block `b`, followed at an address the allocator handed out
+/// again: its free was not seen (rare, so apart from the hot path).
+#[cold]
+#[inline(never)]
+fn unseen_free(t: &'static Tally, allocs: &[AtomicU64], epoch: u64, b: Entry) -> u64 {
+    freed(t, allocs, epoch, b, false)
 }
 
 /// Writes a snapshot if one is due at `ticks`, a clock read (one thread

@@ -18,6 +18,7 @@ use retype_trace::{Event, Op};
 
 use crate::kept::{self, Call, Keep};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
+use crate::settings::Mode;
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy, Local};
 use crate::thread::own;
@@ -66,28 +67,21 @@ fn traced<T: Copy>(
     let Some((l, _busy)) = enter() else {
         return run();
     };
+    if let Mode::Aggregate { .. } = settings::get().mode() {
+        return kept::counted(l, call, || stack(l, at), run, event);
+    }
     let keep = kept::before(l, call);
     if let Keep::Nothing = keep {
         rss::poll();
         return run();
     }
     let stack = if keep.stack() { stack(l, at) } else { 0 };
-    let (v, t0, latency_ns, descheduled) = if let Keep::Counted { .. } = keep {
-        // Counters keep no latency, and their time is coarse: RSS is
-        // checked only when the thread's clock is read.
-        let now = l.clock.tick();
-        if now.fresh {
-            rss::tick(now.ticks);
-        }
-        (run(), now.ticks, 0, false)
-    } else {
-        let t0 = rss::tick(sys::ticks());
-        let mark = rseq::mark(&l.rseq_cs);
-        let v = run();
-        let t1 = sys::ticks();
-        // A counter read on another core may lag: such a span counts as none.
-        (v, t0, t1.saturating_sub(t0), rseq::descheduled(mark))
-    };
+    let t0 = rss::tick(sys::ticks());
+    let mark = rseq::mark(&l.rseq_cs);
+    let v = run();
+    let t1 = sys::ticks();
+    // A counter read on another core may lag: such a span counts as none.
+    let (latency_ns, descheduled) = (t1.saturating_sub(t0), rseq::descheduled(mark));
     let ev = Event {
         time_ns: t0,
         latency_ns,
@@ -98,7 +92,7 @@ fn traced<T: Copy>(
     phase_stats::allocated(&ev);
     match keep {
         Keep::All => own::append(l, || ev),
-        _ => kept::after(l, keep, ev),
+        Keep::Nothing | Keep::Sampled { .. } => kept::after(l, keep, ev),
     }
     v
 }

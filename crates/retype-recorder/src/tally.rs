@@ -254,13 +254,21 @@ impl Tally {
     }
 
     /// A call was counted, made at the time of its thread's coarse clock
-    /// `clock` (read exactly for the first).
+    /// `clock` (read exactly for the first, which makes it a fresh read: see
+    /// [`Tally::last_at`]).
     #[inline(always)]
     pub fn called_at(&self, clock: &Clock) {
         if get(&self.first) == 0 {
             self.first.store(clock.exact(), Ordering::Relaxed);
         }
-        self.last.store(clock.time().ticks, Ordering::Relaxed);
+    }
+
+    /// The call being counted read its thread's clock at `ticks`. Calls
+    /// between reads share the time of the read before them, so the last
+    /// call's time is that of the last read, and is stored only then.
+    #[inline(always)]
+    pub fn last_at(&self, ticks: u64) {
+        self.last.store(ticks, Ordering::Relaxed);
     }
 
     /// Its counters of the stacks in chunk `k`, if it has that chunk.
