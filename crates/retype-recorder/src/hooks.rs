@@ -67,10 +67,11 @@ fn traced<T: Copy>(
     let Some((l, _busy)) = enter() else {
         return run();
     };
-    if let Mode::Aggregate { .. } = settings::get().mode() {
+    let mode = settings::get().mode();
+    if let Mode::Aggregate { .. } = mode {
         return kept::counted(l, call, || stack(l, at), run, event);
     }
-    let keep = kept::before(l, call);
+    let keep = kept::before(l, mode, call);
     if let Keep::Nothing = keep {
         rss::poll();
         return run();

@@ -67,10 +67,10 @@ impl Keep {
 }
 
 /// What to keep of `call`, made by the thread whose state is `l`, in a
-/// full or sampled recording.
+/// full or sampled recording (`mode`, the settings').
 #[inline(always)]
-pub fn before(l: &Local, call: Call) -> Keep {
-    match settings::get().mode() {
+pub fn before(l: &Local, mode: Mode, call: Call) -> Keep {
+    match mode {
         Mode::Sampled { mean_bytes, seed } => {
             let old = call.frees != 0
                 && blocks::may_hold(call.frees)

@@ -43,9 +43,10 @@ impl LastWalk {
     /// `generation` and the stack table's `table`.
     #[inline(always)]
     fn gives(&self, entry: Entry, first: u64, (generation, table): (u32, u64)) -> bool {
-        self.id != 0
-            && (self.sp, self.modules, self.table) == (entry.sp, generation, table)
-            && self.reads[0].1 == first
+        // The return address first: it tells a set's two ways apart.
+        (self.reads[0].1, self.sp) == (first, entry.sp)
+            && self.id != 0
+            && (self.modules, self.table) == (generation, table)
             && self.bp.is_none_or(|bp| bp == entry.bp)
             && self.reads[1..self.n].iter().all(|&(at, v)| {
                 // SAFETY: the walk read `at` inside [entry.sp, top) from this
