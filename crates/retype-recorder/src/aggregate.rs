@@ -12,12 +12,20 @@
 //! recorded is not counted.
 //!
 //! Each call is counted into its thread's own [`tally`]; the one figure all
-//! threads share is the process's live bytes (one atomic add a call), whose
-//! peak is numbered (its epoch) so that each stack's share of it is kept
-//! without a pass over the stacks at each new peak (see [`tally`]). Exact in
-//! a single thread, and with threads whose calls near the peak are ordered
-//! (by a lock, a join); else as exact as the order of their updates (the
-//! process's peak itself is a moment only up to that order).
+//! threads share is the process's live bytes (an atomic add), whose peak is
+//! numbered (its epoch) so that each stack's share of it is kept without a
+//! pass over the stacks at each new peak (see [`tally`]). Only an allocation
+//! that raises them adds to them: a free cannot make a peak, so a thread
+//! keeps the bytes it frees in its tally ([`Tally::defer`]) and takes them
+//! out with its next rise, one add for both; when the sum passes the peak,
+//! the other threads' deferred bytes are taken out of it before it is
+//! compared (a rare pass over the tallies). Exact in a single thread, and
+//! with threads whose calls near the peak are ordered (by a lock, a join:
+//! the later thread then sees the earlier one's deferred bytes and adds);
+//! else as exact as the order of their updates (the process's peak itself is
+//! a moment only up to that order). An exact peak needs that one order:
+//! counts kept per thread and summed at snapshots would give each thread's
+//! peak, whose sum is only a bound of the process's.
 //!
 //! A call's time is its thread's [`coarse`] clock's: read exactly for a
 //! tally's first call and a new peak; snapshots are checked at its reads.
@@ -143,14 +151,22 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             delta = delta.wrapping_add(e.size);
         }
     }
-    if delta != 0 {
+    if (delta as i64) > 0 {
+        // Only a rise can reach a peak: the thread's deferred frees go in with it.
+        let delta = delta.wrapping_sub(t.take_deferred());
         let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
-        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
-            && PEAK.fetch_max(live, Ordering::Relaxed) < live
-        {
-            tally::new_peak();
-            PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
+            // Other threads' deferred frees are not out of `live` yet.
+            let live = live.wrapping_sub(tally::deferred());
+            if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
+                && PEAK.fetch_max(live, Ordering::Relaxed) < live
+            {
+                tally::new_peak();
+                PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+            }
         }
+    } else if delta != 0 {
+        t.defer(delta.wrapping_neg());
     }
     t.called_at(clock);
     let now = clock.time();
@@ -224,7 +240,7 @@ fn snapshot(now_ns: u64) {
         n = (n + 1).min(TOP);
     });
     let mut rec = [0u8; (3 + 2 * TOP) * codec::MAX_VARINT + codec::MAX_RECORD_HEADER];
-    let live = LIVE.load(Ordering::Relaxed);
+    let live = LIVE.load(Ordering::Relaxed).wrapping_sub(tally::deferred());
     if let Some(at) = codec::snapshot_record(&mut rec, now_ns, live, &top[..n]) {
         output::write(&rec[at]);
     }
