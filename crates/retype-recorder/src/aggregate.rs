@@ -12,12 +12,20 @@
 //! recorded is not counted.
 //!
 //! Each call is counted into its thread's own [`tally`]; the one figure all
-//! threads share is the process's live bytes (one atomic add a call), whose
-//! peak is numbered (its epoch) so that each stack's share of it is kept
-//! without a pass over the stacks at each new peak (see [`tally`]). Exact in
-//! a single thread, and with threads whose calls near the peak are ordered
-//! (by a lock, a join); else as exact as the order of their updates (the
-//! process's peak itself is a moment only up to that order).
+//! threads share is the process's live bytes (an atomic add), whose peak is
+//! numbered (its epoch) so that each stack's share of it is kept without a
+//! pass over the stacks at each new peak (see [`tally`]). Only an allocation
+//! that raises them adds to them: a free cannot make a peak, so a thread
+//! keeps the bytes it frees in its tally ([`Tally::defer`]) and takes them
+//! out with its next rise, one add for both; when the sum passes the peak,
+//! the other threads' deferred bytes are taken out of it before it is
+//! compared (a rare pass over the tallies). Exact in a single thread, and
+//! with threads whose calls near the peak are ordered (by a lock, a join:
+//! the later thread then sees the earlier one's deferred bytes and adds);
+//! else as exact as the order of their updates (the process's peak itself is
+//! a moment only up to that order). An exact peak needs that one order:
+//! counts kept per thread and summed at snapshots would give each thread's
+//! peak, whose sum is only a bound of the process's.
 //!
 //! A call's time is its thread's [`coarse`] clock's: read exactly for a
 //! tally's first call and a new peak; snapshots are checked at its reads.
@@ -89,8 +97,16 @@ fn allocs() -> Option<&'static [AtomicU64]> {
 pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     match mine {
         Some(t) => count_in(t, tid, e, old, clock),
-        None => tally::with_retired(|t| count_in(t, tid, e, old, clock)),
+        None => retired(tid, *e, old, clock),
     }
+}
+
+/// [`count`] into the retired tally: apart, so that the hot path passes
+/// the event's fields in registers rather than the event in memory.
+#[cold]
+#[inline(never)]
+fn retired(tid: u32, e: Event, old: Option<Entry>, clock: &Clock) {
+    tally::with_retired(|t| count_in(t, tid, &e, old, clock));
 }
 
 #[inline(always)]
@@ -99,33 +115,22 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
         return;
     };
     let epoch = tally::epoch();
-    let allocs_of = |tid: u32| &allocs[slot(tid)];
-    let mut delta = 0u64;
-    let mut end = |b: Entry, maybe_temporary: bool| {
-        let temporary = maybe_temporary && allocs_of(b.tid).load(Ordering::Relaxed) == b.serial;
-        if let Some(c) = t.counter(b.stack) {
-            c.freed(epoch, b.size, temporary);
-        }
-        delta = delta.wrapping_sub(b.size);
-    };
     let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
-    if frees_only {
-        if let Some(b) = old {
-            end(b, true);
+    let mut delta = 0u64;
+    if let Some(b) = old {
+        if frees_only || e.ret != 0 {
+            delta = freed(t, allocs, epoch, b, true);
+        } else {
+            // A failed realloc leaves its block as it was.
+            blocks::insert(e.ptr, b);
         }
-    } else if e.ret == 0 {
+    }
+    if !frees_only && e.ret == 0 {
         if let Some(c) = t.counter(e.stack) {
             c.failed();
         }
-        // A failed realloc leaves its block as it was.
-        if let Some(b) = old {
-            blocks::insert(e.ptr, b);
-        }
-    } else {
-        if let Some(b) = old {
-            end(b, true);
-        }
-        let mine = allocs_of(tid);
+    } else if !frees_only {
+        let mine = &allocs[slot(tid)];
         let serial = mine.load(Ordering::Relaxed) + 1;
         mine.store(serial, Ordering::Relaxed);
         let block = Entry {
@@ -136,7 +141,7 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
         };
         let (replaced, followed) = blocks::insert(e.ret, block);
         if let Some(r) = replaced {
-            end(r, false);
+            delta = delta.wrapping_add(unseen_free(t, allocs, epoch, r));
         }
         if let Some(c) = t.counter(e.stack) {
             c.allocated(epoch, e.size, followed);
@@ -146,20 +151,56 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             delta = delta.wrapping_add(e.size);
         }
     }
-    if delta != 0 {
+    if (delta as i64) > 0 {
+        // Only a rise can reach a peak: the thread's deferred frees go in with it.
+        let delta = delta.wrapping_sub(t.take_deferred());
         let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
-        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
-            && PEAK.fetch_max(live, Ordering::Relaxed) < live
-        {
-            tally::new_peak();
-            PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
+            // Other threads' deferred frees are not out of `live` yet.
+            let live = live.wrapping_sub(tally::deferred());
+            if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
+                && PEAK.fetch_max(live, Ordering::Relaxed) < live
+            {
+                tally::new_peak();
+                PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+            }
         }
+    } else if delta != 0 {
+        t.defer(delta.wrapping_neg());
     }
     t.called_at(clock);
     let now = clock.time();
     if now.fresh {
+        t.last_at(now.ticks);
         maybe_snapshot(now.ticks);
     }
+}
+
+/// Counts the end of block `b` into tally `t` (`allocs`: the threads'
+/// allocation counts; `epoch`: the latest peak's); `maybe_temporary`: a
+/// free, temporary if its thread allocated nothing since. Returns the change
+/// of the live bytes.
+#[inline(always)]
+fn freed(
+    t: &'static Tally,
+    allocs: &[AtomicU64],
+    epoch: u64,
+    b: Entry,
+    maybe_temporary: bool,
+) -> u64 {
+    let temporary = maybe_temporary && allocs[slot(b.tid)].load(Ordering::Relaxed) == b.serial;
+    if let Some(c) = t.counter(b.stack) {
+        c.freed(epoch, b.size, temporary);
+    }
+    b.size.wrapping_neg()
+}
+
+/// [`freed`] for block `b`, followed at an address the allocator handed out
+/// again: its free was not seen (rare, so apart from the hot path).
+#[cold]
+#[inline(never)]
+fn unseen_free(t: &'static Tally, allocs: &[AtomicU64], epoch: u64, b: Entry) -> u64 {
+    freed(t, allocs, epoch, b, false)
 }
 
 /// Writes a snapshot if one is due at `ticks`, a clock read (one thread
@@ -199,7 +240,7 @@ fn snapshot(now_ns: u64) {
         n = (n + 1).min(TOP);
     });
     let mut rec = [0u8; (3 + 2 * TOP) * codec::MAX_VARINT + codec::MAX_RECORD_HEADER];
-    let live = LIVE.load(Ordering::Relaxed);
+    let live = LIVE.load(Ordering::Relaxed).wrapping_sub(tally::deferred());
     if let Some(at) = codec::snapshot_record(&mut rec, now_ns, live, &top[..n]) {
         output::write(&rec[at]);
     }

@@ -136,6 +136,7 @@ fn take(s: &'static Shard) -> Held {
 /// Keeps `e` as the block at `addr`; returns the block that was kept there
 /// (its free was not seen). False in the second place if there was no room
 /// (the block is not followed).
+#[inline(always)]
 pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
     let h = hash(addr);
     let mut held = lock(addr);
@@ -164,6 +165,7 @@ pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
 }
 
 /// Forgets the block at `addr` and returns it, if one is kept.
+#[inline(always)]
 pub fn remove(addr: u64) -> Option<Entry> {
     let h = hash(addr);
     let mut held = lock(addr);

@@ -19,6 +19,7 @@ use retype_trace::{Event, Op};
 
 use crate::kept::{self, Call, Keep};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
+use crate::settings::Mode;
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy, Local};
 use crate::thread::own;
@@ -67,40 +68,38 @@ fn traced<T: Copy>(
     let Some((l, _busy)) = enter() else {
         return run();
     };
-    let keep = kept::before(l, call);
+    let settings = settings::get();
+    let mode = settings.mode();
+    if let Mode::Aggregate { .. } = mode {
+        return kept::counted(l, call, || stack(l, at), run, event);
+    }
+    let keep = kept::before(l, mode, call);
     if let Keep::Nothing = keep {
         rss::poll();
         return run();
     }
     let stack = if keep.stack() { stack(l, at) } else { 0 };
-    let (v, t0, latency_ns, descheduled) = if let Keep::Counted { .. } = keep {
-        // Counters keep no latency, and their time is coarse: RSS is
-        // checked only when the thread's clock is read.
-        let now = l.clock.tick();
-        if now.fresh {
-            rss::tick(now.ticks);
-        }
-        (run(), now.ticks, 0, false)
-    } else if matches!(keep, Keep::All) && !timed(l) {
-        // A latency not measured (0) takes one clock read, not two: the
-        // time the trace orders the call by (`serialized_segments`), the
-        // end of a call that hands out a block, the start of any other.
-        if call.asks.is_some() {
-            let v = run();
-            (v, rss::tick(sys::ticks()), 0, false)
+    let (v, t0, latency_ns, descheduled) =
+        if matches!(keep, Keep::All) && !timed(l, settings.latency_every()) {
+            // A latency not measured (0) takes one clock read, not two: the
+            // time the trace orders the call by (`serialized_segments`), the
+            // end of a call that hands out a block, the start of any other.
+            if call.asks.is_some() {
+                let v = run();
+                (v, rss::tick(sys::ticks()), 0, false)
+            } else {
+                let t0 = rss::tick(sys::ticks());
+                (run(), t0, 0, false)
+            }
         } else {
             let t0 = rss::tick(sys::ticks());
-            (run(), t0, 0, false)
-        }
-    } else {
-        let t0 = rss::tick(sys::ticks());
-        let mark = rseq::mark(&l.rseq_cs);
-        let v = run();
-        let t1 = sys::ticks();
-        // A counter read on another core may lag: such a span counts as
-        // none. At least one tick, since 0 means "not measured".
-        (v, t0, t1.saturating_sub(t0).max(1), rseq::descheduled(mark))
-    };
+            let mark = rseq::mark(&l.rseq_cs);
+            let v = run();
+            let t1 = sys::ticks();
+            // A counter read on another core may lag: such a span counts as
+            // none. At least one tick, since 0 means "not measured".
+            (v, t0, t1.saturating_sub(t0).max(1), rseq::descheduled(mark))
+        };
     let ev = Event {
         time_ns: t0,
         latency_ns,
@@ -111,18 +110,17 @@ fn traced<T: Copy>(
     phase_stats::allocated(&ev);
     match keep {
         Keep::All => own::append(l, || ev),
-        _ => kept::after(l, keep, ev),
+        Keep::Nothing | Keep::Sampled { .. } => kept::after(l, keep, ev),
     }
     v
 }
 
 /// Whether a full recording measures this call's latency: on every call
-/// (`RETYPE_LATENCY_EVERY=1`), else on calls picked at random, that many
-/// apart on average (the byte sampler's countdown, which a full recording
-/// does not otherwise use, counting calls).
+/// (`every` 1), else on calls picked at random, `every` apart on average
+/// (the byte sampler's countdown, which a full recording does not
+/// otherwise use, counting calls).
 #[inline(always)]
-fn timed(l: &Local) -> bool {
-    let every = settings::get().latency_every();
+fn timed(l: &Local, every: u64) -> bool {
     every == 1 || l.gap.take(1, every, 0)
 }
 

@@ -3,10 +3,11 @@
 //! ([`aggregate`]), or the events of the allocations a sampled one picks
 //! ([`crate::sample`]) and the frees of those blocks alone ([`blocks`] follows them).
 //!
-//! A hook asks [`before`] the call what to keep (so that nothing is timed or
-//! unwound for a call that is dropped, and a freed block leaves the followed
-//! set before another thread can be handed its address), and gives the event
-//! to [`after`].
+//! A hook of a full or sampled recording asks [`before`] the call what to
+//! keep (so that nothing is timed or unwound for a call that is dropped, and
+//! a freed block leaves the followed set before another thread can be handed
+//! its address), and gives the event to [`after`]; an aggregate recording's
+//! calls take a path of their own, [`counted`].
 
 use retype_trace::{Event, Op};
 
@@ -14,7 +15,7 @@ use crate::blocks::{self, Entry};
 use crate::settings::{self, Mode};
 use crate::thread::local::Local;
 use crate::thread::own;
-use crate::{aggregate, output, sys};
+use crate::{aggregate, output, phase_stats, rss, sys};
 
 /// What a call does to blocks, as the hook sees it before making it.
 #[derive(Clone, Copy)]
@@ -41,7 +42,8 @@ impl Call {
     }
 }
 
-/// What to keep of one call.
+/// What to keep of one call of a full or sampled recording (an aggregate
+/// one's calls are [`counted`]).
 #[derive(Clone, Copy)]
 pub enum Keep {
     /// Its event (a full recording).
@@ -51,29 +53,24 @@ pub enum Keep {
     /// A sampled recording's part of it: the free of a sampled block
     /// (`old`), a sampled allocation (`new`).
     Sampled { old: bool, new: bool },
-    /// An aggregate recording counts it; `old` is the followed block it
-    /// frees; `allocates`: it asks for a block (whose stack is counted).
-    Counted { old: Option<Entry>, allocates: bool },
 }
 
 impl Keep {
-    /// Whether its stack is taken: only an allocation's is kept, unless every event is
-    /// (a free is counted at its block's stack).
+    /// Whether its stack is taken: only a sampled allocation's is kept, unless every event is.
     pub fn stack(self) -> bool {
         match self {
             Keep::All => true,
             Keep::Nothing => false,
             Keep::Sampled { new, .. } => new,
-            Keep::Counted { allocates, .. } => allocates,
         }
     }
 }
 
-/// What to keep of `call`, made by the thread whose state is `l`.
+/// What to keep of `call`, made by the thread whose state is `l`, in a
+/// full or sampled recording (`mode`, the settings').
 #[inline(always)]
-pub fn before(l: &Local, call: Call) -> Keep {
-    match settings::get().mode() {
-        Mode::Full => Keep::All,
+pub fn before(l: &Local, mode: Mode, call: Call) -> Keep {
+    match mode {
         Mode::Sampled { mean_bytes, seed } => {
             let old = call.frees != 0
                 && blocks::may_hold(call.frees)
@@ -87,35 +84,62 @@ pub fn before(l: &Local, call: Call) -> Keep {
                 Keep::Nothing
             }
         }
-        Mode::Aggregate { .. } => {
-            let old = (call.frees != 0)
-                .then(|| blocks::remove(call.frees))
-                .flatten();
-            let allocates = call.asks.is_some();
-            if old.is_none() && !allocates {
-                Keep::Nothing
-            } else {
-                Keep::Counted { old, allocates }
-            }
-        }
+        // (An aggregate recording's calls are `counted` instead.)
+        Mode::Full | Mode::Aggregate { .. } => Keep::All,
     }
 }
 
 /// Keeps what [`before`] chose of the call whose event is `e` (its time in
-/// clock ticks; a counted call's is the thread's coarse clock's). Not for
-/// [`Keep::All`], which the hook appends itself.
+/// clock ticks). Not for [`Keep::All`], which the hook appends itself.
 pub fn after(l: &Local, keep: Keep, e: Event) {
-    match keep {
-        Keep::All | Keep::Nothing => {}
-        Keep::Counted { old, .. } => {
-            aggregate::count(own::tally(l), own::tid(l), &e, old, &l.clock)
-        }
-        Keep::Sampled { old, new } => {
-            if let Some(e) = sampled(e, old, new) {
-                own::append(l, || e);
-            }
+    if let Keep::Sampled { old, new } = keep {
+        if let Some(e) = sampled(e, old, new) {
+            own::append(l, || e);
         }
     }
+}
+
+/// An aggregate recording's call `call`, made by the thread whose state is
+/// `l`: runs it (`run`) and counts the event `event` builds from its result
+/// ([`aggregate::count`]), an allocation at the stack `stack` gives. A path
+/// of its own, apart from [`before`] and [`after`], so that nothing a
+/// counted call does not need (a latency, a choice of what to keep, the
+/// event passed whole) is made: this is every call's cost while recording.
+#[inline(always)]
+pub fn counted<T: Copy>(
+    l: &Local,
+    call: Call,
+    stack: impl FnOnce() -> u32,
+    run: impl FnOnce() -> T,
+    event: impl FnOnce(T) -> Event,
+) -> T {
+    // Out of the table before the allocator may hand its address to another thread.
+    let old = if call.frees != 0 {
+        blocks::remove(call.frees)
+    } else {
+        None
+    };
+    if old.is_none() && call.asks.is_none() {
+        rss::poll();
+        return run();
+    }
+    // A free is counted at its block's stack.
+    let stack = if call.asks.is_some() { stack() } else { 0 };
+    // Counters keep no latency, and their time is coarse: RSS is checked
+    // only when the thread's clock is read.
+    let now = l.clock.tick();
+    if now.fresh {
+        rss::tick(now.ticks);
+    }
+    let v = run();
+    let e = Event {
+        time_ns: now.ticks,
+        stack,
+        ..event(v)
+    };
+    phase_stats::allocated(&e);
+    aggregate::count(own::tally(l), own::tid(l), &e, old, &l.clock);
+    v
 }
 
 /// The event a sampled recording keeps of `e`, whose old block was sampled

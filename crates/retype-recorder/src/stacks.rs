@@ -15,9 +15,9 @@
 //! each gave), and a call entered at the same place whose words read the same
 //! (a loop calling malloc from one site) has the same stack, found by
 //! comparing them instead of walking and interning again. The walks are kept
-//! in slots chosen by the entry's stack pointer and first return address, so
-//! that a loop calling the malloc family from several sites, which alternate,
-//! finds each its own walk.
+//! in sets of two chosen by the entry's stack pointer and first return
+//! address, so that a loop calling the malloc family from several sites,
+//! which alternate, finds each its own walk.
 
 use std::mem::MaybeUninit;
 
@@ -37,6 +37,26 @@ struct Cached {
     rule: Rule,
 }
 
+impl LastWalk {
+    /// Whether it gives the stack of the call entered at `entry`, whose first
+    /// return address is `first`, under the object table's generation
+    /// `generation` and the stack table's `table`.
+    #[inline(always)]
+    fn gives(&self, entry: Entry, first: u64, (generation, table): (u32, u64)) -> bool {
+        // The return address first: it tells a set's two ways apart.
+        (self.reads[0].1, self.sp) == (first, entry.sp)
+            && self.id != 0
+            && (self.modules, self.table) == (generation, table)
+            && self.bp.is_none_or(|bp| bp == entry.bp)
+            && self.reads[1..self.n].iter().all(|&(at, v)| {
+                // SAFETY: the walk read `at` inside [entry.sp, top) from this
+                // same stack pointer, and a thread's top does not change (a new
+                // thread's `begin` forgets every walk): it lies in the live stack.
+                unsafe { (at as *const u64).read_unaligned() == v }
+            })
+    }
+}
+
 impl Cached {
     /// All zeros, as a new buffer's mapping holds it.
     const EMPTY: Cached = Cached {
@@ -53,11 +73,17 @@ impl Cached {
 /// address and a saved frame pointer a frame.
 const READS: usize = 1 + 2 * MAX_STACK_DEPTH;
 
-/// Walks kept per thread (a power of two), in slots chosen by where they
-/// start: 4 KiB each (of address space: a slot's pages are touched only as
-/// deep as its walk). Two sites that share a slot walk again each call: with
-/// 16, 40 % of `mt_alloc`'s calls did (its loop calls from 16 sites).
+/// Walks kept per thread (a power of two), in sets of [`WAYS`] chosen by
+/// where they start: 4 KiB each (of address space: a walk's pages are touched
+/// only as deep as it went). Sites that alternate walk again each call if
+/// more of them share a set than it has ways: with 16 slots of one way, 40 %
+/// of `mt_alloc`'s calls did (its loop calls from 16 sites); with 64, a
+/// fourth of its allocations did in some builds and none in others (the set
+/// depends on where the thread's stack was mapped).
 const WALKS: usize = 64;
+/// Walks per set: the last walk that missed replaces the one not used last.
+const WAYS: usize = 2;
+const SETS: usize = WALKS / WAYS;
 
 /// A thread's last walk from one slot's entries (all zeros: none).
 #[repr(C)]
@@ -88,6 +114,8 @@ pub struct ThreadStack {
     generation: u32,
     cache: [Cached; CACHE],
     last: [LastWalk; WALKS],
+    /// Of each set, the way the next walk that misses it replaces.
+    replace: [u8; SETS],
 }
 
 impl ThreadStack {
@@ -182,22 +210,21 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         top,
         cache,
         last: walks,
+        replace,
         ..
     } = t;
-    let slot = (entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - WALKS.ilog2());
-    let walk = &mut walks[slot as usize];
-    if walk.id != 0
-        && (walk.sp, walk.modules, walk.table) == (entry.sp, generation, table)
-        && walk.bp.is_none_or(|bp| bp == entry.bp)
-        && walk.reads[..walk.n].iter().all(|&(at, v)| {
-            // SAFETY: the walk read `at` inside [entry.sp, top) from this
-            // same stack pointer, and a thread's top does not change (a new
-            // thread's `begin` forgets every walk): it lies in the live stack.
-            unsafe { (at as *const u64).read_unaligned() == v }
-        })
-    {
-        return walk.id;
+    let set =
+        ((entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.ilog2())) as usize;
+    let ways = &mut walks[set * WAYS..][..WAYS];
+    for (way, walk) in ways.iter().enumerate() {
+        if walk.gives(entry, first, (generation, table)) {
+            replace[set] = ((way + 1) % WAYS) as u8;
+            return walk.id;
+        }
     }
+    let way = usize::from(replace[set]) % WAYS;
+    replace[set] = ((way + 1) % WAYS) as u8;
+    let walk = &mut ways[way];
     // Reads stay in [entry.sp, top): the words above the hook's entry.
     let stack = Bounds {
         bottom: entry.sp,

@@ -172,6 +172,9 @@ pub struct Tally {
     last: AtomicU64,
     /// The highest stack id it counted.
     highest: AtomicU64,
+    /// Bytes its thread freed that the process's live bytes still hold
+    /// (see [`Tally::defer`]).
+    deferred: AtomicU64,
     /// Chunks of [`CHUNK`] counters, by stack id, mapped on first use.
     chunks: [AtomicPtr<Counter>; CHUNKS],
 }
@@ -207,6 +210,7 @@ impl Tally {
             first: AtomicU64::new(0),
             last: AtomicU64::new(0),
             highest: AtomicU64::new(0),
+            deferred: AtomicU64::new(0),
             chunks: [const { AtomicPtr::new(null_mut()) }; CHUNKS],
         }
     }
@@ -254,13 +258,41 @@ impl Tally {
     }
 
     /// A call was counted, made at the time of its thread's coarse clock
-    /// `clock` (read exactly for the first).
+    /// `clock` (read exactly for the first, which makes it a fresh read: see
+    /// [`Tally::last_at`]).
     #[inline(always)]
     pub fn called_at(&self, clock: &Clock) {
         if get(&self.first) == 0 {
             self.first.store(clock.exact(), Ordering::Relaxed);
         }
-        self.last.store(clock.time().ticks, Ordering::Relaxed);
+    }
+
+    /// The call being counted read its thread's clock at `ticks`. Calls
+    /// between reads share the time of the read before them, so the last
+    /// call's time is that of the last read, and is stored only then.
+    #[inline(always)]
+    pub fn last_at(&self, ticks: u64) {
+        self.last.store(ticks, Ordering::Relaxed);
+    }
+
+    /// Frees of `bytes` in all, which its thread takes out of the process's
+    /// live bytes at its next allocation ([`Tally::take_deferred`]) rather
+    /// than now: a free cannot raise the live bytes to a peak, and each
+    /// update of them is a locked add on a line every thread writes.
+    #[inline(always)]
+    pub fn defer(&self, bytes: u64) {
+        add(&self.deferred, bytes);
+    }
+
+    /// The bytes [`Tally::defer`] kept, which the caller now takes out of
+    /// the process's live bytes.
+    #[inline(always)]
+    pub fn take_deferred(&self) -> u64 {
+        let bytes = get(&self.deferred);
+        if bytes != 0 {
+            self.deferred.store(0, Ordering::Relaxed);
+        }
+        bytes
     }
 
     /// Its counters of the stacks in chunk `k`, if it has that chunk.
@@ -280,6 +312,7 @@ impl Tally {
         self.first.store(0, Ordering::Relaxed);
         self.last.store(0, Ordering::Relaxed);
         self.highest.store(0, Ordering::Relaxed);
+        self.deferred.store(0, Ordering::Relaxed);
     }
 }
 
@@ -338,6 +371,7 @@ pub fn retire(t: &Tally) {
     t.first.store(0, Ordering::Relaxed);
     t.last.store(0, Ordering::Relaxed);
     t.highest.store(0, Ordering::Relaxed);
+    RETIRED.defer(t.take_deferred());
 }
 
 /// Every tally, the retired one first.
@@ -379,6 +413,12 @@ pub fn sum(mut each: impl FnMut(u32, &Counters)) {
             each(id as u32, &s);
         }
     }
+}
+
+/// The bytes freed that the process's live bytes still hold, over every
+/// tally ([`Tally::defer`]); without a lock, as [`sum`].
+pub fn deferred() -> u64 {
+    all().map(|t| get(&t.deferred)).fold(0, u64::wrapping_add)
 }
 
 /// The first and last call counted, over every tally, in clock ticks (0:

@@ -149,6 +149,28 @@ fn an_aggregate_recording_of_threads_gives_the_full_recordings_figures() {
     assert_eq!(threads, 5, "the main thread and 4 workers: {agg}");
 }
 
+/// A thread's frees are deferred until its next allocation; the peak is
+/// still the process's when another thread then allocates less than they
+/// freed.
+#[test]
+fn an_aggregate_recording_takes_another_threads_deferred_frees_out_of_the_peak() {
+    let dir = scratch("bounded-handoff");
+    compile("bounded.c", &dir);
+    let args = ["20000", "handoff"];
+    record(&dir, "full.rtr", &[], &args);
+    record(&dir, "agg.rtr", &["--aggregate"], &args);
+    let dtv = sites(&dir, "agg.rtr", "function")
+        .iter()
+        .find(|(name, _)| name == "allocate_dtv")
+        .map_or(0, |(_, s)| s["leaked_bytes"].as_u64().unwrap());
+    let full = assert_same_figures(&dir, "full.rtr", "agg.rtr", 1000 + dtv);
+    let peak = full["peak_live_bytes"].as_u64().unwrap();
+    assert!(
+        (64 * 4096..64 * 4096 + 16384).contains(&peak),
+        "the thread's peak() is the process's: {peak}"
+    );
+}
+
 #[test]
 fn an_aggregate_recordings_size_does_not_grow_with_the_calls() {
     let dir = scratch("bounded-size");
