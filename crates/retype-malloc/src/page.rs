@@ -241,7 +241,9 @@ pub(crate) unsafe fn pop_checked(page: *mut Page) -> *mut u8 {
     unsafe {
         let b = (*page).free;
         let next = decode((*page).key, (*b).next);
-        check_link(page, b.cast(), next.cast());
+        if !next.is_null() && !is_carved(page, next.cast()) {
+            return broken_link(page, b.cast());
+        }
         (*b).next = ptr::null_mut();
         (*page).free = next;
         (*page).used += 1;
@@ -256,6 +258,16 @@ pub(crate) unsafe fn push(page: *mut Page, b: *mut Block) {
     // SAFETY: the caller owns the page and gives up `b`.
     unsafe {
         push_after(page, b, (*page).free);
+        (*page).free = b;
+    }
+}
+
+/// [`push`] for a page with [`FLAG_CHECKED`]: the link encoded (the flag not read again).
+#[inline(always)]
+pub(crate) unsafe fn push_checked(page: *mut Page, b: *mut Block) {
+    // SAFETY: the caller owns the page and gives up `b`.
+    unsafe {
+        (*b).next = encode((*page).key, (*page).free);
         (*page).free = b;
     }
 }
@@ -392,8 +404,9 @@ unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
     }
 }
 
-/// Whether `p` is the start of a block of `page` carved so far (by a multiplication, see
-/// `size_class::index_of`, where a remainder would divide).
+/// Whether `p` is the start of a block of `page` carved so far (its offset a multiple of the
+/// block size by one multiplication, see `size_class::divides`, where a remainder would
+/// divide).
 #[inline(always)]
 pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
     // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
@@ -402,11 +415,11 @@ pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
             (*page).area as usize,
             (*page).block_size as usize,
             (*page).capacity as usize,
-            (*page).class as usize,
+            (*page).class,
         )
     };
     let off = (p as usize).wrapping_sub(area);
-    off < capacity * bs && size_class::index_of(off, class) * bs == off
+    off < capacity * bs && size_class::divides(off, class)
 }
 
 /// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
@@ -414,9 +427,19 @@ pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
 pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
     if !next.is_null() && !is_carved(page, next) {
         // SAFETY: the page is in use.
-        let bs = unsafe { (*page).block_size as usize };
-        os::die("heap corruption (free list link)", block, Some(bs));
+        unsafe { broken_link(page, block) };
     }
+}
+
+/// Stops the program: the link read from `block` of `page` is no block of the page. Typed as
+/// returning a block so that [`pop_checked`], inlined in secure mode's malloc, ends in a jump
+/// to it and that malloc sets up no stack frame.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn broken_link(page: *const Page, block: *mut u8) -> *mut u8 {
+    // SAFETY: the page is in use.
+    let bs = unsafe { (*page).block_size as usize };
+    os::die("heap corruption (free list link)", block, Some(bs))
 }
 
 /// Pushes blocks freed by a thread that does not own the page, linked from `first` to `last`.

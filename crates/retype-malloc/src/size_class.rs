@@ -105,9 +105,12 @@ pub const fn block_size(class: usize) -> usize {
     (9 + sub) << (7 + g)
 }
 
-/// Per class, `2^64 / block_size + 1` (0 for class 0), the multiplier [`index_of`] divides by.
-static RECIPROCALS: [u64; CLASSES] = {
-    let mut r = [0; CLASSES];
+/// Per class, `2^64 / block_size + 1` (0 for class 0), the multiplier [`index_of`] divides by
+/// (`ceil(2^64 / block_size)`, as [`divides`] needs it: block sizes are no powers of two but
+/// 16 to 1 KiB, whose multiplier is exact anyway). 256 entries, 0 past the classes, so that
+/// a page's class (a byte) indexes it with no bounds check.
+static RECIPROCALS: [u64; 256] = {
+    let mut r = [0; 256];
     let mut class = 1;
     while class < CLASSES {
         r[class] = u64::MAX / block_size(class) as u64 + 1;
@@ -124,6 +127,18 @@ static RECIPROCALS: [u64; CLASSES] = {
 pub fn index_of(offset: usize, class: usize) -> usize {
     debug_assert!(offset < 1 << 40 && (1..CLASSES).contains(&class));
     ((offset as u128 * RECIPROCALS[class] as u128) >> 64) as usize
+}
+
+/// Whether `offset` (below 2^32) is a multiple of `block_size(class)`: the low 64 bits of
+/// `offset` times `c = ceil(2^64 / block_size)` are below `c` exactly then (Lemire, Kaser and
+/// Kurz, "Faster remainder by direct computation", 2019): one multiplication and a compare,
+/// where [`index_of`] takes a wide multiplication and a multiplication back. False for a byte
+/// that is no class.
+#[inline(always)]
+pub fn divides(offset: usize, class: u8) -> bool {
+    debug_assert!(offset < 1 << 32);
+    let c = RECIPROCALS[class as usize];
+    (offset as u64).wrapping_mul(c) < c
 }
 
 /// Pages of a class a heap holds from which its next page is a larger one.
@@ -235,6 +250,24 @@ mod tests {
             for n in (0..=8 * SLICE_SIZE / bs + 1).chain(far - 2..far) {
                 for off in [n * bs, n * bs + 1, (n + 1) * bs - 1] {
                     assert_eq!(index_of(off, c), off / bs, "class {c} offset {off}");
+                }
+            }
+        }
+    }
+
+    /// The divisibility test agrees with the remainder at and either side of every block
+    /// boundary within a segment, for each class number; a byte that is none divides nothing.
+    #[test]
+    fn divides_agrees_with_the_remainder() {
+        for c in 0..=u8::MAX {
+            let bs = (1..CLASSES)
+                .contains(&(c as usize))
+                .then(|| block_size(c as usize));
+            let step = bs.unwrap_or(16);
+            for n in 0..=(1 << 21) / step + 1 {
+                for off in [n * step, n * step + 1, (n + 1) * step - 1] {
+                    let want = bs.is_some_and(|bs| off % bs == 0);
+                    assert_eq!(divides(off, c), want, "class {c} offset {off}");
                 }
             }
         }
