@@ -16,7 +16,7 @@ use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
 use crate::page::{self, FLAG_CHECKED, FLAG_FULL};
-use crate::segment::{self, KIND_SMALL};
+use crate::segment;
 use crate::size_class::MEDIUM_MAX;
 use crate::{registry, size_class, tls};
 
@@ -44,8 +44,11 @@ pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
 /// else goes to hardened mode's validation (`crate::free_validated`), which frees it the
 /// general way or stops the program with what is wrong with it.
 ///
-/// The checks, in order: `p` lies in a mapping of ours (the registry) that is a segment; its
-/// page is in use, with no flag but [`FLAG_CHECKED`] and [`FLAG_FULL`]; `p` is the start of
+/// The checks, in order: `p` lies in a mapping of ours (the registry), whose header (a
+/// small segment's or a large block's) maps it to a page; the page has no flag but
+/// [`FLAG_CHECKED`] and [`FLAG_FULL`], so it is a small segment's page in use (a large block's
+/// has `page::FLAG_LARGE`, and a page given back to its segment keeps no flag, see
+/// `segment::release_page`); `p` is the start of
 /// a carved block; the block holds no free-list link (`page::holds_link`: a block that holds
 /// one may be free, which the general way tells). The flags read once serve the push too:
 /// only the owner writes them, and a page with no other flag does not spill.
@@ -58,17 +61,13 @@ pub(crate) unsafe fn free(p: *mut u8) {
         return unsafe { crate::free_validated(p) };
     }
     let seg = segment::of(p);
-    // SAFETY: the registry says `seg` heads a mapping of ours; a small segment's descriptors
-    // are read as hardened mode's validation reads them; the page is written only by the
-    // calling thread, if it owns the page.
+    // SAFETY: the registry says `seg` heads a mapping of ours, whose header maps every slice
+    // to a page descriptor; the descriptors are read as hardened mode's validation reads
+    // them; the page is written only by the calling thread, if it owns the page.
     unsafe {
-        if (*seg).kind != KIND_SMALL {
-            return crate::free_validated(p);
-        }
         let page = segment::page_of(seg, p);
         let flags = (*page).flags.load(Ordering::Relaxed);
         if flags & !FLAG_FULL != FLAG_CHECKED
-            || (*page).in_use == 0
             || !page::is_carved(page, p)
             || page::holds_link(page, p)
         {
