@@ -89,6 +89,12 @@ pub(crate) struct Page {
     pub links: Links<Page>,
     /// Link in the heap's `notified` stack.
     pub notified_next: *mut Page,
+    /// Bytes of the area carved so far (`capacity * block_size`): with [`Page::reciprocal`],
+    /// whether an address is a carved block's start is a compare and a multiplication by
+    /// fields of the page (see [`is_carved`]).
+    pub carved: u32,
+    /// The class's multiplier, `size_class::reciprocal`.
+    pub reciprocal: u64,
 }
 
 // SAFETY: `links` returns the page's own `links` field, written only by `list::Queue`.
@@ -121,6 +127,8 @@ impl Page {
             key: 0,
             links: Links::NONE,
             notified_next: ptr::null_mut(),
+            carved: 0,
+            reciprocal: 0,
         }
     }
 }
@@ -184,6 +192,7 @@ pub(crate) unsafe fn init(
             area,
             heap,
             key: if checked != 0 { secret::random() } else { 0 },
+            reciprocal: size_class::reciprocal(class),
             ..Page::empty()
         })
     };
@@ -356,6 +365,7 @@ unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
         push_after(page, block(n - 1), (*page).free);
         (*page).free = block(0);
         (*page).capacity += n as u32;
+        (*page).carved += (n * bs) as u32;
     }
 }
 
@@ -410,16 +420,15 @@ unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
 #[inline(always)]
 pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
     // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, bs, capacity, class) = unsafe {
+    let (area, carved, reciprocal) = unsafe {
         (
             (*page).area as usize,
-            (*page).block_size as usize,
-            (*page).capacity as usize,
-            (*page).class,
+            (*page).carved as usize,
+            (*page).reciprocal,
         )
     };
     let off = (p as usize).wrapping_sub(area);
-    off < capacity * bs && size_class::divides(off, class)
+    off < carved && size_class::divides(off, reciprocal)
 }
 
 /// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
@@ -481,6 +490,9 @@ pub(crate) unsafe fn check_fields(
     }
     if p.used > p.capacity || p.capacity > p.reserved {
         return Err("page: not used <= capacity <= reserved");
+    }
+    if p.carved != p.capacity * p.block_size || p.reciprocal != size_class::reciprocal(class) {
+        return Err("page: carved bytes or reciprocal do not fit its capacity and class");
     }
     let flags = p.flags.load(Ordering::Relaxed);
     if flags & FLAG_LARGE != 0 || (flags & FLAG_CHECKED != 0) != config::hardened() {

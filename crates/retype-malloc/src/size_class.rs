@@ -107,10 +107,9 @@ pub const fn block_size(class: usize) -> usize {
 
 /// Per class, `2^64 / block_size + 1` (0 for class 0), the multiplier [`index_of`] divides by
 /// (`ceil(2^64 / block_size)`, as [`divides`] needs it: block sizes are no powers of two but
-/// 16 to 1 KiB, whose multiplier is exact anyway). 256 entries, 0 past the classes, so that
-/// a page's class (a byte) indexes it with no bounds check.
-static RECIPROCALS: [u64; 256] = {
-    let mut r = [0; 256];
+/// 16 to 1 KiB, whose multiplier is exact anyway).
+static RECIPROCALS: [u64; CLASSES] = {
+    let mut r = [0; CLASSES];
     let mut class = 1;
     while class < CLASSES {
         r[class] = u64::MAX / block_size(class) as u64 + 1;
@@ -129,15 +128,21 @@ pub fn index_of(offset: usize, class: usize) -> usize {
     ((offset as u128 * RECIPROCALS[class] as u128) >> 64) as usize
 }
 
-/// Whether `offset` (below 2^32) is a multiple of `block_size(class)`: the low 64 bits of
-/// `offset` times `c = ceil(2^64 / block_size)` are below `c` exactly then (Lemire, Kaser and
-/// Kurz, "Faster remainder by direct computation", 2019): one multiplication and a compare,
-/// where [`index_of`] takes a wide multiplication and a multiplication back. False for a byte
-/// that is no class.
+/// The multiplier of `class` (`ceil(2^64 / block_size)`) that [`divides`] takes; 0 for a
+/// number that is no class.
+#[inline]
+pub fn reciprocal(class: usize) -> u64 {
+    RECIPROCALS.get(class).map_or(0, |&c| c)
+}
+
+/// Whether `offset` (below 2^32) is a multiple of the block size whose [`reciprocal`] is `c`:
+/// the low 64 bits of `offset * c`, `c = ceil(2^64 / block_size)`, are below `c` exactly then
+/// (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): one
+/// multiplication and a compare, where [`index_of`] takes a wide multiplication and a
+/// multiplication back. False for every offset when `c` is 0.
 #[inline(always)]
-pub fn divides(offset: usize, class: u8) -> bool {
+pub fn divides(offset: usize, c: u64) -> bool {
     debug_assert!(offset < 1 << 32);
-    let c = RECIPROCALS[class as usize];
     (offset as u64).wrapping_mul(c) < c
 }
 
@@ -267,7 +272,11 @@ mod tests {
             for n in 0..=(1 << 21) / step + 1 {
                 for off in [n * step, n * step + 1, (n + 1) * step - 1] {
                     let want = bs.is_some_and(|bs| off % bs == 0);
-                    assert_eq!(divides(off, c), want, "class {c} offset {off}");
+                    assert_eq!(
+                        divides(off, reciprocal(c as usize)),
+                        want,
+                        "class {c} offset {off}"
+                    );
                 }
             }
         }
