@@ -242,8 +242,8 @@ unsafe fn next_of(page: *const Page, b: *mut Block) -> *mut Block {
     }
 }
 
-/// [`pop`] for a page with [`FLAG_CHECKED`]: the link is decoded and checked (see
-/// [`check_link`]) before it is followed, and cleared in the block handed out.
+/// [`pop`] for a page with [`FLAG_CHECKED`]: the link is decoded and checked to be null or a
+/// carved block of the page before it is followed, and cleared in the block handed out.
 #[inline]
 pub(crate) unsafe fn pop_checked(page: *mut Page) -> *mut u8 {
     // SAFETY: the caller owns the page and checked that its free list is not empty.
@@ -378,18 +378,22 @@ pub(crate) unsafe fn collect(page: *mut Page) {
             return;
         }
         // Hardened mode checks each link, read from a freed block, before following it, and
-        // encodes it for the free list.
+        // encodes it for the free list; the page's fields it needs are read once (the
+        // compiler cannot tell that the blocks written are not the page's fields).
         let checked = (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0;
+        let (carved, key, capacity) = (Carved::of(page), (*page).key, (*page).capacity);
         let mut tail = list;
         let mut n = 1u32;
         while !(*tail).next.is_null() {
             let next = (*tail).next;
             if checked {
-                check_link(page, tail.cast(), next.cast());
-                if n >= (*page).capacity {
+                if !carved.holds(next.cast()) {
+                    broken_link(page, tail.cast());
+                }
+                if n >= capacity {
                     os::die("heap corruption (free list loops)", tail.cast(), None);
                 }
-                (*tail).next = encode((*page).key, next);
+                (*tail).next = encode(key, next);
             }
             tail = next;
             n += 1;
@@ -414,35 +418,50 @@ unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
     }
 }
 
-/// Whether `p` is the start of a block of `page` carved so far (its offset a multiple of the
-/// block size by one multiplication, see `size_class::divides`, where a remainder would
-/// divide).
-#[inline(always)]
-pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
-    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, carved, reciprocal) = unsafe {
-        (
-            (*page).area as usize,
-            (*page).carved as usize,
-            (*page).reciprocal,
-        )
-    };
-    let off = (p as usize).wrapping_sub(area);
-    off < carved && size_class::divides(off, reciprocal)
+/// The carved part of a page's area, as [`is_carved`] tests an address against it: the
+/// area's start, the bytes carved so far and the class's reciprocal.
+#[derive(Clone, Copy)]
+pub(crate) struct Carved {
+    area: usize,
+    bytes: usize,
+    reciprocal: u64,
 }
 
-/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
-/// carved block of the page.
-pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
-    if !next.is_null() && !is_carved(page, next) {
-        // SAFETY: the page is in use.
-        unsafe { broken_link(page, block) };
+impl Carved {
+    /// The carved part of `page`'s area now.
+    #[inline(always)]
+    pub(crate) unsafe fn of(page: *const Page) -> Carved {
+        // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
+        unsafe {
+            Carved {
+                area: (*page).area as usize,
+                bytes: (*page).carved as usize,
+                reciprocal: (*page).reciprocal,
+            }
+        }
+    }
+
+    /// Whether `p` is the start of a block carved so far: its offset below the bytes carved
+    /// and a multiple of the block size by one multiplication (see `size_class::divides`,
+    /// where a remainder would divide).
+    #[inline(always)]
+    pub(crate) fn holds(self, p: *const u8) -> bool {
+        let off = (p as usize).wrapping_sub(self.area);
+        off < self.bytes && size_class::divides(off, self.reciprocal)
     }
 }
 
-/// Stops the program: the link read from `block` of `page` is no block of the page. Typed as
-/// returning a block so that [`pop_checked`], inlined in secure mode's malloc, ends in a jump
-/// to it and that malloc sets up no stack frame.
+/// Whether `p` is the start of a block of `page` carved so far (see [`Carved::holds`]).
+#[inline(always)]
+pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
+    // SAFETY: the page is in use.
+    unsafe { Carved::of(page) }.holds(p)
+}
+
+/// Stops the program: the link read from `block` of `page` is no block of the page (from
+/// [`pop_checked`] or [`collect`]). Typed as returning a block so that [`pop_checked`],
+/// inlined in secure mode's malloc, ends in a jump to it and that malloc sets up no stack
+/// frame.
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn broken_link(page: *const Page, block: *mut u8) -> *mut u8 {
