@@ -76,7 +76,6 @@ pub(crate) unsafe fn empty_quarantine(heap: *mut Heap) {
 
 /// Puts the freed `block` of `page` back: on its free list, or on its remote list when
 /// `heap`, the calling thread's, does not own it.
-/// Inlined: secure mode's free (see `secure::free`) ends in it.
 #[inline(always)]
 pub(crate) unsafe fn release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
     // SAFETY: `block` is a freed block of `page`, still counted as used.

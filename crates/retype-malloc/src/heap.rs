@@ -420,13 +420,25 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
 
 /// Puts `b`, a freed block of `page` (owned by `heap`, the calling thread's), on the page's
 /// free list; the page leaves the full list if it was there, and retires if now empty.
-/// Inlined: secure mode's free (see `secure::free`) ends in it.
 #[inline(always)]
 pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Block) {
     // SAFETY: `b` is a freed block of `page`, still counted as used.
     unsafe {
         page::push(page, b);
         (*page).used -= 1;
+        if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 || (*page).used == 0 {
+            settle(heap, page);
+        }
+    }
+}
+
+/// After its owner's free into `page`, which was full or is now empty: the page leaves the
+/// full list, or retires. Out of line, and `extern "C"` (as `retire`), so that secure mode's
+/// free (see `secure::free`) ends in a jump to it and sets up no stack frame.
+#[inline(never)]
+pub(crate) unsafe extern "C" fn settle(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: the calling thread owns `heap` and `page`.
+    unsafe {
         if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 {
             unfull(heap, page);
         }

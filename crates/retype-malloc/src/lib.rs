@@ -240,16 +240,25 @@ pub unsafe fn free(p: *mut u8) {
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn free_checked(p: *mut u8) {
-    // SAFETY: `secure::free` frees `p` only once it found it a block in use of ours; else
-    // `validate` aborts unless `p` is a block of a segment or large mapping of ours.
+    // SAFETY: `secure::free` frees `p` only once it found it a block in use of ours, and
+    // passes anything else to `free_validated`.
     unsafe {
         if config::secure() {
-            if secure::free(p) {
-                return;
-            }
-        } else if zero::contains(p) {
+            return secure::free(p);
+        }
+        if zero::contains(p) {
             return;
         }
+        free_validated(p)
+    }
+}
+
+/// Frees `p` once hardened mode's validation found it a block of ours; else stops the
+/// program with what is wrong with it.
+#[inline(never)]
+unsafe extern "C" fn free_validated(p: *mut u8) {
+    // SAFETY: `validate` aborts unless `p` is a block of a segment or large mapping of ours.
+    unsafe {
         let seg = hardened::validate(p);
         alloc::free_block(seg, segment::page_of(seg, p), p)
     }

@@ -89,6 +89,12 @@ pub(crate) struct Page {
     pub links: Links<Page>,
     /// Link in the heap's `notified` stack.
     pub notified_next: *mut Page,
+    /// Bytes of the area carved so far (`capacity * block_size`): with [`Page::reciprocal`],
+    /// whether an address is a carved block's start is a compare and a multiplication by
+    /// fields of the page (see [`is_carved`]).
+    pub carved: u32,
+    /// The class's multiplier, `size_class::reciprocal`.
+    pub reciprocal: u64,
 }
 
 // SAFETY: `links` returns the page's own `links` field, written only by `list::Queue`.
@@ -121,6 +127,8 @@ impl Page {
             key: 0,
             links: Links::NONE,
             notified_next: ptr::null_mut(),
+            carved: 0,
+            reciprocal: 0,
         }
     }
 }
@@ -184,6 +192,7 @@ pub(crate) unsafe fn init(
             area,
             heap,
             key: if checked != 0 { secret::random() } else { 0 },
+            reciprocal: size_class::reciprocal(class),
             ..Page::empty()
         })
     };
@@ -233,15 +242,17 @@ unsafe fn next_of(page: *const Page, b: *mut Block) -> *mut Block {
     }
 }
 
-/// [`pop`] for a page with [`FLAG_CHECKED`]: the link is decoded and checked (see
-/// [`check_link`]) before it is followed, and cleared in the block handed out.
+/// [`pop`] for a page with [`FLAG_CHECKED`]: the link is decoded and checked to be null or a
+/// carved block of the page before it is followed, and cleared in the block handed out.
 #[inline]
 pub(crate) unsafe fn pop_checked(page: *mut Page) -> *mut u8 {
     // SAFETY: the caller owns the page and checked that its free list is not empty.
     unsafe {
         let b = (*page).free;
         let next = decode((*page).key, (*b).next);
-        check_link(page, b.cast(), next.cast());
+        if !next.is_null() && !is_carved(page, next.cast()) {
+            return broken_link(page, b.cast());
+        }
         (*b).next = ptr::null_mut();
         (*page).free = next;
         (*page).used += 1;
@@ -256,6 +267,16 @@ pub(crate) unsafe fn push(page: *mut Page, b: *mut Block) {
     // SAFETY: the caller owns the page and gives up `b`.
     unsafe {
         push_after(page, b, (*page).free);
+        (*page).free = b;
+    }
+}
+
+/// [`push`] for a page with [`FLAG_CHECKED`]: the link encoded (the flag not read again).
+#[inline(always)]
+pub(crate) unsafe fn push_checked(page: *mut Page, b: *mut Block) {
+    // SAFETY: the caller owns the page and gives up `b`.
+    unsafe {
+        (*b).next = encode((*page).key, (*page).free);
         (*page).free = b;
     }
 }
@@ -344,6 +365,7 @@ unsafe fn carve(page: *mut Page, n: usize, index: impl Fn(usize) -> usize) {
         push_after(page, block(n - 1), (*page).free);
         (*page).free = block(0);
         (*page).capacity += n as u32;
+        (*page).carved += (n * bs) as u32;
     }
 }
 
@@ -356,18 +378,22 @@ pub(crate) unsafe fn collect(page: *mut Page) {
             return;
         }
         // Hardened mode checks each link, read from a freed block, before following it, and
-        // encodes it for the free list.
+        // encodes it for the free list; the page's fields it needs are read once (the
+        // compiler cannot tell that the blocks written are not the page's fields).
         let checked = (*page).flags.load(Ordering::Relaxed) & FLAG_CHECKED != 0;
+        let (carved, key, capacity) = (Carved::of(page), (*page).key, (*page).capacity);
         let mut tail = list;
         let mut n = 1u32;
         while !(*tail).next.is_null() {
             let next = (*tail).next;
             if checked {
-                check_link(page, tail.cast(), next.cast());
-                if n >= (*page).capacity {
+                if !carved.holds(next.cast()) {
+                    broken_link(page, tail.cast());
+                }
+                if n >= capacity {
                     os::die("heap corruption (free list loops)", tail.cast(), None);
                 }
-                (*tail).next = encode((*page).key, next);
+                (*tail).next = encode(key, next);
             }
             tail = next;
             n += 1;
@@ -392,31 +418,56 @@ unsafe fn push_after(page: *mut Page, tail: *mut Block, next: *mut Block) {
     }
 }
 
-/// Whether `p` is the start of a block of `page` carved so far (by a multiplication, see
-/// `size_class::index_of`, where a remainder would divide).
-#[inline(always)]
-pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
-    // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
-    let (area, bs, capacity, class) = unsafe {
-        (
-            (*page).area as usize,
-            (*page).block_size as usize,
-            (*page).capacity as usize,
-            (*page).class as usize,
-        )
-    };
-    let off = (p as usize).wrapping_sub(area);
-    off < capacity * bs && size_class::index_of(off, class) * bs == off
+/// The carved part of a page's area, as [`is_carved`] tests an address against it: the
+/// area's start, the bytes carved so far and the class's reciprocal.
+#[derive(Clone, Copy)]
+pub(crate) struct Carved {
+    area: usize,
+    bytes: usize,
+    reciprocal: u64,
 }
 
-/// Aborts unless `next`, the free-list link read from `block` of `page`, is null or a
-/// carved block of the page.
-pub(crate) unsafe fn check_link(page: *const Page, block: *mut u8, next: *mut u8) {
-    if !next.is_null() && !is_carved(page, next) {
-        // SAFETY: the page is in use.
-        let bs = unsafe { (*page).block_size as usize };
-        os::die("heap corruption (free list link)", block, Some(bs));
+impl Carved {
+    /// The carved part of `page`'s area now.
+    #[inline(always)]
+    pub(crate) unsafe fn of(page: *const Page) -> Carved {
+        // SAFETY: the page is in use; its fields are stable while its owner pops or collects.
+        unsafe {
+            Carved {
+                area: (*page).area as usize,
+                bytes: (*page).carved as usize,
+                reciprocal: (*page).reciprocal,
+            }
+        }
     }
+
+    /// Whether `p` is the start of a block carved so far: its offset below the bytes carved
+    /// and a multiple of the block size by one multiplication (see `size_class::divides`,
+    /// where a remainder would divide).
+    #[inline(always)]
+    pub(crate) fn holds(self, p: *const u8) -> bool {
+        let off = (p as usize).wrapping_sub(self.area);
+        off < self.bytes && size_class::divides(off, self.reciprocal)
+    }
+}
+
+/// Whether `p` is the start of a block of `page` carved so far (see [`Carved::holds`]).
+#[inline(always)]
+pub(crate) fn is_carved(page: *const Page, p: *const u8) -> bool {
+    // SAFETY: the page is in use.
+    unsafe { Carved::of(page) }.holds(p)
+}
+
+/// Stops the program: the link read from `block` of `page` is no block of the page (from
+/// [`pop_checked`] or [`collect`]). Typed as returning a block so that [`pop_checked`],
+/// inlined in secure mode's malloc, ends in a jump to it and that malloc sets up no stack
+/// frame.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn broken_link(page: *const Page, block: *mut u8) -> *mut u8 {
+    // SAFETY: the page is in use.
+    let bs = unsafe { (*page).block_size as usize };
+    os::die("heap corruption (free list link)", block, Some(bs))
 }
 
 /// Pushes blocks freed by a thread that does not own the page, linked from `first` to `last`.
@@ -458,6 +509,9 @@ pub(crate) unsafe fn check_fields(
     }
     if p.used > p.capacity || p.capacity > p.reserved {
         return Err("page: not used <= capacity <= reserved");
+    }
+    if p.carved != p.capacity * p.block_size || p.reciprocal != size_class::reciprocal(class) {
+        return Err("page: carved bytes or reciprocal do not fit its capacity and class");
     }
     let flags = p.flags.load(Ordering::Relaxed);
     if flags & FLAG_LARGE != 0 || (flags & FLAG_CHECKED != 0) != config::hardened() {

@@ -25,10 +25,14 @@ pub(crate) fn enable() {
     MAP.store(p.cast(), Ordering::Release);
 }
 
+#[inline(always)]
 fn slot(addr: usize) -> Option<&'static AtomicU8> {
-    let map = MAP.load(Ordering::Acquire);
     let i = addr >> SEGMENT_SHIFT;
-    if map.is_null() || i >= CHUNKS {
+    if i >= CHUNKS {
+        return None;
+    }
+    let map = MAP.load(Ordering::Acquire);
+    if map.is_null() {
         return None;
     }
     // SAFETY: `i` is within the CHUNKS-byte map, which is never unmapped.

@@ -415,13 +415,15 @@ unsafe fn take_slices(
 }
 
 /// Gives an empty page back to its segment (whose heap's list is `segments`); an empty
-/// segment goes to the cache.
+/// segment goes to the cache. The page keeps no flag, so that a page with
+/// `page::FLAG_CHECKED` is one in use (secure mode's free tests that alone, see `secure`).
 pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page) {
     // SAFETY: the page is empty and unlinked from every heap list; its segment is the heap's.
     unsafe {
         let (seg, index) = locate(page);
         let span = (*page).span as usize;
         (*page).in_use = 0;
+        (*page).flags.store(0, Ordering::Relaxed);
         let header = if index == 0 { HEADER_SIZE } else { 0 };
         stats::lower(&stats::PAGE_BYTES, span * SLICE_SIZE - header);
         (*seg).used &= !((((1u64 << span) - 1) as u32) << index);

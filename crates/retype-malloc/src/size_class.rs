@@ -105,7 +105,9 @@ pub const fn block_size(class: usize) -> usize {
     (9 + sub) << (7 + g)
 }
 
-/// Per class, `2^64 / block_size + 1` (0 for class 0), the multiplier [`index_of`] divides by.
+/// Per class, `2^64 / block_size + 1` (0 for class 0), the multiplier [`index_of`] divides by
+/// (`ceil(2^64 / block_size)`, as [`divides`] needs it: block sizes are no powers of two but
+/// 16 to 1 KiB, whose multiplier is exact anyway).
 static RECIPROCALS: [u64; CLASSES] = {
     let mut r = [0; CLASSES];
     let mut class = 1;
@@ -124,6 +126,24 @@ static RECIPROCALS: [u64; CLASSES] = {
 pub fn index_of(offset: usize, class: usize) -> usize {
     debug_assert!(offset < 1 << 40 && (1..CLASSES).contains(&class));
     ((offset as u128 * RECIPROCALS[class] as u128) >> 64) as usize
+}
+
+/// The multiplier of `class` (`ceil(2^64 / block_size)`) that [`divides`] takes; 0 for a
+/// number that is no class.
+#[inline]
+pub fn reciprocal(class: usize) -> u64 {
+    RECIPROCALS.get(class).map_or(0, |&c| c)
+}
+
+/// Whether `offset` (below 2^32) is a multiple of the block size whose [`reciprocal`] is `c`:
+/// the low 64 bits of `offset * c`, `c = ceil(2^64 / block_size)`, are below `c` exactly then
+/// (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): one
+/// multiplication and a compare, where [`index_of`] takes a wide multiplication and a
+/// multiplication back. False for every offset when `c` is 0.
+#[inline(always)]
+pub fn divides(offset: usize, c: u64) -> bool {
+    debug_assert!(offset < 1 << 32);
+    (offset as u64).wrapping_mul(c) < c
 }
 
 /// Pages of a class a heap holds from which its next page is a larger one.
@@ -235,6 +255,28 @@ mod tests {
             for n in (0..=8 * SLICE_SIZE / bs + 1).chain(far - 2..far) {
                 for off in [n * bs, n * bs + 1, (n + 1) * bs - 1] {
                     assert_eq!(index_of(off, c), off / bs, "class {c} offset {off}");
+                }
+            }
+        }
+    }
+
+    /// The divisibility test agrees with the remainder at and either side of every block
+    /// boundary within a segment, for each class number; a byte that is none divides nothing.
+    #[test]
+    fn divides_agrees_with_the_remainder() {
+        for c in 0..=u8::MAX {
+            let bs = (1..CLASSES)
+                .contains(&(c as usize))
+                .then(|| block_size(c as usize));
+            let step = bs.unwrap_or(16);
+            for n in 0..=(1 << 21) / step + 1 {
+                for off in [n * step, n * step + 1, (n + 1) * step - 1] {
+                    let want = bs.is_some_and(|bs| off % bs == 0);
+                    assert_eq!(
+                        divides(off, reciprocal(c as usize)),
+                        want,
+                        "class {c} offset {off}"
+                    );
                 }
             }
         }
