@@ -73,24 +73,29 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 /// after free), the rest as the caller's [`settle`] says.
 pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     // SAFETY: the caller's contract.
-    unsafe {
-        take_oldest(
-            ring,
-            |r, oldest| {
-                let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
-                over || now.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
-            },
-            freed::link_untouched,
-        )
+    let oldest = unsafe {
+        take_oldest(ring, |r, oldest| {
+            let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
+            over || now.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
+        })
+    }?;
+    // SAFETY: the block was filled when admitted and is still ours.
+    if unsafe { !freed::link_untouched(oldest.block, oldest.size as usize) } {
+        die(oldest.block, oldest.size as usize);
     }
+    Some(oldest.block)
 }
 
 /// Takes the oldest block out of `ring`, checked whole, whatever the bounds: for a thread
 /// that exits, whose quarantine no later free of its own would empty, and whose blocks would
 /// pin their pages in the pool meanwhile.
 pub(crate) unsafe fn emptying(ring: *mut Ring) -> Option<*mut u8> {
-    // SAFETY: the caller's contract.
-    unsafe { take_oldest(ring, |_, _| true, freed::untouched) }
+    // SAFETY: the caller's contract; the block was filled when admitted and is still ours.
+    unsafe {
+        let oldest = take_oldest(ring, |_, _| true)?;
+        check(oldest, "write after free (quarantine)");
+        Some(oldest.block)
+    }
 }
 
 /// Checks `block` of `size` bytes, just out of the quarantine with its first word checked,
@@ -106,17 +111,17 @@ pub(crate) unsafe fn settle(block: *mut u8, size: usize, own: bool) {
         }
     };
     if !sound {
-        os::die("write after free (quarantine)", block, Some(size));
+        die(block, size);
     }
 }
 
-/// Takes the oldest block out of `ring` (the calling thread's) if `due` says so, its fill
-/// checked first by `intact`.
-unsafe fn take_oldest(
-    ring: *mut Ring,
-    due: impl FnOnce(&Ring, Entry) -> bool,
-    intact: unsafe fn(*const u8, usize) -> bool,
-) -> Option<*mut u8> {
+/// Aborts on a write after free into the quarantined `block` of `size` bytes.
+fn die(block: *mut u8, size: usize) -> ! {
+    os::die("write after free (quarantine)", block, Some(size))
+}
+
+/// Takes the oldest entry out of `ring` (the calling thread's) if `due` says so.
+unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -> Option<Entry> {
     if ring.is_null() {
         return None;
     }
@@ -132,15 +137,7 @@ unsafe fn take_oldest(
     r.head = (r.head + 1) % CAPACITY;
     r.len -= 1;
     r.bytes -= oldest.size as usize;
-    // SAFETY: the block was filled when admitted and is still ours.
-    if unsafe { !intact(oldest.block, oldest.size as usize) } {
-        os::die(
-            "write after free (quarantine)",
-            oldest.block,
-            Some(oldest.size as usize),
-        );
-    }
-    Some(oldest.block)
+    Some(oldest)
 }
 
 /// Aborts with `what` unless the quarantined block of `entry` still holds its fill.
