@@ -13,8 +13,8 @@
 //! word checked (the link overwrites it), and is tagged so ([`deferred`]): the check as it is
 //! handed out covers the rest, once instead of twice, and says "write after free
 //! (quarantine)" as the check on leaving would. Its page's free blocks are checked so too
-//! before the page is given back, and at its thread's exit ([`check_page`]), so none leaves
-//! the heap unchecked.
+//! before the page is given back, at its thread's exit and in the exit check
+//! ([`check_page`]), so none leaves the heap unchecked.
 //!
 //! With `ZERO_ON_MALLOC` a block handed out is zero, as `calloc`'s are: no earlier owner's
 //! bytes show through it.
