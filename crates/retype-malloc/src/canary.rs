@@ -33,7 +33,8 @@ fn tag(pat: u64, size: usize) -> u64 {
 }
 
 /// The odd constant [`tag`] spreads sizes with (64 bits of the golden ratio): no two sizes
-/// of a block, nor [`FREE`], share the high half of their multiples (a test checks it).
+/// of a block, nor [`FREE`] and [`LEFT`], share the high half of their multiples (a test
+/// checks it).
 const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// Pattern `pat` as read by an unaligned 8-byte load at `at`: the pattern is placed by
@@ -121,7 +122,7 @@ unsafe fn first_broken_byte(pat: u64, from: *const u8, to: *const u8) -> Option<
 }
 
 /// Hands out the free block at `block` of `block_size` bytes to hold `size` bytes (at most
-/// `block_size - TAIL`): aborts unless it still has its free tag (an underflow of the block
+/// `block_size - TAIL`): aborts unless it still has a free tag (an underflow of the block
 /// after it, or a write after free into it, shows there), then seals it: pattern after the
 /// size, live tag at the end.
 pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
@@ -130,7 +131,10 @@ pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
     // because blocks and their sizes are multiples of 16.
     unsafe {
         let tail = tail_word(block, block_size);
-        if tail.load(Ordering::Relaxed) != tag(pat, FREE) {
+        if !matches!(
+            decode(tail.load(Ordering::Relaxed), pat, block_size),
+            Tag::Free(_)
+        ) {
             os::die(
                 "heap underflow or write after free (canary of a free block)",
                 block,
@@ -152,7 +156,7 @@ pub(crate) unsafe fn unseal(block: *mut u8, block_size: usize) {
         let old = tail_word(block, block_size).swap(tag(pat, FREE), Ordering::AcqRel);
         match decode(old, pat, block_size) {
             Tag::Live(_, size) if guard_intact(pat, block, block_size, size) => {}
-            Tag::Free => os::die("double free", block, None),
+            Tag::Free(_) => os::die("double free", block, None),
             _ => os::die("heap overflow (canary)", block, Some(block_size)),
         }
     }
@@ -165,7 +169,7 @@ pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
     unsafe {
         match read_tag(block, block_size) {
             Tag::Live(pat, size) if guard_intact(pat, block, block_size, size) => size,
-            Tag::Free => os::die("use after free", block, None),
+            Tag::Free(_) => os::die("use after free", block, None),
             _ => os::die("heap overflow (canary)", block, Some(block_size)),
         }
     }
@@ -182,14 +186,20 @@ unsafe fn guard_intact(pat: u64, block: *const u8, block_size: usize, size: usiz
 enum Tag {
     /// A live block's tag: its pattern and the size asked for.
     Live(u64, usize),
-    /// A free block's tag.
-    Free,
+    /// A free block's tag: true for a block that left the quarantine unchecked but for its
+    /// first word ([`LEFT`]).
+    Free(bool),
     /// Neither: something overwrote it.
     Broken,
 }
 
 /// The size field of a free block's tag: no block holds that many bytes.
 const FREE: usize = 0xffff_ffff;
+
+/// The size field of the tag of a free block that left the quarantine with only its first
+/// word checked: the rest of its fill is checked later, and a write found there is one made
+/// while it was quarantined, or since (see `freed`).
+const LEFT: usize = 0xffff_fffe;
 
 /// The tag of the block at `block` of `block_size` bytes, its tail read once (another thread
 /// may turn a free tag into a live one, or back, at any time; each store is whole).
@@ -204,8 +214,8 @@ fn decode(word: u64, pat: u64, block_size: usize) -> Tag {
     let size = (word & 0xffff_ffff) as usize;
     if word != tag(pat, size) {
         Tag::Broken
-    } else if size == FREE {
-        Tag::Free
+    } else if size == FREE || size == LEFT {
+        Tag::Free(size == LEFT)
     } else if size <= block_size - TAIL {
         Tag::Live(pat, size)
     } else {
@@ -222,10 +232,26 @@ pub(crate) unsafe fn seal_free(block: *const u8, block_size: usize) {
     tail.store(tag(pattern(block), FREE), Ordering::Relaxed);
 }
 
-/// Whether the block at `block` of `block_size` bytes has its free tag.
-pub(crate) unsafe fn free_intact(block: *const u8, block_size: usize) -> bool {
+/// If the block at `block` of `block_size` bytes has a free tag: whether it is [`LEFT`]'s.
+pub(crate) unsafe fn free_tag(block: *const u8, block_size: usize) -> Option<bool> {
     // SAFETY: the caller's contract.
-    matches!(unsafe { read_tag(block, block_size) }, Tag::Free)
+    match unsafe { read_tag(block, block_size) } {
+        Tag::Free(left) => Some(left),
+        _ => None,
+    }
+}
+
+/// Tags the free block at `block` of `block_size` bytes, out of the quarantine with only its
+/// first word checked, [`LEFT`]; false, and left as it is, if its tag was not [`FREE`]'s.
+pub(crate) unsafe fn tag_left(block: *const u8, block_size: usize) -> bool {
+    let pat = pattern(block);
+    // SAFETY: the caller's contract: the block is free and ours.
+    let tail = unsafe { tail_word(block, block_size) };
+    let free = tail.load(Ordering::Relaxed) == tag(pat, FREE);
+    if free {
+        tail.store(tag(pat, LEFT), Ordering::Relaxed);
+    }
+    free
 }
 
 /// Whether the tail of the block at `block` of `block_size` bytes holds a sound tag, live or
@@ -269,15 +295,15 @@ pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8,
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, first_broken, pattern, FREE, SPREAD};
+    use super::{fill, first_broken, pattern, FREE, LEFT, SPREAD};
     use crate::size_class::MEDIUM_MAX;
 
-    /// No two sizes a tag can hold (nor the free size) give the same high half, so a tag
+    /// No two sizes a tag can hold (nor the free sizes) give the same high half, so a tag
     /// whose size was rewritten never reads as sound without the pattern.
     #[test]
     fn sizes_spread_apart() {
         let mut highs: Vec<u64> = (0..=MEDIUM_MAX as u64)
-            .chain([FREE as u64])
+            .chain([FREE as u64, LEFT as u64])
             .map(|s| s.wrapping_mul(SPREAD) >> 32)
             .collect();
         let n = highs.len();

@@ -51,8 +51,10 @@ pub(crate) unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8
                 let now = os::now_ms() as u32;
                 if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
                     while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
-                        let seg = segment::of(b);
-                        release(heap, segment::page_of(seg, b), b);
+                        let page = segment::page_of(segment::of(b), b);
+                        let own = (*page).heap == heap::id(heap);
+                        quarantine::settle(b, (*page).block_size as usize, own);
+                        release(heap, page, b);
                     }
                     return;
                 }
@@ -63,13 +65,21 @@ pub(crate) unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8
 }
 
 /// Lets the quarantine of `heap` (the calling thread's, which exits) go: its blocks, checked,
-/// go back to their pages (see `quarantine::emptying`).
+/// go back to their pages (see `quarantine::emptying`); then the free blocks of its pages,
+/// where blocks that left it with their first word checked lie, are checked whole (see
+/// `freed`).
 pub(crate) unsafe fn empty_quarantine(heap: *mut Heap) {
     // SAFETY: the calling thread owns `heap` and its quarantine; their blocks are ours.
     unsafe {
+        if (*heap).quarantine.is_null() {
+            return;
+        }
         while let Some(b) = quarantine::emptying((*heap).quarantine) {
             let seg = segment::of(b);
             release(heap, segment::page_of(seg, b), b);
+        }
+        if freed::deferred() {
+            heap::each_page(heap, |page| freed::check_page(page));
         }
     }
 }

@@ -9,10 +9,18 @@
 //! first word, when the block is handed out: a write after free, or an overflow or underflow
 //! into a free neighbour, stops the program there.
 //!
+//! With canaries, a block leaving the quarantine for a page of its thread's has only its first
+//! word checked (the link overwrites it), and is tagged so ([`deferred`]): the check as it is
+//! handed out covers the rest, once instead of twice, and says "write after free
+//! (quarantine)" as the check on leaving would. Its page's free blocks are checked so too
+//! before the page is given back, at its thread's exit and in the exit check
+//! ([`check_page`]), so none leaves the heap unchecked.
+//!
 //! With `ZERO_ON_MALLOC` a block handed out is zero, as `calloc`'s are: no earlier owner's
 //! bytes show through it.
 
 use crate::canary::{self, TAIL};
+use crate::page::{self, Page};
 use crate::secret::{self, mix};
 use crate::{config, os};
 
@@ -53,26 +61,77 @@ pub(crate) unsafe fn fill(block: *mut u8, size: usize) {
     unsafe { block.write_bytes(byte(), len(size)) }
 }
 
-/// Whether bytes `from..` of the block filled by [`fill`] still hold the fill (the first of
-/// them does, and every byte equals the one before it), and its free tag.
-unsafe fn intact(block: *const u8, size: usize, from: usize) -> bool {
-    let n = len(size).saturating_sub(from);
+/// Whether bytes `from..to` (at most the fill's length) of the block filled by [`fill`] still
+/// hold the fill (the first of them does, and every byte equals the one before it).
+unsafe fn intact(block: *const u8, size: usize, from: usize, to: usize) -> bool {
+    let n = to.min(len(size)).saturating_sub(from);
     // SAFETY: the block is the caller's to read, `size` bytes long.
     unsafe {
-        let filled = n == 0 || {
+        n == 0 || {
             let head = core::slice::from_raw_parts(block.add(from), n - 1);
             let tail = core::slice::from_raw_parts(block.add(from + 1), n - 1);
             *block.add(from) == byte() && head == tail
-        };
-        filled && (!config::canary() || canary::free_intact(block, size))
+        }
     }
 }
 
 /// Whether the block filled by [`fill`], held apart from any list (in the quarantine), still
-/// holds the fill throughout and its free tag.
+/// holds the fill throughout and a free tag.
 pub(crate) unsafe fn untouched(block: *const u8, size: usize) -> bool {
     // SAFETY: the caller's contract.
-    unsafe { intact(block, size, 0) }
+    unsafe {
+        intact(block, size, 0, size)
+            && (!config::canary() || canary::free_tag(block, size).is_some())
+    }
+}
+
+/// Whether the first word of the block filled by [`fill`], held apart from any list, still
+/// holds the fill: the bytes its free-list link overwrites as it leaves the quarantine (one
+/// load: every block's fill is a word long at least, 16 bytes but a tag's 8).
+pub(crate) unsafe fn link_untouched(block: *const u8, _size: usize) -> bool {
+    // SAFETY: the caller's contract: the block is ours, aligned, its first word filled.
+    unsafe { block.cast::<usize>().read() == usize::from_ne_bytes([byte(); LINK]) }
+}
+
+/// Whether blocks leave the quarantine with only their first word checked (with canaries and
+/// the quarantine: the tag says so, see the module's comment).
+#[inline]
+pub(crate) fn deferred() -> bool {
+    config::canary() && config::quarantine()
+}
+
+/// Aborts unless the free block at `block` of `size` bytes, on a free list, still holds its
+/// fill past its link, and a free tag.
+unsafe fn check_rest(block: *const u8, size: usize) {
+    // SAFETY: the caller's contract.
+    let (filled, tag) = unsafe {
+        let tag = if config::canary() {
+            canary::free_tag(block, size)
+        } else {
+            Some(false)
+        };
+        (intact(block, size, LINK, size), tag)
+    };
+    match tag {
+        Some(_) if filled => {}
+        Some(true) => os::die("write after free (quarantine)", block, Some(size)),
+        _ => os::die(
+            "heap overflow or write after free (fill of a free block)",
+            block,
+            Some(size),
+        ),
+    }
+}
+
+/// Checks, as [`reuse`] does, every block on the free list of `page` (the caller's), so that
+/// blocks that left the quarantine with their first word checked are checked whole before the
+/// page is given back or its thread exits.
+pub(crate) unsafe fn check_page(page: *const Page) {
+    // SAFETY: the caller owns the page; its free blocks are filled and `block_size` long.
+    unsafe {
+        let size = (*page).block_size as usize;
+        page::each_free(page, |b| check_rest(b, size));
+    }
 }
 
 /// Readies the block at `block` of `size` bytes, just taken from its page's free list, to be
@@ -81,12 +140,8 @@ pub(crate) unsafe fn untouched(block: *const u8, size: usize) -> bool {
 pub(crate) unsafe fn reuse(block: *mut u8, size: usize) {
     // SAFETY: the block is the caller's, `size` bytes long.
     unsafe {
-        if filled() && !intact(block, size, LINK) {
-            os::die(
-                "heap overflow or write after free (fill of a free block)",
-                block,
-                Some(size),
-            );
+        if filled() {
+            check_rest(block, size);
         }
         if config::zero_on_malloc() {
             let n = if config::zero_on_free() {

@@ -9,7 +9,8 @@ use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
 use crate::{
-    cache, canary, census, config, free, large, os, pool, quarantine, registry, secret, stats, zero,
+    cache, canary, census, config, free, freed, large, os, pool, quarantine, registry, secret,
+    stats, zero,
 };
 
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -180,12 +181,18 @@ extern "C" fn report_at_exit() {
 }
 
 /// At exit (`RETYPE_MALLOC_EXIT_CHECK`): checks the blocks the exiting thread's quarantine
-/// holds, so a write after free that no later free or malloc met is caught.
+/// holds, and the free blocks of its pages (where blocks that left it partly checked lie, see
+/// `freed`), so a write after free that no later free or malloc met is caught.
 extern "C" fn check_at_exit() {
     let heap = heap::current();
     if !heap::is_empty(heap) {
-        // SAFETY: the heap is the calling thread's own, and so is its quarantine.
-        unsafe { quarantine::check_all((*heap).quarantine) };
+        // SAFETY: the heap is the calling thread's own, and so are its quarantine and pages.
+        unsafe {
+            quarantine::check_all((*heap).quarantine);
+            if !(*heap).quarantine.is_null() && freed::deferred() {
+                heap::each_page(heap, |page| freed::check_page(page));
+            }
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
-use crate::{config, hardened, os, quarantine, stats, tls};
+use crate::{config, freed, hardened, os, quarantine, stats, tls};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -498,10 +498,14 @@ unsafe fn is_idle(heap: *mut Heap, page: *mut Page) -> bool {
     }
 }
 
-/// Takes `page`, empty, out of its class queue and gives it back to its segment.
+/// Takes `page`, empty, out of its class queue and gives it back to its segment; its free
+/// blocks are checked first where blocks leave the quarantine partly checked (see `freed`).
 unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
+        if freed::deferred() {
+            freed::check_page(page);
+        }
         let class = (*page).class as usize;
         (*heap).queues[class].remove(page);
         set_direct(heap, class);

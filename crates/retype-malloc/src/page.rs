@@ -313,6 +313,24 @@ pub(crate) unsafe fn on_free_list(page: *const Page, block: *const u8) -> bool {
     }
 }
 
+/// Calls `each` on every block on the free list of `page`, which the caller owns, each link
+/// checked (see [`check_link`]) before it is followed.
+pub(crate) unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8)) {
+    // SAFETY: the caller owns the page; a link is followed only once checked.
+    unsafe {
+        let mut b = (*page).free;
+        for _ in 0..(*page).capacity {
+            if b.is_null() {
+                return;
+            }
+            each(b.cast());
+            let next = next_of(page, b);
+            check_link(page, b.cast(), next.cast());
+            b = next;
+        }
+    }
+}
+
 /// Fewest blocks hardened mode carves at once: the run it shuffles.
 const HARDENED_RUN: usize = 16;
 

@@ -2,10 +2,12 @@
 //! mode): a freed small or medium block is not handed out again at once. Filled (see `freed`),
 //! it waits in its freeing thread's quarantine, oldest first, until the
 //! quarantine holds more than its bytes or blocks, or the block is older than the time bound
-//! (checked at that thread's next free). When it leaves, the fill is checked: a write
-//! after free stops the program there; a read after free, meanwhile, reads the fill,
-//! never a new owner's data. With `RETYPE_MALLOC_EXIT_CHECK` every block still held is checked
-//! at exit too, so a write after free that no later free or malloc meets is caught as well.
+//! (checked at that thread's next free). When it leaves, the fill is checked (with canaries,
+//! for a block of one of the thread's own pages, its first word, the rest once, later: see
+//! `freed`): a write after free stops the program there; a read after free, meanwhile, reads
+//! the fill, never a new owner's data. With `RETYPE_MALLOC_EXIT_CHECK` every block still held
+//! is checked at exit too, and the free blocks of the exiting thread's pages, so a write after
+//! free that no later free or malloc meets is caught as well.
 //!
 //! The ring lives in its own mapping, apart from user data, made on a heap's first
 //! quarantined free, so heaps in the default mode do not grow.
@@ -17,7 +19,7 @@ use core::sync::atomic::Ordering;
 
 use crate::config::{QUARANTINE_BYTES, QUARANTINE_MS};
 use crate::lock::SpinLock;
-use crate::{freed, os};
+use crate::{canary, freed, os};
 
 /// Most blocks one thread's quarantine holds.
 const CAPACITY: usize = 1024;
@@ -67,29 +69,59 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 }
 
 /// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
-/// block past the time bound at `now`; its fill is checked first (aborting on a write after
-/// free).
+/// block past the time bound at `now`; its first word is checked first (aborting on a write
+/// after free), the rest as the caller's [`settle`] says.
 pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
     // SAFETY: the caller's contract.
-    unsafe {
+    let oldest = unsafe {
         take_oldest(ring, |r, oldest| {
             let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
             over || now.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
         })
+    }?;
+    // SAFETY: the block was filled when admitted and is still ours.
+    if unsafe { !freed::link_untouched(oldest.block, oldest.size as usize) } {
+        die(oldest.block, oldest.size as usize);
+    }
+    Some(oldest.block)
+}
+
+/// Takes the oldest block out of `ring`, checked whole, whatever the bounds: for a thread
+/// that exits, whose quarantine no later free of its own would empty, and whose blocks would
+/// pin their pages in the pool meanwhile.
+pub(crate) unsafe fn emptying(ring: *mut Ring) -> Option<*mut u8> {
+    // SAFETY: the caller's contract; the block was filled when admitted and is still ours.
+    unsafe {
+        let oldest = take_oldest(ring, |_, _| true)?;
+        check(oldest, "write after free (quarantine)");
+        Some(oldest.block)
     }
 }
 
-/// Takes the oldest block out of `ring`, checked, whatever the bounds: for a thread that
-/// exits, whose quarantine no later free of its own would empty, and whose blocks would pin
-/// their pages in the pool meanwhile.
-pub(crate) unsafe fn emptying(ring: *mut Ring) -> Option<*mut u8> {
-    // SAFETY: the caller's contract.
-    unsafe { take_oldest(ring, |_, _| true) }
+/// Checks `block` of `size` bytes, just out of the quarantine with its first word checked,
+/// for a page of the calling thread's or not (`own`): with canaries, of its own, its tag, then
+/// tags it as partly checked (see `freed`); else the rest of its fill.
+pub(crate) unsafe fn settle(block: *mut u8, size: usize, own: bool) {
+    // SAFETY: the caller's contract: the block left the quarantine and is still ours.
+    let sound = unsafe {
+        if own && freed::deferred() {
+            canary::tag_left(block, size)
+        } else {
+            freed::untouched(block, size)
+        }
+    };
+    if !sound {
+        die(block, size);
+    }
 }
 
-/// Takes the oldest block out of `ring` (the calling thread's) if `due` says so, its fill
-/// checked first.
-unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -> Option<*mut u8> {
+/// Aborts on a write after free into the quarantined `block` of `size` bytes.
+fn die(block: *mut u8, size: usize) -> ! {
+    os::die("write after free (quarantine)", block, Some(size))
+}
+
+/// Takes the oldest entry out of `ring` (the calling thread's) if `due` says so.
+unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -> Option<Entry> {
     if ring.is_null() {
         return None;
     }
@@ -105,9 +137,7 @@ unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -
     r.head = (r.head + 1) % CAPACITY;
     r.len -= 1;
     r.bytes -= oldest.size as usize;
-    // SAFETY: the block was filled when admitted and is still ours.
-    unsafe { check(oldest, "write after free (quarantine)") };
-    Some(oldest.block)
+    Some(oldest)
 }
 
 /// Aborts with `what` unless the quarantined block of `entry` still holds its fill.

@@ -13,6 +13,16 @@ use proptest::prelude::RngExt;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use retype_malloc::{self as rm, size_class, HeapState, Stats, SLICE_SIZE};
 
+/// Whether this run quarantines freed blocks (hardened mode, or the quarantine alone).
+fn quarantined() -> bool {
+    let var = |name| std::env::var(name).ok();
+    let bytes = var("RETYPE_MALLOC_QUARANTINE_BYTES");
+    match bytes.as_deref() {
+        Some(b) => b != "0",
+        None => var("RETYPE_MALLOC_HARDENED").as_deref() == Some("1"),
+    }
+}
+
 /// Threads exit in this many waves: those of wave `w` run `(w + 1) * ROUNDS` rounds.
 const WAVES: usize = 4;
 const ROUNDS: usize = 40;
@@ -194,8 +204,16 @@ fn heaps_of_exited_threads_hold_only_what_live_blocks_pin() {
         );
         // The last blocks freed by this thread, which is given a heap at its first free (one
         // of the pool's, perhaps): `malloc_trim` takes their pages back from the heaps they
-        // lie in, its own or the pool's.
-        live.into_iter().for_each(free);
+        // lie in, its own or the pool's. Where freed blocks are quarantined (hardened mode),
+        // by a thread that exits instead: this thread's quarantine would hold them, and pin
+        // their pages, into the next round; an exiting thread's lets them go.
+        if quarantined() {
+            std::thread::spawn(move || live.into_iter().for_each(free))
+                .join()
+                .unwrap();
+        } else {
+            live.into_iter().for_each(free);
+        }
         rm::trim();
         let after = rm::stats().heap_total();
         assert_eq!(after.held, 0, "{threads} threads, after trim: {after:?}");
