@@ -314,10 +314,11 @@ pub(crate) unsafe fn on_free_list(page: *const Page, block: *const u8) -> bool {
 }
 
 /// Calls `each` on every block on the free list of `page`, which the caller owns, each link
-/// checked (see [`check_link`]) before it is followed.
+/// checked to be a carved block of the page (see [`Carved::holds`]) before it is followed.
 pub(crate) unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8)) {
     // SAFETY: the caller owns the page; a link is followed only once checked.
     unsafe {
+        let carved = Carved::of(page);
         let mut b = (*page).free;
         for _ in 0..(*page).capacity {
             if b.is_null() {
@@ -325,7 +326,9 @@ pub(crate) unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8
             }
             each(b.cast());
             let next = next_of(page, b);
-            check_link(page, b.cast(), next.cast());
+            if !next.is_null() && !carved.holds(next.cast()) {
+                broken_link(page, b.cast());
+            }
             b = next;
         }
     }
