@@ -43,16 +43,8 @@ unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
         if config::secure() {
             return secure::alloc(heap, size);
         }
-        alloc_general(heap, size)
+        global::alloc_general(heap, size)
     }
-}
-
-/// [`alloc_slow`] past secure mode's pop: a page found or made (see `global::alloc_slow`).
-/// Out of line, so that secure mode's pop ends in a jump to it and sets up no stack frame.
-#[inline(never)]
-pub(crate) unsafe extern "C" fn alloc_general(heap: *mut heap::Heap, size: usize) -> *mut u8 {
-    // SAFETY: as for `alloc`.
-    os::enomem_if_null(unsafe { global::alloc_slow(heap, size) })
 }
 
 /// Allocates a large block (null, with errno ENOMEM, when out of memory); the settings are

@@ -79,7 +79,7 @@ pub(crate) unsafe fn empty_quarantine(heap: *mut Heap) {
             release(heap, segment::page_of(seg, b), b);
         }
         if freed::deferred() {
-            heap::each_page(heap, |page| freed::check_page(page));
+            heap::each_page(heap, |page| page::check_freed(page));
         }
     }
 }

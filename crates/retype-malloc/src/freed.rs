@@ -14,13 +14,12 @@
 //! handed out covers the rest, once instead of twice, and says "write after free
 //! (quarantine)" as the check on leaving would. Its page's free blocks are checked so too
 //! before the page is given back, at its thread's exit and in the exit check
-//! ([`check_page`]), so none leaves the heap unchecked.
+//! (`page::check_freed`), so none leaves the heap unchecked.
 //!
 //! With `ZERO_ON_MALLOC` a block handed out is zero, as `calloc`'s are: no earlier owner's
 //! bytes show through it.
 
 use crate::canary::{self, TAIL};
-use crate::page::{self, Page};
 use crate::secret::{self, mix};
 use crate::{config, os};
 
@@ -102,7 +101,7 @@ pub(crate) fn deferred() -> bool {
 
 /// Aborts unless the free block at `block` of `size` bytes, on a free list, still holds its
 /// fill past its link, and a free tag.
-unsafe fn check_rest(block: *const u8, size: usize) {
+pub(crate) unsafe fn check_rest(block: *const u8, size: usize) {
     // SAFETY: the caller's contract.
     let (filled, tag) = unsafe {
         let tag = if config::canary() {
@@ -120,17 +119,6 @@ unsafe fn check_rest(block: *const u8, size: usize) {
             block,
             Some(size),
         ),
-    }
-}
-
-/// Checks, as [`reuse`] does, every block on the free list of `page` (the caller's), so that
-/// blocks that left the quarantine with their first word checked are checked whole before the
-/// page is given back or its thread exits.
-pub(crate) unsafe fn check_page(page: *const Page) {
-    // SAFETY: the caller owns the page; its free blocks are filled and `block_size` long.
-    unsafe {
-        let size = (*page).block_size as usize;
-        page::each_free(page, |b| check_rest(b, size));
     }
 }
 

@@ -9,8 +9,8 @@ use crate::consts::MIN_ALIGN;
 use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
 use crate::{
-    cache, canary, census, config, free, freed, large, os, pool, quarantine, registry, secret,
-    stats, zero,
+    cache, canary, census, config, free, freed, large, os, page, pool, quarantine, registry,
+    secret, stats, zero,
 };
 
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -63,6 +63,15 @@ pub fn init() {
         // SAFETY: `report_at_exit` is a plain function that does not unwind.
         unsafe { libc::atexit(report_at_exit) };
     }
+}
+
+/// malloc's slow path past secure mode's pop (`alloc::alloc_slow`, `secure::alloc`): a page
+/// found or made ([`alloc_slow`]), null with errno ENOMEM when out of memory. Out of line,
+/// so that secure mode's pop ends in a jump to it and sets up no stack frame.
+#[inline(never)]
+pub(crate) unsafe extern "C" fn alloc_general(heap: *mut Heap, size: usize) -> *mut u8 {
+    // SAFETY: the caller's contract, as `alloc_slow`'s.
+    os::enomem_if_null(unsafe { alloc_slow(heap, size) })
 }
 
 /// malloc's slow path for `size` bytes (at most `MEDIUM_MAX`). A thread's first malloc finds
@@ -190,7 +199,7 @@ extern "C" fn check_at_exit() {
         unsafe {
             quarantine::check_all((*heap).quarantine);
             if !(*heap).quarantine.is_null() && freed::deferred() {
-                heap::each_page(heap, |page| freed::check_page(page));
+                heap::each_page(heap, |page| page::check_freed(page));
             }
         }
     }

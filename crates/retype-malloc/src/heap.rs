@@ -504,7 +504,7 @@ unsafe fn give_back(heap: *mut Heap, page: *mut Page) {
     // SAFETY: owner-only lists; the page has no live blocks.
     unsafe {
         if freed::deferred() {
-            freed::check_page(page);
+            page::check_freed(page);
         }
         let class = (*page).class as usize;
         (*heap).queues[class].remove(page);

@@ -315,7 +315,7 @@ pub(crate) unsafe fn on_free_list(page: *const Page, block: *const u8) -> bool {
 
 /// Calls `each` on every block on the free list of `page`, which the caller owns, each link
 /// checked to be a carved block of the page (see [`Carved::holds`]) before it is followed.
-pub(crate) unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8)) {
+unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8)) {
     // SAFETY: the caller owns the page; a link is followed only once checked.
     unsafe {
         let carved = Carved::of(page);
@@ -331,6 +331,17 @@ pub(crate) unsafe fn each_free(page: *const Page, mut each: impl FnMut(*const u8
             }
             b = next;
         }
+    }
+}
+
+/// Checks, as `freed::reuse` does, every block on the free list of `page` (the caller's), so
+/// that blocks that left the quarantine with their first word checked are checked whole
+/// before the page is given back or its thread exits.
+pub(crate) unsafe fn check_freed(page: *const Page) {
+    // SAFETY: the caller owns the page; its free blocks are filled and `block_size` long.
+    unsafe {
+        let size = (*page).block_size as usize;
+        each_free(page, |b| freed::check_rest(b, size));
     }
 }
 

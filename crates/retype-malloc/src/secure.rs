@@ -22,7 +22,7 @@ use crate::{registry, size_class, tls};
 
 /// Malloc of `size` bytes (small or medium) while the first page of its class has a free
 /// block and no remote frees wait to be sent: that block, its link checked, as the default
-/// fast path would pop it; else the slow path's general way (`alloc::alloc_general`).
+/// fast path would pop it; else the slow path's general way (`global::alloc_general`).
 #[inline(always)]
 pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread (or is the empty heap, whose queues are
@@ -34,7 +34,7 @@ pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
         core::hint::assert_unchecked(size <= MEDIUM_MAX);
         let page = heap::first(heap, size_class::class_of(size));
         if page.is_null() || (*page).free.is_null() || !(*heap).remote.is_empty() {
-            return crate::alloc::alloc_general(heap, size);
+            return crate::global::alloc_general(heap, size);
         }
         page::pop_checked(page)
     }
