@@ -103,7 +103,7 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             delta = freed(t, epoch, b, true);
         } else {
             // A failed realloc leaves its block as it was.
-            blocks::insert(e.ptr, b);
+            blocks::insert::<false>(e.ptr, b);
         }
     }
     if !frees_only && e.ret == 0 {
@@ -111,16 +111,17 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             c.failed();
         }
     } else if !frees_only {
-        let mine = &ALLOCS[slot(tid)];
+        let count_at = slot(tid);
+        let mine = &ALLOCS[count_at];
         let serial = mine.load(Ordering::Relaxed) + 1;
         mine.store(serial, Ordering::Relaxed);
         let block = Entry {
             size: e.size,
             stack: e.stack,
-            tid,
+            count_at: count_at as u32,
             serial,
         };
-        let (replaced, followed) = blocks::insert(e.ret, block);
+        let (replaced, followed) = blocks::insert::<false>(e.ret, block);
         if let Some(r) = replaced {
             delta = delta.wrapping_add(unseen_free(t, epoch, r));
         }
@@ -162,7 +163,8 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
 /// since. Returns the change of the live bytes.
 #[inline(always)]
 fn freed(t: &'static Tally, epoch: u64, b: Entry, maybe_temporary: bool) -> u64 {
-    let temporary = maybe_temporary && ALLOCS[slot(b.tid)].load(Ordering::Relaxed) == b.serial;
+    let temporary =
+        maybe_temporary && ALLOCS[b.count_at as usize % TIDS].load(Ordering::Relaxed) == b.serial;
     if let Some(c) = t.counter(b.stack) {
         c.freed(epoch, b.size, temporary);
     }
@@ -238,7 +240,7 @@ pub fn begin(forked: bool, snapshot_ms: u64) {
     INTERVAL.store(interval, Ordering::Relaxed);
     NEXT_SNAPSHOT.store(u64::from(interval != 0), Ordering::Relaxed);
     coarse::set_span(clock_span(snapshot_ms, settings::get().rss_ms()));
-    blocks::clear(forked, false);
+    blocks::clear(forked);
 }
 
 /// The time, in ticks, between two reads of a thread's coarse clock: a
