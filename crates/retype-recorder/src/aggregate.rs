@@ -30,8 +30,7 @@
 //! A call's time is its thread's [`coarse`] clock's: read exactly for a
 //! tally's first call and a new peak; snapshots are checked at its reads.
 
-use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use retype_trace::codec::{self, MAX_COUNTERS_RECORD};
 use retype_trace::{Event, Op};
@@ -48,9 +47,11 @@ const TOP: usize = 16;
 /// The longest time between two reads of a thread's coarse clock, in ns.
 const MOST_SPAN_NS: u64 = 1_000_000;
 
-/// Each thread's count of allocations, at its [`slot`] (written by that thread only).
-static ALLOCS: AtomicPtr<AtomicU64> = AtomicPtr::new(null_mut());
-static MAPPING: AtomicBool = AtomicBool::new(false);
+/// Each thread's count of allocations, at its [`slot`] (written by that
+/// thread only). A static, not mapped on first use: zero pages the loader
+/// maps as they are touched, at an address the code holds, so that a call
+/// neither loads nor checks a pointer to them.
+static ALLOCS: [AtomicU64; TIDS] = [const { AtomicU64::new(0) }; TIDS];
 /// Bytes live, and the most live so far.
 static LIVE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
@@ -70,23 +71,6 @@ static SNAPPING: AtomicBool = AtomicBool::new(false);
 fn slot(tid: u32) -> usize {
     let t = tid as usize % TIDS;
     (t % 8) * (TIDS / 8) + t / 8
-}
-
-/// The threads' allocation counts, mapped on first use.
-fn allocs() -> Option<&'static [AtomicU64]> {
-    let mut a = ALLOCS.load(Ordering::Acquire);
-    if a.is_null() {
-        if MAPPING.swap(true, Ordering::AcqRel) {
-            return None;
-        }
-        a = sys::map(TIDS * 8).cast::<AtomicU64>();
-        if a.is_null() {
-            return None;
-        }
-        ALLOCS.store(a, Ordering::Release);
-    }
-    // SAFETY: the mapping is zeroed (valid atomics), never unmapped, of this length.
-    Some(unsafe { std::slice::from_raw_parts(a, TIDS) })
 }
 
 /// Counts event `e` of thread `tid`, made at the time of its coarse clock
@@ -111,18 +95,15 @@ fn retired(tid: u32, e: Event, old: Option<Entry>, clock: &Clock) {
 
 #[inline(always)]
 fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
-    let Some(allocs) = allocs() else {
-        return;
-    };
     let epoch = tally::epoch();
     let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
     let mut delta = 0u64;
     if let Some(b) = old {
         if frees_only || e.ret != 0 {
-            delta = freed(t, allocs, epoch, b, true);
+            delta = freed(t, epoch, b, true);
         } else {
             // A failed realloc leaves its block as it was.
-            blocks::insert(e.ptr, b);
+            blocks::insert::<false>(e.ptr, b);
         }
     }
     if !frees_only && e.ret == 0 {
@@ -130,18 +111,19 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             c.failed();
         }
     } else if !frees_only {
-        let mine = &allocs[slot(tid)];
+        let count_at = slot(tid);
+        let mine = &ALLOCS[count_at];
         let serial = mine.load(Ordering::Relaxed) + 1;
         mine.store(serial, Ordering::Relaxed);
         let block = Entry {
             size: e.size,
             stack: e.stack,
-            tid,
+            count_at: count_at as u32,
             serial,
         };
-        let (replaced, followed) = blocks::insert(e.ret, block);
+        let (replaced, followed) = blocks::insert::<false>(e.ret, block);
         if let Some(r) = replaced {
-            delta = delta.wrapping_add(unseen_free(t, allocs, epoch, r));
+            delta = delta.wrapping_add(unseen_free(t, epoch, r));
         }
         if let Some(c) = t.counter(e.stack) {
             c.allocated(epoch, e.size, followed);
@@ -176,19 +158,13 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
     }
 }
 
-/// Counts the end of block `b` into tally `t` (`allocs`: the threads'
-/// allocation counts; `epoch`: the latest peak's); `maybe_temporary`: a
-/// free, temporary if its thread allocated nothing since. Returns the change
-/// of the live bytes.
+/// Counts the end of block `b` into tally `t` (`epoch`: the latest peak's);
+/// `maybe_temporary`: a free, temporary if its thread allocated nothing
+/// since. Returns the change of the live bytes.
 #[inline(always)]
-fn freed(
-    t: &'static Tally,
-    allocs: &[AtomicU64],
-    epoch: u64,
-    b: Entry,
-    maybe_temporary: bool,
-) -> u64 {
-    let temporary = maybe_temporary && allocs[slot(b.tid)].load(Ordering::Relaxed) == b.serial;
+fn freed(t: &'static Tally, epoch: u64, b: Entry, maybe_temporary: bool) -> u64 {
+    let temporary =
+        maybe_temporary && ALLOCS[b.count_at as usize % TIDS].load(Ordering::Relaxed) == b.serial;
     if let Some(c) = t.counter(b.stack) {
         c.freed(epoch, b.size, temporary);
     }
@@ -199,8 +175,8 @@ fn freed(
 /// again: its free was not seen (rare, so apart from the hot path).
 #[cold]
 #[inline(never)]
-fn unseen_free(t: &'static Tally, allocs: &[AtomicU64], epoch: u64, b: Entry) -> u64 {
-    freed(t, allocs, epoch, b, false)
+fn unseen_free(t: &'static Tally, epoch: u64, b: Entry) -> u64 {
+    freed(t, epoch, b, false)
 }
 
 /// Writes a snapshot if one is due at `ticks`, a clock read (one thread
@@ -264,7 +240,7 @@ pub fn begin(forked: bool, snapshot_ms: u64) {
     INTERVAL.store(interval, Ordering::Relaxed);
     NEXT_SNAPSHOT.store(u64::from(interval != 0), Ordering::Relaxed);
     coarse::set_span(clock_span(snapshot_ms, settings::get().rss_ms()));
-    blocks::clear(forked, false);
+    blocks::clear(forked);
 }
 
 /// The time, in ticks, between two reads of a thread's coarse clock: a

@@ -23,8 +23,9 @@ pub struct Entry {
     pub size: u64,
     /// The stack id it was allocated from (0: none).
     pub stack: u32,
-    /// The thread that allocated it, and its count of allocations after this one.
-    pub tid: u32,
+    /// Where the count of allocations of the thread that allocated it is
+    /// kept ([`crate::aggregate`]'s slot), and that count after this one.
+    pub count_at: u32,
     pub serial: u64,
 }
 
@@ -65,10 +66,8 @@ static SHARD: [Shard; SHARDS] = [const {
     }
 }; SHARDS];
 
-/// Blocks live per filter bucket.
+/// Blocks live per filter bucket (kept by the callers that pass `KEEPS_FILTER`).
 static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
-/// Whether the filter is kept.
-static FILTERING: AtomicBool = AtomicBool::new(true);
 
 fn hash(addr: u64) -> u64 {
     // Blocks are 16-byte aligned: the low bits say nothing. A product's low
@@ -135,9 +134,10 @@ fn take(s: &'static Shard) -> Held {
 
 /// Keeps `e` as the block at `addr`; returns the block that was kept there
 /// (its free was not seen). False in the second place if there was no room
-/// (the block is not followed).
+/// (the block is not followed). `KEEPS_FILTER`: the filter is kept (a
+/// recording's every call passes the same; a constant, not checked a call).
 #[inline(always)]
-pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
+pub fn insert<const KEEPS_FILTER: bool>(addr: u64, e: Entry) -> (Option<Entry>, bool) {
     let h = hash(addr);
     let mut held = lock(addr);
     let t = held.table();
@@ -155,7 +155,7 @@ pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
         if slot.addr == 0 {
             *slot = Slot { addr, entry: e };
             t.len += 1;
-            if FILTERING.load(Ordering::Relaxed) {
+            if KEEPS_FILTER {
                 FILTERED[bucket(h)].fetch_add(1, Ordering::Relaxed);
             }
             return (None, true);
@@ -164,9 +164,10 @@ pub fn insert(addr: u64, e: Entry) -> (Option<Entry>, bool) {
     }
 }
 
-/// Forgets the block at `addr` and returns it, if one is kept.
+/// Forgets the block at `addr` and returns it, if one is kept; `KEEPS_FILTER`
+/// as in [`insert`].
 #[inline(always)]
-pub fn remove(addr: u64) -> Option<Entry> {
+pub fn remove<const KEEPS_FILTER: bool>(addr: u64) -> Option<Entry> {
     let h = hash(addr);
     let mut held = lock(addr);
     let t = held.table();
@@ -206,7 +207,7 @@ pub fn remove(addr: u64) -> Option<Entry> {
     }
     at(hole).addr = 0;
     t.len -= 1;
-    if FILTERING.load(Ordering::Relaxed) {
+    if KEEPS_FILTER {
         FILTERED[bucket(h)].fetch_sub(1, Ordering::Relaxed);
     }
     Some(found)
@@ -262,9 +263,8 @@ impl Table {
 /// Forgets every block: a new segment starts with none followed (after a
 /// failed exec; in a fork child the parent's blocks are the parent's to
 /// count). `forked`: the locks of threads the child does not have are let go
-/// first. `filter`: whether [`may_hold`] will be asked.
-pub fn clear(forked: bool, filter: bool) {
-    FILTERING.store(filter, Ordering::Relaxed);
+/// first.
+pub fn clear(forked: bool) {
     for s in &SHARD {
         if forked {
             s.lock.store(false, Ordering::Release);
@@ -327,17 +327,17 @@ mod tests {
             for (add, k) in ops {
                 let addr = base + k * 16 * 257;
                 if add {
-                    let (old, kept) = insert(addr, entry(k));
+                    let (old, kept) = insert::<true>(addr, entry(k));
                     prop_assert!(kept);
                     prop_assert_eq!(old, model.insert(addr, entry(k)));
                 } else {
-                    prop_assert_eq!(remove(addr), model.remove(&addr));
+                    prop_assert_eq!(remove::<true>(addr), model.remove(&addr));
                 }
                 prop_assert!(!model.contains_key(&addr) || may_hold(addr));
             }
             for (addr, e) in model {
-                prop_assert_eq!(remove(addr), Some(e));
-                prop_assert_eq!(remove(addr), None);
+                prop_assert_eq!(remove::<true>(addr), Some(e));
+                prop_assert_eq!(remove::<true>(addr), None);
             }
         }
     }

@@ -74,7 +74,7 @@ pub fn before(l: &Local, mode: Mode, call: Call) -> Keep {
         Mode::Sampled { mean_bytes, seed } => {
             let old = call.frees != 0
                 && blocks::may_hold(call.frees)
-                && blocks::remove(call.frees).is_some();
+                && blocks::remove::<true>(call.frees).is_some();
             let new = call
                 .asks
                 .is_some_and(|size| l.gap.take(size, mean_bytes, seed));
@@ -115,7 +115,7 @@ pub fn counted<T: Copy>(
 ) -> T {
     // Out of the table before the allocator may hand its address to another thread.
     let old = if call.frees != 0 {
-        blocks::remove(call.frees)
+        blocks::remove::<false>(call.frees)
     } else {
         None
     };
@@ -154,11 +154,11 @@ fn sampled(e: Event, old: bool, new: bool) -> Option<Event> {
     }
     if e.ret == 0 && old {
         // A failed realloc leaves its block as it was.
-        blocks::insert(e.ptr, Entry::default());
+        blocks::insert::<true>(e.ptr, Entry::default());
     }
     if new {
         if e.ret != 0 {
-            blocks::insert(e.ret, Entry::default());
+            blocks::insert::<true>(e.ret, Entry::default());
         }
         // An unsampled old block is none of the recording's.
         let ptr = if old { e.ptr } else { 0 };
@@ -190,7 +190,7 @@ pub fn begin(forked: bool) {
             output::meta(b"recording", b"sampled");
             num.push_num(mean_bytes);
             output::meta(b"sample_bytes", num.as_bytes());
-            blocks::clear(forked, true);
+            blocks::clear(forked);
         }
         Mode::Aggregate { snapshot_ms } => {
             output::meta(b"recording", b"aggregate");

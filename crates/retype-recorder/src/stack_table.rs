@@ -294,6 +294,11 @@ pub fn take_dropped() -> u64 {
     DROPPED.swap(0, Ordering::Relaxed)
 }
 
+/// The last id given (0: none yet); ids are never given again.
+pub fn last_id() -> u32 {
+    LAST_ID.load(Ordering::Relaxed)
+}
+
 /// A new segment begins in this process (after a failed exec, or in a fork
 /// child, whose file is new): stacks known so far are not defined there, so
 /// the table moves to a new generation and every stack is written again.

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use retype_trace::Counters;
 
 use crate::coarse::Clock;
-use crate::sys;
+use crate::{stack_table, sys};
 
 /// Stacks counted (ids above are counted as none).
 const STACKS: usize = 1 << 18;
@@ -104,6 +104,12 @@ impl Counter {
         add(&self.failed, 1);
     }
 
+    /// Whether it counted a call: every change of its figures counts one
+    /// (a call, a free or a failure), so one that did not is all zeros.
+    fn counted(&self) -> bool {
+        get(&self.calls) | get(&self.frees) | get(&self.failed) != 0
+    }
+
     /// Its figures; its share of the peak of epoch `epoch`.
     fn figures(&self, epoch: u64) -> Counters {
         let changed = get(&self.epoch) == epoch;
@@ -170,8 +176,6 @@ pub struct Tally {
     /// The first and last call counted, in clock ticks (0: none yet).
     first: AtomicU64,
     last: AtomicU64,
-    /// The highest stack id it counted.
-    highest: AtomicU64,
     /// Bytes its thread freed that the process's live bytes still hold
     /// (see [`Tally::defer`]).
     deferred: AtomicU64,
@@ -209,7 +213,6 @@ impl Tally {
             listed: AtomicBool::new(false),
             first: AtomicU64::new(0),
             last: AtomicU64::new(0),
-            highest: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
             chunks: [const { AtomicPtr::new(null_mut()) }; CHUNKS],
         }
@@ -224,9 +227,6 @@ impl Tally {
         } else {
             0
         };
-        if id as u64 > get(&self.highest) {
-            self.highest.store(id as u64, Ordering::Relaxed);
-        }
         let mut chunk = self.chunks[id / CHUNK].load(Ordering::Acquire);
         if chunk.is_null() {
             chunk = self.map_chunk(id / CHUNK);
@@ -311,7 +311,6 @@ impl Tally {
         }
         self.first.store(0, Ordering::Relaxed);
         self.last.store(0, Ordering::Relaxed);
-        self.highest.store(0, Ordering::Relaxed);
         self.deferred.store(0, Ordering::Relaxed);
     }
 }
@@ -348,13 +347,10 @@ pub fn with_retired(count: impl FnOnce(&'static Tally)) {
 pub fn retire(t: &Tally) {
     let _held = Retired::lock();
     let epoch = epoch();
-    for k in 0..=get(&t.highest) as usize / CHUNK {
+    for k in 0..CHUNKS {
         let Some(mine) = t.chunk(k) else { continue };
-        for (id, c) in (k * CHUNK..).zip(mine) {
+        for (id, c) in (k * CHUNK..).zip(mine).filter(|(_, c)| c.counted()) {
             let figures = c.figures(epoch);
-            if figures == Counters::default() {
-                continue;
-            }
             if let Some(r) = RETIRED.counter(id as u32) {
                 r.absorb(&figures, epoch);
             }
@@ -370,7 +366,6 @@ pub fn retire(t: &Tally) {
         .store(get(&RETIRED.last).max(last), Ordering::Relaxed);
     t.first.store(0, Ordering::Relaxed);
     t.last.store(0, Ordering::Relaxed);
-    t.highest.store(0, Ordering::Relaxed);
     RETIRED.defer(t.take_deferred());
 }
 
@@ -391,12 +386,15 @@ fn all() -> impl Iterator<Item = &'static Tally> {
 /// be counted twice or not at all, as with any moment read across threads.
 pub fn sum(mut each: impl FnMut(u32, &Counters)) {
     let epoch = epoch();
-    let highest = all().map(|t| get(&t.highest)).max().unwrap_or(0) as usize;
-    for id in 0..=highest {
+    // Every id given so far (a tally keeps no highest id of its own: a
+    // check on every call).
+    let last = (stack_table::last_id() as usize).min(STACKS - 1);
+    for id in 0..=last {
         let mut s = Counters::default();
         for c in all()
             .filter_map(|t| t.chunk(id / CHUNK))
             .map(|chunk| &chunk[id % CHUNK])
+            .filter(|c| c.counted())
         {
             let f = c.figures(epoch);
             s.calls = s.calls.wrapping_add(f.calls);
