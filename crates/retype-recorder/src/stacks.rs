@@ -122,7 +122,9 @@ impl ThreadStack {
     /// The state of a buffer that a new thread (the caller) takes.
     pub fn begin(&mut self) {
         self.top = stack_top();
-        for walk in &mut self.last {
+        // A walk is about a page long (its reads): one never written (in a
+        // fresh buffer) is left a zero page, not made resident.
+        for walk in self.last.iter_mut().filter(|w| w.id != 0) {
             walk.id = 0;
         }
     }
@@ -370,6 +372,43 @@ mod tests {
             Some((false, rest)) => step::<false>(t, black_box(rest), out),
         }
         black_box(path);
+    }
+
+    /// A new thread's state in a fresh buffer (zero pages) makes none of its
+    /// kept walks' pages resident: they hold no walk yet.
+    #[test]
+    fn a_fresh_state_begins_without_touching_its_walks() {
+        let len = std::mem::size_of::<ThreadStack>().next_multiple_of(4096);
+        // SAFETY: a private anonymous mapping of our own, unmapped below.
+        let m = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(m, libc::MAP_FAILED);
+        // The mapping's resident KiB by the kernel's count (a read of a page
+        // never written maps the shared zero page, which is not counted).
+        let resident_kib = || {
+            let smaps = "\n".to_owned() + &std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let head = format!("\n{:x}-", m as usize);
+            let at = smaps.find(&head).expect("the mapping is listed");
+            smaps[at..]
+                .lines()
+                .find_map(|l| l.strip_prefix("Rss:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+                .unwrap()
+        };
+        // SAFETY: zero pages are a valid empty state, and the mapping is ours.
+        unsafe { (*m.cast::<ThreadStack>()).begin() };
+        let kib = resident_kib();
+        // SAFETY: as above.
+        unsafe { libc::munmap(m, len) };
+        assert!(kib <= 8, "{kib} KiB of {} resident", len / 1024);
     }
 
     proptest! {
