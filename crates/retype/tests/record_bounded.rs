@@ -128,18 +128,7 @@ fn an_aggregate_recording_gives_the_full_recordings_sites_leaks_and_peak() {
 #[test]
 fn an_aggregate_recording_of_threads_gives_the_full_recordings_figures() {
     let dir = scratch("bounded-threads");
-    compile("bounded.c", &dir);
-    let args = ["200000", "threads", "4"];
-    record(&dir, "full.rtr", &[], &args);
-    record(&dir, "agg.rtr", &["--aggregate"], &args);
-    // The ten blocks of 100 bytes, and each worker's thread-local storage
-    // (glibc's dtv, a calloc inside pthread_create, of the main thread's stack).
-    let dtv = sites(&dir, "agg.rtr", "function")
-        .iter()
-        .find(|(name, _)| name == "allocate_dtv")
-        .map_or(0, |(_, s)| s["leaked_bytes"].as_u64().unwrap());
-    let full = assert_same_figures(&dir, "full.rtr", "agg.rtr", 1000 + dtv);
-    let peak = full["peak_live_bytes"].as_u64().unwrap();
+    let peak = threads_peak(&dir, &["200000", "threads", "4"]);
     assert!(
         (64 * 4096..64 * 4096 + 16384).contains(&peak),
         "peak() is live then, and little else: {peak}"
@@ -155,20 +144,27 @@ fn an_aggregate_recording_of_threads_gives_the_full_recordings_figures() {
 #[test]
 fn an_aggregate_recording_takes_another_threads_deferred_frees_out_of_the_peak() {
     let dir = scratch("bounded-handoff");
-    compile("bounded.c", &dir);
-    let args = ["20000", "handoff"];
-    record(&dir, "full.rtr", &[], &args);
-    record(&dir, "agg.rtr", &["--aggregate"], &args);
-    let dtv = sites(&dir, "agg.rtr", "function")
-        .iter()
-        .find(|(name, _)| name == "allocate_dtv")
-        .map_or(0, |(_, s)| s["leaked_bytes"].as_u64().unwrap());
-    let full = assert_same_figures(&dir, "full.rtr", "agg.rtr", 1000 + dtv);
-    let peak = full["peak_live_bytes"].as_u64().unwrap();
+    let peak = threads_peak(&dir, &["20000", "handoff"]);
     assert!(
         (64 * 4096..64 * 4096 + 16384).contains(&peak),
         "the thread's peak() is the process's: {peak}"
     );
+}
+
+/// Records `bounded.c` with threads (`args`) fully and as an aggregate, checks
+/// that both give the same figures, and returns the peak live bytes. Leaked:
+/// the ten blocks of 100 bytes, and each worker's thread-local storage
+/// (glibc's dtv, a calloc inside pthread_create, of the main thread's stack).
+fn threads_peak(dir: &Path, args: &[&str]) -> u64 {
+    compile("bounded.c", dir);
+    record(dir, "full.rtr", &[], args);
+    record(dir, "agg.rtr", &["--aggregate"], args);
+    let dtv = sites(dir, "agg.rtr", "function")
+        .iter()
+        .find(|(name, _)| name == "allocate_dtv")
+        .map_or(0, |(_, s)| s["leaked_bytes"].as_u64().unwrap());
+    let full = assert_same_figures(dir, "full.rtr", "agg.rtr", 1000 + dtv);
+    full["peak_live_bytes"].as_u64().unwrap()
 }
 
 #[test]
