@@ -379,18 +379,8 @@ mod tests {
     #[test]
     fn a_fresh_state_begins_without_touching_its_walks() {
         let len = std::mem::size_of::<ThreadStack>().next_multiple_of(4096);
-        // SAFETY: a private anonymous mapping of our own, unmapped below.
-        let m = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(m, libc::MAP_FAILED);
+        let m = crate::sys::map(len);
+        assert!(!m.is_null());
         // The mapping's resident KiB by the kernel's count (a read of a page
         // never written maps the shared zero page, which is not counted).
         let resident_kib = || {
@@ -406,8 +396,8 @@ mod tests {
         // SAFETY: zero pages are a valid empty state, and the mapping is ours.
         unsafe { (*m.cast::<ThreadStack>()).begin() };
         let kib = resident_kib();
-        // SAFETY: as above.
-        unsafe { libc::munmap(m, len) };
+        // SAFETY: the mapping is ours, and nothing refers to it any more.
+        unsafe { libc::munmap(m.cast(), len) };
         assert!(kib <= 8, "{kib} KiB of {} resident", len / 1024);
     }
 
