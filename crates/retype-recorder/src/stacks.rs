@@ -379,8 +379,18 @@ mod tests {
     #[test]
     fn a_fresh_state_begins_without_touching_its_walks() {
         let len = std::mem::size_of::<ThreadStack>().next_multiple_of(4096);
-        let m = crate::sys::map(len);
-        assert!(!m.is_null());
+        // Between two inaccessible pages of its own, so that the kernel
+        // cannot merge the state's mapping with another one of the process.
+        let outer = crate::sys::map(len + 2 * 4096);
+        assert!(!outer.is_null());
+        let m = outer.wrapping_add(4096);
+        for guard in [outer, m.wrapping_add(len)] {
+            // SAFETY: a page of the mapping just made, which nothing uses.
+            assert_eq!(
+                unsafe { libc::mprotect(guard.cast(), 4096, libc::PROT_NONE) },
+                0
+            );
+        }
         // The mapping's resident KiB by the kernel's count (a read of a page
         // never written maps the shared zero page, which is not counted).
         let resident_kib = || {
@@ -397,7 +407,7 @@ mod tests {
         unsafe { (*m.cast::<ThreadStack>()).begin() };
         let kib = resident_kib();
         // SAFETY: the mapping is ours, and nothing refers to it any more.
-        unsafe { libc::munmap(m.cast(), len) };
+        unsafe { libc::munmap(outer.cast(), len + 2 * 4096) };
         assert!(kib <= 8, "{kib} KiB of {} resident", len / 1024);
     }
 
