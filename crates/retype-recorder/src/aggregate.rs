@@ -68,20 +68,27 @@ static SNAPPING: AtomicBool = AtomicBool::new(false);
 /// (consecutive tids) get counts in different cache lines (a line's eight
 /// lie `TIDS / 8` apart): in one line, two threads that allocate at once
 /// would pass it between their cores at every call.
-fn slot(tid: u32) -> usize {
+pub fn slot(tid: u32) -> usize {
     let t = tid as usize % TIDS;
     (t % 8) * (TIDS / 8) + t / 8
 }
 
-/// Counts event `e` of thread `tid`, made at the time of its coarse clock
-/// `clock`, into its tally `mine` (`None`: a thread that gave its buffer
-/// back, counted as retired); `old` is the block it frees or moves, which
-/// the caller took out of [`blocks`] before the call.
+/// Counts event `e` of the thread whose allocation count is at [`slot`]
+/// `count_at`, made at the time of its coarse clock `clock`, into its tally
+/// `mine` (`None`: a thread that gave its buffer back, counted as retired);
+/// `old` is the block it frees or moves, which the caller took out of
+/// [`blocks`] before the call.
 #[inline(always)]
-pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
+pub fn count(
+    mine: Option<&'static Tally>,
+    count_at: u32,
+    e: &Event,
+    old: Option<Entry>,
+    clock: &Clock,
+) {
     match mine {
-        Some(t) => count_in(t, tid, e, old, clock),
-        None => retired(tid, *e, old, clock),
+        Some(t) => count_in(t, count_at, e, old, clock),
+        None => retired(count_at, *e, old, clock),
     }
 }
 
@@ -89,12 +96,12 @@ pub fn count(mine: Option<&'static Tally>, tid: u32, e: &Event, old: Option<Entr
 /// the event's fields in registers rather than the event in memory.
 #[cold]
 #[inline(never)]
-fn retired(tid: u32, e: Event, old: Option<Entry>, clock: &Clock) {
-    tally::with_retired(|t| count_in(t, tid, &e, old, clock));
+fn retired(count_at: u32, e: Event, old: Option<Entry>, clock: &Clock) {
+    tally::with_retired(|t| count_in(t, count_at, &e, old, clock));
 }
 
 #[inline(always)]
-fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
+fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     let epoch = tally::epoch();
     let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
     let mut delta = 0u64;
@@ -111,14 +118,13 @@ fn count_in(t: &'static Tally, tid: u32, e: &Event, old: Option<Entry>, clock: &
             c.failed();
         }
     } else if !frees_only {
-        let count_at = slot(tid);
-        let mine = &ALLOCS[count_at];
+        let mine = &ALLOCS[count_at as usize % TIDS];
         let serial = mine.load(Ordering::Relaxed) + 1;
         mine.store(serial, Ordering::Relaxed);
         let block = Entry {
             size: e.size,
             stack: e.stack,
-            count_at: count_at as u32,
+            count_at,
             serial,
         };
         let (replaced, followed) = blocks::insert::<false>(e.ret, block);

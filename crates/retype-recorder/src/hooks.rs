@@ -19,7 +19,7 @@ use retype_trace::{Event, Op};
 
 use crate::kept::{self, Call, Keep};
 use crate::real::{bootstrap_alloc, bootstrap_size, real};
-use crate::settings::Mode;
+use crate::settings::{Mode, Settings};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy, Local};
 use crate::thread::own;
@@ -44,12 +44,17 @@ pub fn enter() -> Option<(&'static Local, Busy)> {
     Some((l, busy))
 }
 
-/// The stack of a call made from `at` (0: stacks are not recorded), taken
-/// outside the timed call so that latencies stay the allocator's.
+/// The stack of a call made from `at` (0: stacks are not recorded, by the
+/// settings `s`), taken outside the timed call so that latencies stay the
+/// allocator's.
 #[inline(always)]
-pub fn stack(l: &Local, at: Entry) -> u32 {
-    if settings::get().records_stacks() {
-        own::stack_state(l).map_or(0, |t| stacks::capture(t, at))
+pub fn stack(l: &Local, s: &Settings, at: Entry) -> u32 {
+    if s.records_stacks() {
+        // A match, not `map_or`: the compiler left that call in place.
+        match own::stack_state(l) {
+            Some(t) => stacks::capture(t, at),
+            None => 0,
+        }
     } else {
         0
     }
@@ -71,14 +76,18 @@ fn traced<T: Copy>(
     let settings = settings::get();
     let mode = settings.mode();
     if let Mode::Aggregate { .. } = mode {
-        return kept::counted(l, call, || stack(l, at), run, event);
+        return kept::counted(l, call, || stack(l, settings, at), run, event);
     }
     let keep = kept::before(l, mode, call);
     if let Keep::Nothing = keep {
         rss::poll();
         return run();
     }
-    let stack = if keep.stack() { stack(l, at) } else { 0 };
+    let stack = if keep.stack() {
+        stack(l, settings, at)
+    } else {
+        0
+    };
     let (v, t0, latency_ns, descheduled) =
         if matches!(keep, Keep::All) && !timed(l, settings.latency_every()) {
             // A latency not measured (0) takes one clock read, not two: the

@@ -138,7 +138,8 @@ pub fn counted<T: Copy>(
         ..event(v)
     };
     phase_stats::allocated(&e);
-    aggregate::count(own::tally(l), own::tid(l), &e, old, &l.clock);
+    let (tally, count_at) = own::counts(l);
+    aggregate::count(tally, count_at, &e, old, &l.clock);
     v
 }
 

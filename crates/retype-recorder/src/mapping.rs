@@ -21,7 +21,7 @@ use retype_trace::{codec, MapOp, Mapping};
 use crate::hooks::{enter, export, stack};
 use crate::real::real;
 use crate::stacks::Entry;
-use crate::{gate, rss, stack_table, sys};
+use crate::{gate, rss, settings, stack_table, sys};
 
 /// Runs `call`, and writes the mapping `mapping` makes of its result, if any
 /// and if the call is recorded; `at` is where the program called from.
@@ -34,7 +34,7 @@ fn traced<T: Copy>(
     let Some((l, _busy)) = enter() else {
         return call();
     };
-    let stack = stack(l, at);
+    let stack = stack(l, settings::get(), at);
     let t0 = rss::tick(sys::ticks());
     let v = call();
     if let Some(m) = mapping(v) {

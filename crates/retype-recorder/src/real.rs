@@ -254,7 +254,8 @@ pub fn bootstrap_alloc(size: usize, align: usize) -> *mut c_void {
 pub fn bootstrap_size(p: *mut c_void) -> Option<usize> {
     let base = ARENA_BYTES.0.get() as usize;
     let p = p as usize;
+    // One compare for `base + HEADER <= p < base + ARENA` (every free asks).
     // SAFETY: arena blocks are preceded by their size.
-    (p >= base + HEADER && p < base + ARENA)
+    (p.wrapping_sub(base + HEADER) < ARENA - HEADER)
         .then(|| unsafe { ((p - HEADER) as *const usize).read() })
 }

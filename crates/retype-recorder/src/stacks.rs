@@ -48,7 +48,8 @@ impl LastWalk {
             && self.id != 0
             && (self.modules, self.table) == (generation, table)
             && self.bp.is_none_or(|bp| bp == entry.bp)
-            && self.reads[1..self.n].iter().all(|&(at, v)| {
+            // SAFETY: a walk kept with an id has 1 <= n <= READS (`walk_again`).
+            && unsafe { self.reads.get_unchecked(1..self.n) }.iter().all(|&(at, v)| {
                 // SAFETY: the walk read `at` inside [entry.sp, top) from this
                 // same stack pointer, and a thread's top does not change (a new
                 // thread's `begin` forgets every walk): it lies in the live stack.
@@ -190,24 +191,59 @@ pub struct Entry {
 }
 
 /// The id of the stack of the call that entered a hook at `entry`, or 0 if
-/// it has none to record.
-#[inline(never)]
+/// it has none to record. Inlined into the hooks (their frame already saves
+/// every register the check of the kept walks uses: a call of its own cost
+/// a sixth of it); a walk is apart ([`walk_anew`]).
+#[inline(always)]
 pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
     if entry.sp == 0 {
         return 0;
     }
     let generation = modules::generation();
     if t.generation != generation {
-        // A new buffer's cache is zero pages, already empty: left untouched.
-        if t.generation != 0 {
-            t.cache.fill(Cached::EMPTY);
-        }
-        t.generation = generation;
+        t.renew(generation);
     }
     // SAFETY: the return address into the program, at the hook's entry
     // stack pointer, in this thread's live stack.
     let first = unsafe { (entry.sp as *const u64).read_unaligned() };
     let table = stack_table::generation();
+    let set =
+        ((entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.ilog2())) as usize;
+    for way in 0..WAYS {
+        let walk = &t.last[set * WAYS + way];
+        if walk.gives(entry, first, (generation, table)) {
+            t.replace[set] = ((way + 1) % WAYS) as u8;
+            return walk.id;
+        }
+    }
+    walk_anew(t, entry, first, set, (generation, table))
+}
+
+impl ThreadStack {
+    /// The object table's generation is now `generation`: the cached rules
+    /// are forgotten (a new buffer's cache is zero pages, already empty:
+    /// left untouched).
+    #[cold]
+    #[inline(never)]
+    fn renew(&mut self, generation: u32) {
+        if self.generation != 0 {
+            self.cache.fill(Cached::EMPTY);
+        }
+        self.generation = generation;
+    }
+}
+
+/// [`capture`] of a call whose walk was not kept (`first`: its first return
+/// address; `set`: its set of kept walks): walks again into the set's way
+/// not used last.
+#[inline(never)]
+fn walk_anew(
+    t: &mut ThreadStack,
+    entry: Entry,
+    first: u64,
+    set: usize,
+    generations: (u32, u64),
+) -> u32 {
     let ThreadStack {
         top,
         cache,
@@ -215,24 +251,15 @@ pub fn capture(t: &mut ThreadStack, entry: Entry) -> u32 {
         replace,
         ..
     } = t;
-    let set =
-        ((entry.sp ^ first).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.ilog2())) as usize;
-    let ways = &mut walks[set * WAYS..][..WAYS];
-    for (way, walk) in ways.iter().enumerate() {
-        if walk.gives(entry, first, (generation, table)) {
-            replace[set] = ((way + 1) % WAYS) as u8;
-            return walk.id;
-        }
-    }
     let way = usize::from(replace[set]) % WAYS;
     replace[set] = ((way + 1) % WAYS) as u8;
-    let walk = &mut ways[way];
+    let walk = &mut walks[set * WAYS + way];
     // Reads stay in [entry.sp, top): the words above the hook's entry.
     let stack = Bounds {
         bottom: entry.sp,
         last: top.saturating_sub(8).max(entry.sp),
     };
-    walk_again(cache, walk, entry, stack, first, (generation, table))
+    walk_again(cache, walk, entry, stack, first, generations)
 }
 
 /// The part of this thread's stack a walk may read: `[bottom, last + 8)`.
@@ -255,9 +282,8 @@ impl Bounds {
 /// Walks the stack of the call entered at `entry`, whose first return
 /// address is `first`, into `walk` (kept for the next call) under the object
 /// table's generation `generation` and the stack table's `table`; returns its
-/// stack id. Apart from [`capture`], so that a call that finds its walk kept
-/// has a smaller frame (fewer registers saved) than this loop needs.
-#[inline(never)]
+/// stack id.
+#[inline(always)]
 fn walk_again(
     cache: &mut [Cached; CACHE],
     walk: &mut LastWalk,

@@ -30,7 +30,7 @@ use retype_trace::Event;
 use super::cost;
 use crate::stacks::ThreadStack;
 use crate::tally::{self, Tally};
-use crate::{output, stack_table, sys};
+use crate::{aggregate, output, stack_table, sys};
 
 /// Event payload bytes gathered before a buffer is written.
 const CAPACITY: usize = 128 * 1024;
@@ -49,6 +49,9 @@ pub struct ThreadBuf {
     next: *mut ThreadBuf,
     /// Thread of the buffered events.
     pub tid: u32,
+    /// Where its thread's count of allocations is kept ([`aggregate::slot`]
+    /// of `tid`, worked out once rather than at every allocation).
+    pub count_at: u32,
     /// When the owning thread started, in ns on CLOCK_MONOTONIC.
     pub start_ns: u64,
     /// The owner's call-stack unwinding state.
@@ -156,6 +159,7 @@ pub fn take() -> *mut ThreadBuf {
         // SAFETY: we own `b` now (owner = tid).
         unsafe {
             (*b).tid = tid;
+            (*b).count_at = aggregate::slot(tid) as u32;
             (*b).start_ns = cost::start_ns(tid);
             (*b).stack.begin();
         }

@@ -37,19 +37,16 @@ pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
     unsafe { buf(l).as_mut() }.map(ThreadBuf::stack)
 }
 
-/// This thread's counters (in its buffer), `None` as [`stack_state`].
+/// This thread's counters (in its buffer; `None` as [`stack_state`]) and where its count of
+/// allocations is kept ([`crate::aggregate::slot`] of its id; of 0 if it has
+/// no buffer).
 #[inline(always)]
-pub fn tally(l: &Local) -> Option<&'static Tally> {
+pub fn counts(l: &Local) -> (Option<&'static Tally>, u32) {
     // SAFETY: as in `stack_state`.
-    unsafe { buf(l).as_ref() }.map(ThreadBuf::tally)
-}
-
-/// This thread's id (its buffer's), 0 if it has no buffer (it is exiting,
-/// or none could be mapped): no system call.
-#[inline(always)]
-pub fn tid(l: &Local) -> u32 {
-    // SAFETY: as in `stack_state`.
-    unsafe { buf(l).as_ref() }.map_or(0, |b| b.tid)
+    match unsafe { buf(l).as_ref() } {
+        Some(b) => (Some(b.tally()), b.count_at),
+        None => (None, 0),
+    }
 }
 
 /// This thread's buffer, taken on first use; null if it is exiting or none
