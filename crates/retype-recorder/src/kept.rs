@@ -123,8 +123,6 @@ pub fn counted<T: Copy>(
         rss::poll();
         return run();
     }
-    // A free is counted at its block's stack.
-    let stack = if call.asks.is_some() { stack() } else { 0 };
     // Counters keep no latency, and their time is coarse: RSS is checked
     // only when the thread's clock is read.
     let now = l.clock.tick();
@@ -132,10 +130,19 @@ pub fn counted<T: Copy>(
         rss::tick(now.ticks);
     }
     let v = run();
+    let e = event(v);
+    // The new block's slot loads while its stack is found (a free is
+    // counted at its block's stack).
+    let stack = if call.asks.is_some() {
+        blocks::prefetch(e.ret);
+        stack()
+    } else {
+        0
+    };
     let e = Event {
         time_ns: now.ticks,
         stack,
-        ..event(v)
+        ..e
     };
     phase_stats::allocated(&e);
     let (tally, count_at) = own::counts(l);
