@@ -43,21 +43,34 @@ pub(crate) unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8
             } else {
                 hardened::forget_block(seg, page, block);
             }
-            let bs = (*page).block_size as usize;
-            if freed::filled() {
-                freed::fill(block, bs);
-            }
-            if config::quarantine() && !heap::is_empty(heap) {
-                let now = os::now_ms() as u32;
-                if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
-                    while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
-                        let page = segment::page_of(segment::of(b), b);
-                        let own = (*page).heap == heap::id(heap);
-                        quarantine::settle(b, (*page).block_size as usize, own);
-                        release(heap, page, b);
-                    }
-                    return;
+            return quarantine_or_release(heap, page, block);
+        }
+        release(heap, page, block)
+    }
+}
+
+/// Puts `block` of `page`, freed and checked (hardened mode), back: filled (see `freed`),
+/// into the quarantine of `heap` (the calling thread's), letting out and putting back the
+/// blocks due to leave; or back at once.
+#[inline]
+pub(crate) unsafe fn quarantine_or_release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a freed block of `page`, still counted as used; the quarantine is
+    // the calling thread's and holds blocks of ours.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        if freed::filled() {
+            freed::fill(block, bs);
+        }
+        if config::quarantine() && !heap::is_empty(heap) {
+            let now = os::now_ms() as u32;
+            if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
+                while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
+                    let page = segment::page_of(segment::of(b), b);
+                    let own = (*page).heap == heap::id(heap);
+                    quarantine::settle(b, (*page).block_size as usize, own);
+                    release(heap, page, b);
                 }
+                return;
             }
         }
         release(heap, page, block)
