@@ -123,18 +123,21 @@ unsafe fn first_broken_byte(pat: u64, from: *const u8, to: *const u8) -> Option<
 
 /// Hands out the free block at `block` of `block_size` bytes to hold `size` bytes (at most
 /// `block_size - TAIL`): aborts unless it still has a free tag (an underflow of the block
-/// after it, or a write after free into it, shows there), then seals it: pattern after the
-/// size, live tag at the end.
-pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
+/// after it, or a write after free into it, shows there; unless `tag_checked`, where the
+/// caller's check of the block's fill read the tag), then seals it: pattern after the size,
+/// live tag at the end.
+pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize, tag_checked: bool) {
     let pat = pattern(block);
     // SAFETY: the block is the caller's, `block_size` bytes long; the tag is 8-aligned
     // because blocks and their sizes are multiples of 16.
     unsafe {
         let tail = tail_word(block, block_size);
-        if !matches!(
-            decode(tail.load(Ordering::Relaxed), pat, block_size),
-            Tag::Free(_)
-        ) {
+        if !tag_checked
+            && !matches!(
+                decode(tail.load(Ordering::Relaxed), pat, block_size),
+                Tag::Free(_)
+            )
+        {
             os::die(
                 "heap underflow or write after free (canary of a free block)",
                 block,

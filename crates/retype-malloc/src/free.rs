@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering;
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page, FULL, NOTIFIED};
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill};
+use crate::{canary, config, freed, hardened, large, list, quarantine, spill};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -61,17 +61,17 @@ pub(crate) unsafe fn quarantine_or_release(heap: *mut Heap, page: *mut Page, blo
         if freed::filled() {
             freed::fill(block, bs);
         }
-        if config::quarantine() && !heap::is_empty(heap) {
-            let now = os::now_ms() as u32;
-            if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
-                while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
-                    let page = segment::page_of(segment::of(b), b);
-                    let own = (*page).heap == heap::id(heap);
-                    quarantine::settle(b, (*page).block_size as usize, own);
-                    release(heap, page, b);
-                }
-                return;
+        if config::quarantine()
+            && !heap::is_empty(heap)
+            && quarantine::admit(&mut (*heap).quarantine, block, bs)
+        {
+            while let Some(b) = quarantine::leaving((*heap).quarantine) {
+                let page = segment::page_of(segment::of(b), b);
+                let own = (*page).heap == heap::id(heap);
+                quarantine::settle(b, (*page).block_size as usize, own);
+                release(heap, page, b);
             }
+            return;
         }
         release(heap, page, block)
     }

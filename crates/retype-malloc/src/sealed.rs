@@ -13,7 +13,7 @@ use crate::free::quarantine_or_release;
 use crate::heap::{self, Heap};
 use crate::page::{self, FLAG_CHECKED, FLAG_FULL};
 use crate::size_class::{self, MEDIUM_MAX};
-use crate::{hardened, registry, segment, tls};
+use crate::{freed, hardened, registry, segment, tls};
 
 /// Malloc of `size` bytes (at most `MEDIUM_MAX`) while the first page of its class (with
 /// room for the tag) has a free block and no remote frees wait to be sent: that block, its
@@ -39,7 +39,8 @@ pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
         }
         let p = page::pop_checked(page);
         hardened::remember_block(page, p);
-        canary::seal(p, (*page).block_size as usize, size);
+        // `remember_block` checked the block's fill and tag (see `freed::reuse`).
+        canary::seal(p, (*page).block_size as usize, size, freed::filled());
         p
     }
 }
