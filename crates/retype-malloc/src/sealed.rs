@@ -4,7 +4,9 @@
 //! the page and its flags again. They check what the general way checks, in the same order,
 //! and end in the same functions, which name any error the same way; anything else (a large
 //! block, an aligned or counted page, a thread's first malloc, a pointer that fails a test
-//! here) goes the general way.
+//! here) goes the general way. Out of line, and `extern "C"` (they cannot unwind), so that
+//! the slow path's entry and `free_checked`, where secure mode's fast paths are inlined,
+//! reach them by a jump and still set up no stack frame.
 
 use core::sync::atomic::Ordering;
 
@@ -20,8 +22,8 @@ use crate::{freed, hardened, registry, segment, tls};
 /// link checked (`page::pop_checked`), its neighbours' tags and its fill checked
 /// (`hardened::remember_block`), sealed; else the slow path's general way
 /// (`global::alloc_general`), which a zero-size block, and a block too big for a tag, take.
-#[inline(always)]
-pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
+#[inline(never)]
+pub(crate) unsafe extern "C" fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread (or is the empty heap, whose queues are
     // empty); the first page of a class is in use; a page with no flag but `FLAG_CHECKED`
     // is not counted.
@@ -52,8 +54,8 @@ pub(crate) unsafe fn alloc(heap: *mut Heap, size: usize) -> *mut u8 {
 /// Anything else goes to hardened mode's validation (`crate::free_validated`), which frees
 /// it the general way or stops the program with what is wrong with it. The page tests are
 /// secure mode's (see `secure::free`).
-#[inline(always)]
-pub(crate) unsafe fn free(p: *mut u8) {
+#[inline(never)]
+pub(crate) unsafe extern "C" fn free(p: *mut u8) {
     if registry::lookup(p as usize) != registry::HEAD {
         // SAFETY: validated before any header is read.
         return unsafe { crate::free_validated(p) };
