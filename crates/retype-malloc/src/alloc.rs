@@ -8,7 +8,7 @@ use core::sync::atomic::Ordering;
 
 use crate::page::{Block, Page, FLAG_FULL, FLAG_LARGE, FLAG_SPILLS};
 use crate::segment::Segment;
-use crate::{config, free, global, heap, large, os, page, secure, tls};
+use crate::{config, free, global, heap, large, os, page, sealed, secure, tls};
 
 /// Allocates a block for `size` bytes, of fast-path slot `slot` (see [`size_class`]), from
 /// the calling thread's heap: the fast path pops from the slot's direct page; anything else
@@ -29,7 +29,8 @@ pub(crate) unsafe fn alloc(slot: usize, size: usize) -> *mut u8 {
 }
 
 /// [`alloc`]'s slow path: null, with errno ENOMEM, when out of memory. Secure mode's malloc
-/// starts here, with its own fast path (see `secure`).
+/// starts here, with its own fast path (see `secure`), and hardened mode's with canaries
+/// (see `sealed`).
 ///
 /// The functions the fast paths end in (this, [`alloc_large`], `free_checked`,
 /// [`free_slow`] and `heap::retire`) are `extern "C"`: they cannot unwind (a panic in one
@@ -42,6 +43,9 @@ unsafe extern "C" fn alloc_slow(heap: *mut heap::Heap, size: usize) -> *mut u8 {
     unsafe {
         if config::secure() {
             return secure::alloc(heap, size);
+        }
+        if config::canary() {
+            return sealed::alloc(heap, size);
         }
         global::alloc_general(heap, size)
     }

@@ -123,18 +123,21 @@ unsafe fn first_broken_byte(pat: u64, from: *const u8, to: *const u8) -> Option<
 
 /// Hands out the free block at `block` of `block_size` bytes to hold `size` bytes (at most
 /// `block_size - TAIL`): aborts unless it still has a free tag (an underflow of the block
-/// after it, or a write after free into it, shows there), then seals it: pattern after the
-/// size, live tag at the end.
-pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize) {
+/// after it, or a write after free into it, shows there; unless `tag_checked`, where the
+/// caller's check of the block's fill read the tag), then seals it: pattern after the size,
+/// live tag at the end.
+pub(crate) unsafe fn seal(block: *mut u8, block_size: usize, size: usize, tag_checked: bool) {
     let pat = pattern(block);
     // SAFETY: the block is the caller's, `block_size` bytes long; the tag is 8-aligned
     // because blocks and their sizes are multiples of 16.
     unsafe {
         let tail = tail_word(block, block_size);
-        if !matches!(
-            decode(tail.load(Ordering::Relaxed), pat, block_size),
-            Tag::Free(_)
-        ) {
+        if !tag_checked
+            && !matches!(
+                decode(tail.load(Ordering::Relaxed), pat, block_size),
+                Tag::Free(_)
+            )
+        {
             os::die(
                 "heap underflow or write after free (canary of a free block)",
                 block,
@@ -176,10 +179,25 @@ pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
 }
 
 /// Whether the pattern after `size` bytes of the block at `block` of `block_size` bytes
-/// (pattern `pat`), up to its tag, is intact.
+/// (pattern `pat`), up to its tag, is intact: a pattern of 8 to 16 bytes, as the small
+/// classes' often is, by two words compared here, overlapping as its length asks; a longer
+/// or shorter one by [`first_broken`].
+#[inline(always)]
 unsafe fn guard_intact(pat: u64, block: *const u8, block_size: usize, size: usize) -> bool {
-    // SAFETY: the caller's contract: the block is `block_size` bytes long and holds `size`.
-    unsafe { first_broken(pat, block.add(size), block.add(block_size - TAIL)).is_none() }
+    let (from, to) = (
+        block.wrapping_add(size),
+        block.wrapping_add(block_size - TAIL),
+    );
+    // SAFETY: the caller's contract: the block is `block_size` bytes long and holds `size`;
+    // the two words lie in `[from, to)`.
+    unsafe {
+        if (8..=16).contains(&(to as usize - from as usize)) {
+            let last = to.sub(8);
+            let word = |at: *const u8| at.cast::<u64>().read_unaligned() ^ pattern_at(pat, at);
+            return word(from) | word(last) == 0;
+        }
+        first_broken(pat, from, to).is_none()
+    }
 }
 
 /// What the tail of a block holds.
@@ -295,7 +313,7 @@ pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8,
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, first_broken, pattern, FREE, LEFT, SPREAD};
+    use super::{fill, first_broken, guard_intact, pattern, FREE, LEFT, SPREAD, TAIL};
     use crate::size_class::MEDIUM_MAX;
 
     /// No two sizes a tag can hold (nor the free sizes) give the same high half, so a tag
@@ -310,6 +328,35 @@ mod tests {
         highs.sort_unstable();
         highs.dedup();
         assert_eq!(highs.len(), n);
+    }
+
+    /// The pattern after every size a block of the small classes holds (two words compared,
+    /// or `first_broken`) is intact when filled, and broken by any one byte changed in it.
+    #[test]
+    fn the_guard_check_finds_any_broken_byte() {
+        let mut buf = [0u64; 12];
+        let block = buf.as_mut_ptr().cast::<u8>();
+        let pat = pattern(block);
+        for block_size in [16, 32, 48, 64, 80] {
+            for size in 1..=block_size - TAIL {
+                // SAFETY: the block lies inside `buf`.
+                unsafe {
+                    let (from, to) = (block.add(size), block.add(block_size - TAIL));
+                    fill(pat, from, to);
+                    assert!(
+                        guard_intact(pat, block, block_size, size),
+                        "{block_size} {size}"
+                    );
+                    for at in size..block_size - TAIL {
+                        let byte = block.add(at);
+                        byte.write(!byte.read());
+                        let broken = !guard_intact(pat, block, block_size, size);
+                        byte.write(!byte.read());
+                        assert!(broken, "{block_size} {size} {at}");
+                    }
+                }
+            }
+        }
     }
 
     /// Filling and checking at any alignment and length find exactly the byte overwritten.

@@ -10,7 +10,7 @@ use core::sync::atomic::Ordering;
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page, FULL, NOTIFIED};
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill};
+use crate::{canary, config, freed, hardened, large, list, quarantine, spill};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -43,22 +43,35 @@ pub(crate) unsafe fn free_special(seg: *mut Segment, page: *mut Page, p: *mut u8
             } else {
                 hardened::forget_block(seg, page, block);
             }
-            let bs = (*page).block_size as usize;
-            if freed::filled() {
-                freed::fill(block, bs);
+            return quarantine_or_release(heap, page, block);
+        }
+        release(heap, page, block)
+    }
+}
+
+/// Puts `block` of `page`, freed and checked (hardened mode), back: filled (see `freed`),
+/// into the quarantine of `heap` (the calling thread's), letting out and putting back the
+/// blocks due to leave; or back at once.
+#[inline]
+pub(crate) unsafe fn quarantine_or_release(heap: *mut Heap, page: *mut Page, block: *mut u8) {
+    // SAFETY: `block` is a freed block of `page`, still counted as used; the quarantine is
+    // the calling thread's and holds blocks of ours.
+    unsafe {
+        let bs = (*page).block_size as usize;
+        if freed::filled() {
+            freed::fill(block, bs);
+        }
+        if config::quarantine()
+            && !heap::is_empty(heap)
+            && quarantine::admit(&mut (*heap).quarantine, block, bs)
+        {
+            while let Some(b) = quarantine::leaving((*heap).quarantine) {
+                let page = segment::page_of(segment::of(b), b);
+                let own = (*page).heap == heap::id(heap);
+                quarantine::settle(b, (*page).block_size as usize, own);
+                release(heap, page, b);
             }
-            if config::quarantine() && !heap::is_empty(heap) {
-                let now = os::now_ms() as u32;
-                if quarantine::admit(&mut (*heap).quarantine, block, bs, now) {
-                    while let Some(b) = quarantine::leaving((*heap).quarantine, now) {
-                        let page = segment::page_of(segment::of(b), b);
-                        let own = (*page).heap == heap::id(heap);
-                        quarantine::settle(b, (*page).block_size as usize, own);
-                        release(heap, page, b);
-                    }
-                    return;
-                }
-            }
+            return;
         }
         release(heap, page, block)
     }

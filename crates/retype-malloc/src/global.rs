@@ -117,7 +117,8 @@ unsafe fn alloc_sealed(heap: *mut Heap, size: usize) -> *mut u8 {
     unsafe {
         let p = heap::alloc_slow(heap, class);
         if !p.is_null() {
-            canary::seal(p, size_class::block_size(class), size);
+            // `heap::alloc_slow` checked the block's fill and tag (see `freed::reuse`).
+            canary::seal(p, size_class::block_size(class), size, freed::filled());
         }
         p
     }

@@ -43,7 +43,8 @@
 //! - `free`: the free path beyond the owner's push: frees into spills, frees by other threads
 //!   onto the page's lock-free list (in batches, see `remote`), the flags' special cases;
 //! - `secure`: secure mode's own fast paths of malloc and free (links decoded and checked,
-//!   frees validated in one pass), chosen at start-up;
+//!   frees validated in one pass), chosen at start-up; `sealed`: hardened mode's, for
+//!   blocks with canaries;
 //! - `pool`: heaps of exited threads (and parked ones of waiting threads), adopted whole by
 //!   new threads, their empty pages reclaimed when they waited the purge delay; the list of
 //!   every heap made;
@@ -126,6 +127,7 @@ mod consistency;
 
 mod free;
 
+mod sealed;
 mod secure;
 
 mod pool;
@@ -234,8 +236,8 @@ pub unsafe fn free(p: *mut u8) {
     }
 }
 
-/// Hardened and secure mode's free: `p` is validated before any header is read (secure
-/// mode's common case by its own fast path, see `secure::free`). Out of line, so that the
+/// Hardened and secure mode's free: `p` is validated before any header is read (the common
+/// case by the mode's own fast path, see `secure::free` and `sealed::free`). Out of line, so that the
 /// default mode's free keeps no register for it.
 #[cold]
 #[inline(never)]
@@ -248,6 +250,9 @@ unsafe extern "C" fn free_checked(p: *mut u8) {
         }
         if zero::contains(p) {
             return;
+        }
+        if config::canary() {
+            return sealed::free(p);
         }
         free_validated(p)
     }

@@ -2,7 +2,8 @@
 //! mode): a freed small or medium block is not handed out again at once. Filled (see `freed`),
 //! it waits in its freeing thread's quarantine, oldest first, until the
 //! quarantine holds more than its bytes or blocks, or the block is older than the time bound
-//! (checked at that thread's next free). When it leaves, the fill is checked (with canaries,
+//! (checked at that thread's next free, against its clock as read every
+//! [`ADMITS_PER_READING`] frees). When it leaves, the fill is checked (with canaries,
 //! for a block of one of the thread's own pages, its first word, the rest once, later: see
 //! `freed`): a write after free stops the program there; a read after free, meanwhile, reads
 //! the fill, never a new owner's data. With `RETYPE_MALLOC_EXIT_CHECK` every block still held
@@ -24,6 +25,12 @@ use crate::{canary, freed, os};
 /// Most blocks one thread's quarantine holds.
 const CAPACITY: usize = 1024;
 
+/// Admissions between two readings of the clock: a block is stamped with the clock as last
+/// read, and the time bound is checked against it, so a block may leave up to this many of
+/// its thread's frees early or late (a reading costs about as much as the rest of an
+/// admission).
+const ADMITS_PER_READING: u32 = 16;
+
 #[derive(Clone, Copy)]
 struct Entry {
     block: *mut u8,
@@ -38,12 +45,17 @@ pub(crate) struct Ring {
     head: usize,
     len: usize,
     bytes: usize,
+    /// `os::now_ms` as last read, truncated.
+    clock: u32,
+    /// Admissions left before the clock is read again.
+    until_reading: u32,
 }
 
-/// Quarantines `block` of `size` bytes (a multiple of 16), freed and filled, at `now` (`os::now_ms`,
-/// truncated), in `*ring` (mapped here on first use). False if the ring could not be mapped
-/// or is full: the caller frees the block at once.
-pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, now: u32) -> bool {
+/// Quarantines `block` of `size` bytes (a multiple of 16), freed and filled, in `*ring`
+/// (mapped here on first use). False if the ring could not be mapped or is full: the caller
+/// frees the block at once.
+#[inline]
+pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize) -> bool {
     // SAFETY: the ring is the calling thread's own; the block is freed and `size` long.
     unsafe {
         if ring.is_null() {
@@ -56,12 +68,17 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
         if r.len == CAPACITY {
             return false; // not reached: `leaving` takes one out whenever the ring fills
         }
+        if r.until_reading == 0 {
+            r.clock = os::now_ms() as u32;
+            r.until_reading = ADMITS_PER_READING;
+        }
+        r.until_reading -= 1;
         let entry = Entry {
             block,
             size: size as u32,
-            at: now,
+            at: r.clock,
         };
-        r.entries[(r.head + r.len) % CAPACITY] = entry;
+        *r.entries.get_unchecked_mut((r.head + r.len) % CAPACITY) = entry;
         r.len += 1;
         r.bytes += size;
         true
@@ -69,14 +86,15 @@ pub(crate) unsafe fn admit(ring: &mut *mut Ring, block: *mut u8, size: usize, no
 }
 
 /// Takes the oldest block out of `ring` if the quarantine is over its bounds, or holds a
-/// block past the time bound at `now`; its first word is checked first (aborting on a write
-/// after free), the rest as the caller's [`settle`] says.
-pub(crate) unsafe fn leaving(ring: *mut Ring, now: u32) -> Option<*mut u8> {
+/// block past the time bound (by its clock); its first word is checked first (aborting on a
+/// write after free), the rest as the caller's [`settle`] says.
+#[inline]
+pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
     // SAFETY: the caller's contract.
     let oldest = unsafe {
         take_oldest(ring, |r, oldest| {
             let over = r.bytes > QUARANTINE_BYTES.load(Ordering::Relaxed) || r.len == CAPACITY;
-            over || now.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
+            over || r.clock.wrapping_sub(oldest.at) as u64 > QUARANTINE_MS.load(Ordering::Relaxed)
         })
     }?;
     // SAFETY: the block was filled when admitted and is still ours.
@@ -101,6 +119,7 @@ pub(crate) unsafe fn emptying(ring: *mut Ring) -> Option<*mut u8> {
 /// Checks `block` of `size` bytes, just out of the quarantine with its first word checked,
 /// for a page of the calling thread's or not (`own`): with canaries, of its own, its tag, then
 /// tags it as partly checked (see `freed`); else the rest of its fill.
+#[inline]
 pub(crate) unsafe fn settle(block: *mut u8, size: usize, own: bool) {
     // SAFETY: the caller's contract: the block left the quarantine and is still ours.
     let sound = unsafe {
@@ -121,6 +140,7 @@ fn die(block: *mut u8, size: usize) -> ! {
 }
 
 /// Takes the oldest entry out of `ring` (the calling thread's) if `due` says so.
+#[inline]
 unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -> Option<Entry> {
     if ring.is_null() {
         return None;
@@ -130,7 +150,8 @@ unsafe fn take_oldest(ring: *mut Ring, due: impl FnOnce(&Ring, Entry) -> bool) -
     if r.len == 0 {
         return None;
     }
-    let oldest = r.entries[r.head];
+    // SAFETY: `head` < CAPACITY.
+    let oldest = unsafe { *r.entries.get_unchecked(r.head) };
     if !due(r, oldest) {
         return None;
     }
