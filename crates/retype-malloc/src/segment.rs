@@ -15,6 +15,7 @@ use crate::consts::{
 };
 use crate::list::{Linked, Links, Queue};
 use crate::page::{self, HeapId, Page};
+use crate::resident::Slices;
 use crate::{cache, config, os, registry, stats};
 
 /// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block (kept
@@ -61,6 +62,8 @@ pub(crate) struct Segment {
     /// For small segments: the slices claimed since the mapping was made, whose pages were
     /// touched (the cache hands out the most touched segment first).
     pub touched: u32,
+    /// For small segments: which pages of each slice may be resident (see `resident`).
+    pub resident: Slices,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -303,6 +306,8 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
         (*seg).map_len = len;
         (*seg).huge = huge;
         (*seg).touched = touched;
+        let counted = if returns_pages(seg) { touched } else { 0 };
+        ptr::addr_of_mut!((*seg).resident).write(Slices::new(counted));
         (*seg).links = Links::NONE;
         stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
         seg
@@ -399,6 +404,7 @@ unsafe fn take_slices(
     unsafe {
         (*seg).used |= (((1u64 << span) - 1) as u32) << index;
         (*seg).touched |= (*seg).used;
+        (*seg).resident.claim(index, span);
         (&mut (*seg).slice_page)[index..index + span].fill(page_offset(index));
         if (*seg).used == ALL_SLICES {
             unlink(segments, seg);
@@ -432,14 +438,28 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
+            (*seg).resident.forget();
             cache::put_segment(seg.cast(), (*seg).map_len, (*seg).huge, (*seg).touched);
             return;
         }
         if !(*seg).listed {
             link(segments, seg);
         }
+        if returns_pages(seg) {
+            let carved_end = (*page).area as usize + (*page).carved as usize - seg as usize;
+            if let Some(pages) = (*seg).resident.release(index, span, carved_end) {
+                os::discard(seg.cast::<u8>().add(pages.start), pages.len());
+            }
+        }
         os::debug_verify(|| check(seg, (*seg).heap));
     }
+}
+
+/// Whether the pages of `seg`'s free slices are returned past the budget (see `resident`):
+/// not with huge pages, which it would split, nor in the reserve, which keeps its pages.
+unsafe fn returns_pages(seg: *mut Segment) -> bool {
+    // SAFETY: the caller owns the segment.
+    unsafe { !(*seg).huge && !cache::reserved(seg.cast()) }
 }
 
 /// Checks a segment of `heap` that has pages in use (as mimalloc's `mi_segment_is_valid`):
