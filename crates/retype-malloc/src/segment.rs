@@ -111,7 +111,11 @@ static EARLY: [AtomicUsize; EARLY_SLOTS] = [const { AtomicUsize::new(0) }; EARLY
 /// pages do not start, whatever the threshold: each heap fills its newest segment by degrees,
 /// and a huge page makes all of it resident, up to 2 MiB a heap that its blocks do not use.
 /// Past this many, that is at most an eighth of the heap. Without it, `alloc_test 16 5`'s
-/// peak RSS was 76 MB against 54 MB with 4 KiB pages (jemalloc 47 MB).
+/// peak RSS was 76 MB against 54 MB with 4 KiB pages (jemalloc 47 MB). Once huge pages are
+/// on, a new segment still gets them only past this many a heap: a main thread that fills
+/// its heap before it starts its threads switched them on for the threads' segments too
+/// (`larson 16 10 5000 1000000`: 165-178 MiB peak RSS, of which 110 MiB in huge pages,
+/// against 118-127 MiB without huge pages; jemalloc 96-104).
 const SEGMENTS_PER_HEAP: usize = 8;
 
 /// Whether a new mapping should use huge pages, switching them on (and collapsing the early
@@ -120,14 +124,17 @@ pub(crate) fn big_heap() -> bool {
     if !config::HUGE_PAGES.load(Ordering::Relaxed) {
         return false;
     }
-    if BIG_HEAP.load(Ordering::Relaxed) {
-        return true;
-    }
     let segments = stats::SEGMENTS.load(Ordering::Relaxed) + 1;
-    let min = match config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed) {
-        0 => 0,
-        min => min.max(SEGMENTS_PER_HEAP * stats::HEAPS_CREATED.load(Ordering::Relaxed)),
+    let (min, per_heap) = match config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed) {
+        0 => (0, 0),
+        min => {
+            let per_heap = SEGMENTS_PER_HEAP * stats::HEAPS_CREATED.load(Ordering::Relaxed);
+            (min.max(per_heap), per_heap)
+        }
     };
+    if BIG_HEAP.load(Ordering::Relaxed) {
+        return segments >= per_heap;
+    }
     let next = NEXT_LOOK.load(Ordering::Relaxed);
     // One thread looks: the one that moves the next look on.
     if segments < next.max(min)
