@@ -93,9 +93,9 @@ const ALL_SLICES: u32 = u32::MAX;
 /// see [`SEGMENTS_PER_HEAP`]), segments get no
 /// `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it touched.
 /// When the heap grows past it and most pages of the early segments are resident, huge pages
-/// are switched on for good, and the early segments are advised and collapsed into huge
-/// pages too (see [`huge_pages_for`]); at most [`EARLY_SLOTS`] early segments are
-/// remembered. A heap whose blocks are touched here and there (a program that writes the
+/// are switched on for good (a new segment still waits for [`SEGMENTS_PER_HEAP`]), and the
+/// early segments are advised and collapsed into huge pages too (see [`huge_pages_for`]); at
+/// most [`EARLY_SLOTS`] early segments are remembered. A heap whose blocks are touched here and there (a program that writes the
 /// first bytes of 32 KiB blocks) would hold a 2 MiB page for every 4 KiB it uses: it is
 /// looked at again each time it has grown by the threshold once more, by the segments made
 /// since the last look.
