@@ -113,6 +113,7 @@ mod page;
 mod remote;
 mod spill;
 
+mod resident;
 mod segment;
 
 mod large;

@@ -15,6 +15,7 @@ use crate::consts::{
 };
 use crate::list::{Linked, Links, Queue};
 use crate::page::{self, HeapId, Page};
+use crate::resident::Slices;
 use crate::{cache, config, os, registry, stats};
 
 /// Words of the hardened-mode allocation bitmap per slice: one bit per 16-byte block (kept
@@ -61,6 +62,8 @@ pub(crate) struct Segment {
     /// For small segments: the slices claimed since the mapping was made, whose pages were
     /// touched (the cache hands out the most touched segment first).
     pub touched: u32,
+    /// For small segments: which pages of each slice may be resident (see `resident`).
+    pub resident: Slices,
     pub pages: [Page; SLICES],
     /// Hardened mode: which blocks are allocated, per page (indexed by its first slice).
     pub alloc_bits: [[AtomicU64; BITMAP_WORDS]; SLICES],
@@ -90,9 +93,9 @@ const ALL_SLICES: u32 = u32::MAX;
 /// see [`SEGMENTS_PER_HEAP`]), segments get no
 /// `MADV_HUGEPAGE`, so a small program's resident set holds only the 4 KiB pages it touched.
 /// When the heap grows past it and most pages of the early segments are resident, huge pages
-/// are switched on for good, and the early segments are advised and collapsed into huge
-/// pages too (see [`huge_pages_for`]); at most [`EARLY_SLOTS`] early segments are
-/// remembered. A heap whose blocks are touched here and there (a program that writes the
+/// are switched on for good (a new segment still waits for [`SEGMENTS_PER_HEAP`]), and the
+/// early segments are advised and collapsed into huge pages too (see [`huge_pages_for`]); at
+/// most [`EARLY_SLOTS`] early segments are remembered. A heap whose blocks are touched here and there (a program that writes the
 /// first bytes of 32 KiB blocks) would hold a 2 MiB page for every 4 KiB it uses: it is
 /// looked at again each time it has grown by the threshold once more, by the segments made
 /// since the last look.
@@ -108,7 +111,11 @@ static EARLY: [AtomicUsize; EARLY_SLOTS] = [const { AtomicUsize::new(0) }; EARLY
 /// pages do not start, whatever the threshold: each heap fills its newest segment by degrees,
 /// and a huge page makes all of it resident, up to 2 MiB a heap that its blocks do not use.
 /// Past this many, that is at most an eighth of the heap. Without it, `alloc_test 16 5`'s
-/// peak RSS was 76 MB against 54 MB with 4 KiB pages (jemalloc 47 MB).
+/// peak RSS was 76 MB against 54 MB with 4 KiB pages (jemalloc 47 MB). Once huge pages are
+/// on, a new segment still gets them only past this many a heap: a main thread that fills
+/// its heap before it starts its threads switched them on for the threads' segments too
+/// (`larson 16 10 5000 1000000`: 165-178 MiB peak RSS, of which 110 MiB in huge pages,
+/// against 118-127 MiB without huge pages; jemalloc 96-104).
 const SEGMENTS_PER_HEAP: usize = 8;
 
 /// Whether a new mapping should use huge pages, switching them on (and collapsing the early
@@ -117,14 +124,17 @@ pub(crate) fn big_heap() -> bool {
     if !config::HUGE_PAGES.load(Ordering::Relaxed) {
         return false;
     }
-    if BIG_HEAP.load(Ordering::Relaxed) {
-        return true;
-    }
     let segments = stats::SEGMENTS.load(Ordering::Relaxed) + 1;
-    let min = match config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed) {
-        0 => 0,
-        min => min.max(SEGMENTS_PER_HEAP * stats::HEAPS_CREATED.load(Ordering::Relaxed)),
+    let (min, per_heap) = match config::HUGE_MIN_SEGMENTS.load(Ordering::Relaxed) {
+        0 => (0, 0),
+        min => {
+            let per_heap = SEGMENTS_PER_HEAP * stats::HEAPS_CREATED.load(Ordering::Relaxed);
+            (min.max(per_heap), per_heap)
+        }
     };
+    if BIG_HEAP.load(Ordering::Relaxed) {
+        return segments >= per_heap;
+    }
     let next = NEXT_LOOK.load(Ordering::Relaxed);
     // One thread looks: the one that moves the next look on.
     if segments < next.max(min)
@@ -303,6 +313,8 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
         (*seg).map_len = len;
         (*seg).huge = huge;
         (*seg).touched = touched;
+        let counted = if returns_pages(seg) { touched } else { 0 };
+        ptr::addr_of_mut!((*seg).resident).write(Slices::new(counted));
         (*seg).links = Links::NONE;
         stats::raise(&stats::SEGMENTS, &stats::SEGMENTS_PEAK, 1);
         seg
@@ -399,6 +411,7 @@ unsafe fn take_slices(
     unsafe {
         (*seg).used |= (((1u64 << span) - 1) as u32) << index;
         (*seg).touched |= (*seg).used;
+        (*seg).resident.claim(index, span);
         (&mut (*seg).slice_page)[index..index + span].fill(page_offset(index));
         if (*seg).used == ALL_SLICES {
             unlink(segments, seg);
@@ -432,14 +445,28 @@ pub(crate) unsafe fn release_page(segments: &mut Queue<Segment>, page: *mut Page
                 unlink(segments, seg);
             }
             stats::lower(&stats::SEGMENTS, 1);
+            (*seg).resident.forget();
             cache::put_segment(seg.cast(), (*seg).map_len, (*seg).huge, (*seg).touched);
             return;
         }
         if !(*seg).listed {
             link(segments, seg);
         }
+        if returns_pages(seg) {
+            let carved_end = (*page).area as usize + (*page).carved as usize - seg as usize;
+            if let Some(pages) = (*seg).resident.release(index, span, carved_end) {
+                os::discard(seg.cast::<u8>().add(pages.start), pages.len());
+            }
+        }
         os::debug_verify(|| check(seg, (*seg).heap));
     }
+}
+
+/// Whether the pages of `seg`'s free slices are returned past the budget (see `resident`):
+/// not with huge pages, which it would split, nor in the reserve, which keeps its pages.
+unsafe fn returns_pages(seg: *mut Segment) -> bool {
+    // SAFETY: the caller owns the segment.
+    unsafe { !(*seg).huge && !cache::reserved(seg.cast()) }
 }
 
 /// Checks a segment of `heap` that has pages in use (as mimalloc's `mi_segment_is_valid`):

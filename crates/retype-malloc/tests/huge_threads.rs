@@ -4,7 +4,10 @@
 //! `segment::SEGMENTS_PER_HEAP`). Checked as the kernel records the advice (VmFlags `hg`) in
 //! /proc/self/smaps, in child processes (settings are read once per process) with a
 //! threshold of 8 MiB (4 segments): one thread passes its threshold (8 segments) and gets
-//! huge pages, eight threads holding five segments each (40, under their 64) get none.
+//! huge pages, eight threads holding five segments each (40, under their 64) get none; and
+//! once one thread's twelve switched huge pages on, eight threads that come later and hold
+//! three segments each (36 in all, under the 72 of nine heaps) get none either (a main thread
+//! that fills its heap before it starts its workers, as larson's does).
 
 mod common;
 #[path = "common/smaps.rs"]
@@ -45,8 +48,22 @@ fn huge_pages_wait_for_eight_segments_per_thread_heap() {
     if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
         return; // no THP: the kernel records no advice to read
     }
-    let threads: usize = threads.parse().unwrap();
-    let (segments, want) = if threads == 1 { (12, true) } else { (5, false) };
+    let (threads, late) = match threads.strip_suffix(" late") {
+        Some(n) => (n.parse().unwrap(), true),
+        None => (threads.parse().unwrap(), false),
+    };
+    let first = late.then(|| fill(12));
+    if let Some(first) = &first {
+        assert!(
+            advised(*first.last().unwrap()),
+            "one heap of twelve segments"
+        );
+    }
+    let (segments, want) = match threads {
+        1 => (12, true),
+        _ if late => (3, false),
+        _ => (5, false),
+    };
     let all_filled = Barrier::new(threads);
     let blocks: Vec<Vec<usize>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -67,7 +84,7 @@ fn huge_pages_wait_for_eight_segments_per_thread_heap() {
         want,
         "{threads} threads, {segments} segments each"
     );
-    for p in blocks.into_iter().flatten() {
+    for p in blocks.into_iter().chain(first).flatten() {
         // SAFETY: each block is live and freed once.
         unsafe { rm::free(p as *mut u8) };
     }
@@ -76,7 +93,7 @@ fn huge_pages_wait_for_eight_segments_per_thread_heap() {
 #[test]
 fn in_a_child() {
     if std::env::var_os("RETYPE_TEST_THREADS").is_none() {
-        for threads in ["1", "8"] {
+        for threads in ["1", "8", "8 late"] {
             common::rerun_with(
                 "in_a_child",
                 &[
