@@ -13,7 +13,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::os;
-use crate::secret::{self, mix};
+use crate::secret;
 
 /// Bytes at the end of a small or medium block taken by the tag.
 pub(crate) const TAIL: usize = 8;
@@ -21,7 +21,7 @@ pub(crate) const TAIL: usize = 8;
 /// The fill pattern of the block at `block`, eight bytes placed by address. No byte is zero,
 /// so a stray string terminator is caught too.
 fn pattern(block: *const u8) -> u64 {
-    mix(secret::get() ^ block as u64) | 0x0101_0101_0101_0101
+    secret::keyed(block as u64) | 0x0101_0101_0101_0101
 }
 
 /// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half; in
