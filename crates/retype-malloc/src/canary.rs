@@ -13,7 +13,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::os;
-use crate::secret::{self, mix};
+use crate::secret;
 
 /// Bytes at the end of a small or medium block taken by the tag.
 pub(crate) const TAIL: usize = 8;
@@ -21,7 +21,7 @@ pub(crate) const TAIL: usize = 8;
 /// The fill pattern of the block at `block`, eight bytes placed by address. No byte is zero,
 /// so a stray string terminator is caught too.
 fn pattern(block: *const u8) -> u64 {
-    mix(secret::get() ^ block as u64) | 0x0101_0101_0101_0101
+    secret::keyed(block as u64) | 0x0101_0101_0101_0101
 }
 
 /// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half; in
@@ -230,9 +230,11 @@ unsafe fn read_tag(block: *const u8, block_size: usize) -> Tag {
 /// What `word`, the tail of a block of `block_size` bytes with pattern `pat`, holds.
 fn decode(word: u64, pat: u64, block_size: usize) -> Tag {
     let size = (word & 0xffff_ffff) as usize;
-    if word != tag(pat, size) {
+    // `word == tag(pat, size)`, whose low halves agree by construction, by the high halves
+    // alone; `LEFT` and `FREE` are the two largest sizes a tag holds.
+    if (word ^ tag(pat, size)) >> 32 != 0 {
         Tag::Broken
-    } else if size == FREE || size == LEFT {
+    } else if size >= LEFT {
         Tag::Free(size == LEFT)
     } else if size <= block_size - TAIL {
         Tag::Live(pat, size)
@@ -313,8 +315,50 @@ pub(crate) unsafe fn check_slack(block: *const u8, size: usize, from: *const u8,
 
 #[cfg(test)]
 mod tests {
-    use super::{fill, first_broken, guard_intact, pattern, FREE, LEFT, SPREAD, TAIL};
+    use super::{
+        decode, fill, first_broken, guard_intact, pattern, tag, Tag, FREE, LEFT, SPREAD, TAIL,
+    };
     use crate::size_class::MEDIUM_MAX;
+    use proptest::prelude::*;
+
+    /// What a tag holds, as a plain reading says: sound if the word is the tag of its own
+    /// size; free if that size is `FREE` or `LEFT`; live if the block can hold it.
+    fn plain_decode(word: u64, pat: u64, block_size: usize) -> (u8, bool, usize) {
+        let size = (word & 0xffff_ffff) as usize;
+        if word != tag(pat, size) {
+            (0, false, 0)
+        } else if size == FREE || size == LEFT {
+            (1, size == LEFT, 0)
+        } else if size <= block_size - TAIL {
+            (2, false, size)
+        } else {
+            (0, false, 0)
+        }
+    }
+
+    fn seen(t: Tag) -> (u8, bool, usize) {
+        match t {
+            Tag::Broken => (0, false, 0),
+            Tag::Free(left) => (1, left, 0),
+            Tag::Live(_, size) => (2, false, size),
+        }
+    }
+
+    proptest! {
+        /// `decode` reads every tag as the plain reading does: sound tags of any size, free
+        /// or live, and the same with any bits flipped.
+        #[test]
+        fn decode_agrees_with_a_plain_reading(
+            pat in any::<u64>(),
+            blocks in 1usize..=(MEDIUM_MAX / 16),
+            size in prop_oneof![Just(FREE), Just(LEFT), 0usize..=MEDIUM_MAX + 64, any::<u32>().prop_map(|s| s as usize)],
+            flip in prop_oneof![Just(0u64), any::<u64>(), (0u32..64).prop_map(|b| 1u64 << b)],
+        ) {
+            let block_size = 16 * blocks;
+            let word = tag(pat, size) ^ flip;
+            prop_assert_eq!(seen(decode(word, pat, block_size)), plain_decode(word, pat, block_size));
+        }
+    }
 
     /// No two sizes a tag can hold (nor the free sizes) give the same high half, so a tag
     /// whose size was rewritten never reads as sound without the pattern.

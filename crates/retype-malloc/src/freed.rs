@@ -20,7 +20,7 @@
 //! bytes show through it.
 
 use crate::canary::{self, TAIL};
-use crate::secret::{self, mix};
+use crate::secret;
 use crate::{config, os};
 
 /// Bytes at a free block's start that hold its free-list link once it is on a list.
@@ -40,7 +40,7 @@ fn byte() -> u8 {
     if config::zero_on_free() {
         0
     } else {
-        (mix(secret::get()) >> 56) as u8 | 0x80
+        (secret::mixed() >> 56) as u8 | 0x80
     }
 }
 

@@ -120,7 +120,7 @@ pub(crate) unsafe fn check_neighbours(page: *mut Page, block: *mut u8) {
             );
         }
         let after = block.wrapping_add(bs);
-        let carved_end = (*page).area as usize + (*page).capacity as usize * bs;
+        let carved_end = (*page).area as usize + (*page).carved as usize;
         if (after as usize) < carved_end && !canary::tag_sound(after, bs) {
             os::die("heap overflow (canary of the block after)", block, Some(bs));
         }
