@@ -18,7 +18,7 @@ use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
 use crate::kept::{self, Call, Keep};
-use crate::real::{bootstrap_alloc, bootstrap_size, real};
+use crate::real::{self, bootstrap_alloc, bootstrap_size, real};
 use crate::settings::{Mode, Settings};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy, Local};
@@ -295,6 +295,39 @@ unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
     if bootstrap_size(p).is_some() {
         return;
     }
+    if recording::counts_only() {
+        // SAFETY: the same contract; `counts_only`: resolved.
+        return unsafe { counted_free(p) };
+    }
+    // SAFETY: the same contract.
+    unsafe { traced_free(p, sp, bp) }
+}
+
+/// An aggregate recording's free, when a call is only counted
+/// ([`recording::counts_only`]): apart from [`traced_free`], so that
+/// neither's frame is the other's, and counted before it is forwarded, so
+/// that nothing but this thread's state is kept across the call.
+///
+/// # Safety
+/// The C `free` contract; the functions forwarded to are resolved.
+#[inline(never)]
+unsafe extern "C" fn counted_free(p: *mut c_void) {
+    // SAFETY: resolved, the caller says.
+    let free = unsafe { real::resolved() }.free;
+    let l = local();
+    let Some(_busy) = Busy::enter_on(l) else {
+        // SAFETY: forwarding.
+        return unsafe { free(p) };
+    };
+    kept::counted_free(l, addr(p));
+    // SAFETY: forwarding.
+    unsafe { free(p) }
+}
+
+/// # Safety
+/// The C `free` contract; `p` is not the bootstrap arena's.
+#[inline(never)]
+unsafe extern "C" fn traced_free(p: *mut c_void, sp: u64, bp: u64) {
     let Some(r) = real() else { return };
     phase_stats::freeing(p);
     traced(

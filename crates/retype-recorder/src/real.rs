@@ -128,6 +128,17 @@ pub fn real() -> Option<&'static Real> {
     resolve_slow()
 }
 
+/// The forwarding targets, without [`real`]'s check.
+///
+/// # Safety
+/// They were resolved, and this thread has seen that (see
+/// [`crate::recording::counts_only`]).
+#[inline(always)]
+pub unsafe fn resolved() -> &'static Real {
+    // SAFETY: resolved, the caller says: the slot holds them and is not written again.
+    unsafe { (*REAL.0.get()).as_ref().unwrap_unchecked() }
+}
+
 #[cold]
 fn resolve_slow() -> Option<&'static Real> {
     if IN_DLSYM.get() {
