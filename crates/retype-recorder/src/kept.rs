@@ -7,7 +7,7 @@
 //! keep (so that nothing is timed or unwound for a call that is dropped, and
 //! a freed block leaves the followed set before another thread can be handed
 //! its address), and gives the event to [`after`]; an aggregate recording's
-//! calls take a path of their own, [`counted`].
+//! calls take a path of their own, [`counted`] (its frees [`counted_free`]).
 
 use retype_trace::{Event, Op};
 
@@ -106,10 +106,13 @@ pub fn after(l: &Local, keep: Keep, e: Event) {
 /// of its own, apart from [`before`] and [`after`], so that nothing a
 /// counted call does not need (a latency, a choice of what to keep, the
 /// event passed whole) is made: this is every call's cost while recording.
+/// `phases`: a phase may be active (else its figures are not kept: see
+/// [`recording::State::counts_only`]).
 #[inline(always)]
 pub fn counted<T: Copy>(
     l: &Local,
     call: Call,
+    phases: bool,
     stack: impl FnOnce() -> u32,
     run: impl FnOnce() -> T,
     event: impl FnOnce(T) -> Event,
@@ -139,7 +142,9 @@ pub fn counted<T: Copy>(
         stack: stack(),
         ..e
     };
-    phase_stats::allocated(&e);
+    if phases {
+        phase_stats::allocated(&e);
+    }
     let (tally, count_at) = own::counts(l);
     aggregate::count(tally, count_at, &e, old, &l.clock);
     v

@@ -132,7 +132,7 @@ pub fn real() -> Option<&'static Real> {
 ///
 /// # Safety
 /// They were resolved, and this thread has seen that (see
-/// [`crate::recording::counts_only`]).
+/// [`crate::recording::state`]).
 #[inline(always)]
 pub unsafe fn resolved() -> &'static Real {
     // SAFETY: resolved, the caller says: the slot holds them and is not written again.

@@ -6,8 +6,9 @@
 //! ([`crate::control`]), switch it.
 //!
 //! The same word says whether a call may take an aggregate recording's
-//! path of its own ([`counts_only`]), so that the hooks check that with one
-//! load, not the recording, the mode and the phases one by one.
+//! path of its own ([`State::counts_only`]) and whether a phase is active,
+//! so that the hooks check those with the one load, not the recording, the
+//! mode and the phases one by one.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -23,16 +24,42 @@ const PHASES: u8 = 4;
 /// Whether events are recorded now.
 #[inline(always)]
 pub fn is_on() -> bool {
-    STATE.load(Ordering::Relaxed) & OFF == 0
+    state().is_on()
 }
 
-/// Whether a call is only counted: recording is on, an aggregate one, and
-/// no phase is active. The functions forwarded to are resolved then (the
-/// process's start resolves them before it switches recording on, and this
-/// load acquires what that switch released).
+/// What the hooks need to know of the recording now, read once a call.
+/// The functions forwarded to are resolved once it is on (the process's
+/// start resolves them before it switches recording on, and this load
+/// acquires what that switch released).
 #[inline(always)]
-pub fn counts_only() -> bool {
-    STATE.load(Ordering::Acquire) == 0
+pub fn state() -> State {
+    State(STATE.load(Ordering::Acquire))
+}
+
+/// The recording's state at one moment ([`state`]).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct State(u8);
+
+impl State {
+    /// Whether events are recorded.
+    #[inline(always)]
+    pub fn is_on(self) -> bool {
+        self.0 & OFF == 0
+    }
+
+    /// Whether a call is only counted: recording is on, an aggregate one,
+    /// and no phase is active.
+    #[inline(always)]
+    pub fn counts_only(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether a phase may be active ([`crate::phase_stats`]).
+    #[inline(always)]
+    pub fn phases(self) -> bool {
+        self.0 & PHASES != 0
+    }
 }
 
 /// Starts recording events (the trace is open); returns whether they were
