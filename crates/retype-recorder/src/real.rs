@@ -122,8 +122,9 @@ thread_local! {
 #[inline]
 pub fn real() -> Option<&'static Real> {
     if STATE.load(Ordering::Acquire) == READY {
-        // SAFETY: READY is stored after the slot is written.
-        return unsafe { (*REAL.0.get()).as_ref() };
+        // SAFETY: READY is stored after the slot is written (not `as_ref`:
+        // the slot is never `None` then, and that check is every call's).
+        return Some(unsafe { resolved() });
     }
     resolve_slow()
 }
