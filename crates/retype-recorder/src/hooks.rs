@@ -82,7 +82,8 @@ fn traced<T: Copy>(
         let Some(_busy) = Busy::enter_on(l) else {
             return run();
         };
-        let stack = || stack(l, settings::get(), at);
+        // SAFETY: recording is on, so the settings were read.
+        let stack = || stack(l, unsafe { settings::read() }, at);
         return kept::counted(l, call, false, stack, run, event);
     }
     traced_in(state, at, call, run, event)

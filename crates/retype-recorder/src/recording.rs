@@ -28,9 +28,9 @@ pub fn is_on() -> bool {
 }
 
 /// What the hooks need to know of the recording now, read once a call.
-/// The functions forwarded to are resolved once it is on (the process's
-/// start resolves them before it switches recording on, and this load
-/// acquires what that switch released).
+/// The functions forwarded to are resolved and the settings read once it is
+/// on (the process's start does both before it switches recording on, and
+/// this load acquires what that switch released).
 #[inline(always)]
 pub fn state() -> State {
     State(STATE.load(Ordering::Acquire))
