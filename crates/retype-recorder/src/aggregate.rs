@@ -156,6 +156,29 @@ fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clo
     } else if delta != 0 {
         t.defer(delta.wrapping_neg());
     }
+    counted(t, clock);
+}
+
+/// [`count`] for a free of block `b`, made by the thread whose allocation
+/// count is at `count_at` (counted at `b`'s stack, with no event): a path
+/// of its own, since a free cannot raise the live bytes to a peak.
+#[inline(always)]
+pub fn count_free(mine: Option<&'static Tally>, count_at: u32, b: Entry, clock: &Clock) {
+    let Some(t) = mine else {
+        let e = Event {
+            op: Op::Free,
+            ..Event::default()
+        };
+        return retired(count_at, e, Some(b), clock);
+    };
+    let delta = freed(t, tally::epoch(), b, true);
+    t.defer(delta.wrapping_neg());
+    counted(t, clock);
+}
+
+/// After a call counted into tally `t` at the time of its thread's clock `clock`.
+#[inline(always)]
+fn counted(t: &'static Tally, clock: &Clock) {
     t.called_at(clock);
     let now = clock.time();
     if now.fresh {

@@ -18,7 +18,7 @@ use libc::{c_int, c_void, size_t};
 use retype_trace::{Event, Op};
 
 use crate::kept::{self, Call, Keep};
-use crate::real::{bootstrap_alloc, bootstrap_size, real};
+use crate::real::{self, bootstrap_alloc, bootstrap_size, real};
 use crate::settings::{Mode, Settings};
 use crate::stacks::Entry;
 use crate::thread::local::{local, Busy, Local};
@@ -30,7 +30,13 @@ use crate::{phase_stats, process, recording, rseq, rss, settings, stacks, sys};
 /// and the guard that marks it inside.
 #[inline(always)]
 pub fn enter() -> Option<(&'static Local, Busy)> {
-    if !recording::is_on() {
+    enter_in(recording::state())
+}
+
+/// [`enter`], the recording's state `state` read.
+#[inline(always)]
+fn enter_in(state: recording::State) -> Option<(&'static Local, Busy)> {
+    if !state.is_on() {
         if !process::not_started() {
             return None;
         }
@@ -70,13 +76,37 @@ fn traced<T: Copy>(
     run: impl FnOnce() -> T,
     event: impl FnOnce(T) -> Event,
 ) -> T {
-    let Some((l, _busy)) = enter() else {
+    let state = recording::state();
+    if state.counts_only() {
+        let l = local();
+        let Some(_busy) = Busy::enter_on(l) else {
+            return run();
+        };
+        // SAFETY: recording is on, so the settings were read.
+        let stack = || stack(l, unsafe { settings::read() }, at);
+        return kept::counted(l, call, false, stack, run, event);
+    }
+    traced_in(state, at, call, run, event)
+}
+
+/// [`traced`] past its check of [`recording::State::counts_only`], the
+/// recording's state `state` read.
+#[inline(always)]
+fn traced_in<T: Copy>(
+    state: recording::State,
+    at: Entry,
+    call: Call,
+    run: impl FnOnce() -> T,
+    event: impl FnOnce(T) -> Event,
+) -> T {
+    let Some((l, _busy)) = enter_in(state) else {
         return run();
     };
     let settings = settings::get();
     let mode = settings.mode();
+    let phases = state.phases();
     if let Mode::Aggregate { .. } = mode {
-        return kept::counted(l, call, || stack(l, settings, at), run, event);
+        return kept::counted(l, call, phases, || stack(l, settings, at), run, event);
     }
     let keep = kept::before(l, mode, call);
     if let Keep::Nothing = keep {
@@ -295,9 +325,47 @@ unsafe extern "C" fn free_body(p: *mut c_void, sp: u64, bp: u64) {
     if bootstrap_size(p).is_some() {
         return;
     }
+    let state = recording::state();
+    if state.counts_only() {
+        // SAFETY: the same contract; `counts_only`: resolved.
+        return unsafe { counted_free(p) };
+    }
+    // SAFETY: the same contract.
+    unsafe { traced_free(p, sp, bp, state) }
+}
+
+/// An aggregate recording's free, when a call is only counted
+/// ([`recording::State::counts_only`]): apart from [`traced_free`], so that
+/// neither's frame is the other's, and counted before it is forwarded, so
+/// that nothing but this thread's state is kept across the call.
+///
+/// # Safety
+/// The C `free` contract; the functions forwarded to are resolved.
+#[inline(never)]
+unsafe extern "C" fn counted_free(p: *mut c_void) {
+    // SAFETY: resolved, the caller says.
+    let free = unsafe { real::resolved() }.free;
+    let l = local();
+    let Some(_busy) = Busy::enter_on(l) else {
+        // SAFETY: forwarding.
+        return unsafe { free(p) };
+    };
+    kept::counted_free(l, addr(p));
+    // SAFETY: forwarding.
+    unsafe { free(p) }
+}
+
+/// # Safety
+/// The C `free` contract; `p` is not the bootstrap arena's; `state`: the
+/// recording's, read by the caller.
+#[inline(never)]
+unsafe extern "C" fn traced_free(p: *mut c_void, sp: u64, bp: u64, state: recording::State) {
     let Some(r) = real() else { return };
-    phase_stats::freeing(p);
-    traced(
+    if state.phases() {
+        phase_stats::freeing(p);
+    }
+    traced_in(
+        state,
         Entry { sp, bp },
         Call::free(addr(p)),
         // SAFETY: forwarding.

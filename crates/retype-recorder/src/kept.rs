@@ -7,7 +7,7 @@
 //! keep (so that nothing is timed or unwound for a call that is dropped, and
 //! a freed block leaves the followed set before another thread can be handed
 //! its address), and gives the event to [`after`]; an aggregate recording's
-//! calls take a path of their own, [`counted`].
+//! calls take a path of their own, [`counted`] (its frees [`counted_free`]).
 
 use retype_trace::{Event, Op};
 
@@ -15,7 +15,7 @@ use crate::blocks::{self, Entry};
 use crate::settings::{self, Mode};
 use crate::thread::local::Local;
 use crate::thread::own;
-use crate::{aggregate, output, phase_stats, rss, sys};
+use crate::{aggregate, output, phase_stats, recording, rss, sys};
 
 /// What a call does to blocks, as the hook sees it before making it.
 #[derive(Clone, Copy)]
@@ -101,28 +101,32 @@ pub fn after(l: &Local, keep: Keep, e: Event) {
 
 /// An aggregate recording's call `call`, made by the thread whose state is
 /// `l`: runs it (`run`) and counts the event `event` builds from its result
-/// ([`aggregate::count`]), an allocation at the stack `stack` gives. A path
+/// ([`aggregate::count`]), an allocation at the stack `stack` gives (a
+/// free is [`counted_free`], at its block's stack). A path
 /// of its own, apart from [`before`] and [`after`], so that nothing a
 /// counted call does not need (a latency, a choice of what to keep, the
 /// event passed whole) is made: this is every call's cost while recording.
+/// `phases`: a phase may be active (else its figures are not kept: see
+/// [`recording::State::counts_only`]).
 #[inline(always)]
 pub fn counted<T: Copy>(
     l: &Local,
     call: Call,
+    phases: bool,
     stack: impl FnOnce() -> u32,
     run: impl FnOnce() -> T,
     event: impl FnOnce(T) -> Event,
 ) -> T {
+    if call.asks.is_none() {
+        counted_free(l, call.frees);
+        return run();
+    }
     // Out of the table before the allocator may hand its address to another thread.
     let old = if call.frees != 0 {
         blocks::remove::<false>(call.frees)
     } else {
         None
     };
-    if old.is_none() && call.asks.is_none() {
-        rss::poll();
-        return run();
-    }
     // Counters keep no latency, and their time is coarse: RSS is checked
     // only when the thread's clock is read.
     let now = l.clock.tick();
@@ -131,23 +135,42 @@ pub fn counted<T: Copy>(
     }
     let v = run();
     let e = event(v);
-    // The new block's slot loads while its stack is found (a free is
-    // counted at its block's stack).
-    let stack = if call.asks.is_some() {
-        blocks::prefetch(e.ret);
-        stack()
-    } else {
-        0
-    };
+    // The new block's slot loads while its stack is found.
+    blocks::prefetch(e.ret);
     let e = Event {
         time_ns: now.ticks,
-        stack,
+        stack: stack(),
         ..e
     };
-    phase_stats::allocated(&e);
+    if phases {
+        phase_stats::allocated(&e);
+    }
     let (tally, count_at) = own::counts(l);
     aggregate::count(tally, count_at, &e, old, &l.clock);
     v
+}
+
+/// An aggregate recording's free of the block at `p` (0: none), made by
+/// the thread whose state is `l`: counted before the free is forwarded
+/// (nothing it counts depends on the call), and the block out of the table
+/// before the allocator may hand its address to another thread.
+#[inline(always)]
+pub fn counted_free(l: &Local, p: u64) {
+    let old = if p != 0 {
+        blocks::remove::<false>(p)
+    } else {
+        None
+    };
+    let Some(old) = old else {
+        rss::poll();
+        return;
+    };
+    let now = l.clock.tick();
+    if now.fresh {
+        rss::tick(now.ticks);
+    }
+    let (tally, count_at) = own::counts(l);
+    aggregate::count_free(tally, count_at, old, &l.clock);
 }
 
 /// The event a sampled recording keeps of `e`, whose old block was sampled
@@ -188,7 +211,9 @@ fn sampled(e: Event, old: bool, new: bool) -> Option<Event> {
 /// afresh.
 pub fn begin(forked: bool) {
     let mut num = sys::StackStr::<32>::new();
-    match settings::get().mode() {
+    let mode = settings::get().mode();
+    recording::set_aggregate(matches!(mode, Mode::Aggregate { .. }));
+    match mode {
         Mode::Full => {
             output::meta(b"recording", b"full");
             num.push_num(settings::get().latency_every());

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use retype_trace::Event;
 
 use crate::thread::local::Busy;
-use crate::{stack_table, sys};
+use crate::{recording, stack_table, sys};
 
 /// Slots of the live-block table (a power of two; filled to 3/4 at most).
 const BLOCKS: usize = 1 << 21;
@@ -185,6 +185,7 @@ pub fn mark(begin: bool) -> bool {
         };
     }
     ACTIVE.store(begin, Ordering::Release);
+    recording::set_phases(begin);
     true
 }
 
@@ -193,6 +194,7 @@ pub fn mark(begin: bool) -> bool {
 pub fn after_fork_child() {
     STATE.lock.store(false, Ordering::Release);
     ACTIVE.store(false, Ordering::Release);
+    recording::set_phases(false);
 }
 
 /// The hooks, after a call that returned a block (`ev`): counts it.

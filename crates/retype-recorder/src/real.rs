@@ -122,10 +122,22 @@ thread_local! {
 #[inline]
 pub fn real() -> Option<&'static Real> {
     if STATE.load(Ordering::Acquire) == READY {
-        // SAFETY: READY is stored after the slot is written.
-        return unsafe { (*REAL.0.get()).as_ref() };
+        // SAFETY: READY is stored after the slot is written (not `as_ref`:
+        // the slot is never `None` then, and that check is every call's).
+        return Some(unsafe { resolved() });
     }
     resolve_slow()
+}
+
+/// The forwarding targets, without [`real`]'s check.
+///
+/// # Safety
+/// They were resolved, and this thread has seen that (see
+/// [`crate::recording::state`]).
+#[inline(always)]
+pub unsafe fn resolved() -> &'static Real {
+    // SAFETY: resolved, the caller says: the slot holds them and is not written again.
+    unsafe { (*REAL.0.get()).as_ref().unwrap_unchecked() }
 }
 
 #[cold]

@@ -98,6 +98,18 @@ pub fn get() -> &'static Settings {
     SETTINGS.get_or_init(|| Settings::parse(getenv))
 }
 
+/// The settings, without [`get`]'s check that they were read.
+///
+/// # Safety
+/// They were read, and this thread has seen that (recording is on: the
+/// process's start reads them before it switches recording on, see
+/// [`crate::recording::state`]).
+#[inline(always)]
+pub unsafe fn read() -> &'static Settings {
+    // SAFETY: read, the caller says.
+    unsafe { SETTINGS.get().unwrap_unchecked() }
+}
+
 /// Takes the settings from `text` (`NAME=VALUE` lines) instead of the
 /// environment; false if they were read already.
 pub fn set(text: &[u8]) -> bool {
