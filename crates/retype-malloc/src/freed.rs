@@ -164,7 +164,7 @@ pub(crate) unsafe fn untouched(block: *const u8, size: usize) -> bool {
 /// Whether the first word of the block filled by [`fill`], held apart from any list, still
 /// holds the fill: the bytes its free-list link overwrites as it leaves the quarantine (one
 /// load: every block's fill is a word long at least, 16 bytes but a tag's 8).
-pub(crate) unsafe fn link_untouched(block: *const u8, _size: usize) -> bool {
+pub(crate) unsafe fn link_untouched(block: *const u8) -> bool {
     // SAFETY: the caller's contract: the block is ours, aligned, its first word filled.
     unsafe { block.cast::<usize>().read() == usize::from_ne_bytes([byte(); LINK]) }
 }

@@ -98,7 +98,7 @@ pub(crate) unsafe fn leaving(ring: *mut Ring) -> Option<*mut u8> {
         })
     }?;
     // SAFETY: the block was filled when admitted and is still ours.
-    if unsafe { !freed::link_untouched(oldest.block, oldest.size as usize) } {
+    if unsafe { !freed::link_untouched(oldest.block) } {
         die(oldest.block, oldest.size as usize);
     }
     Some(oldest.block)

@@ -127,18 +127,13 @@ pub fn counted<T: Copy>(
     } else {
         None
     };
-    // Counters keep no latency, and their time is coarse: RSS is checked
-    // only when the thread's clock is read.
-    let now = l.clock.tick();
-    if now.fresh {
-        rss::tick(now.ticks);
-    }
+    let ticks = tick(l);
     let v = run();
     let e = event(v);
     // The new block's slot loads while its stack is found.
     blocks::prefetch(e.ret);
     let e = Event {
-        time_ns: now.ticks,
+        time_ns: ticks,
         stack: stack(),
         ..e
     };
@@ -165,12 +160,21 @@ pub fn counted_free(l: &Local, p: u64) {
         rss::poll();
         return;
     };
+    tick(l);
+    let (tally, count_at) = own::counts(l);
+    aggregate::count_free(tally, count_at, old, &l.clock);
+}
+
+/// The time of a counted call, by the thread's coarse clock (state `l`).
+/// Counters keep no latency, and their time is coarse: RSS is checked only
+/// when the clock is read.
+#[inline(always)]
+fn tick(l: &Local) -> u64 {
     let now = l.clock.tick();
     if now.fresh {
         rss::tick(now.ticks);
     }
-    let (tally, count_at) = own::counts(l);
-    aggregate::count_free(tally, count_at, old, &l.clock);
+    now.ticks
 }
 
 /// The event a sampled recording keeps of `e`, whose old block was sampled
