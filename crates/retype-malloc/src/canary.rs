@@ -18,18 +18,25 @@ use crate::secret;
 /// Bytes at the end of a small or medium block taken by the tag.
 pub(crate) const TAIL: usize = 8;
 
-/// The fill pattern of the block at `block`, eight bytes placed by address. No byte is zero,
-/// so a stray string terminator is caught too.
+/// The fill pattern of the block at `block`, eight bytes placed by address. Every byte has
+/// its high bit set ([`NOT_TEXT`]), so an overflow by text (a string terminator, a
+/// character) is caught whatever the secret, not with 255 chances in 256: seven random bits
+/// a byte, 56 a word, are left to keep it unforgeable.
 fn pattern(block: *const u8) -> u64 {
-    secret::keyed(block as u64) | 0x0101_0101_0101_0101
+    secret::keyed(block as u64) | NOT_TEXT
 }
+
+/// The high bit of every byte: a byte with it set is neither ASCII nor zero.
+const NOT_TEXT: u64 = 0x8080_8080_8080_8080;
 
 /// The tag of a block with pattern `pat` holding `size` bytes: the size in the low half; in
 /// the high half the pattern's, changed by a multiple of the size, so that an overflow which
 /// rewrites the size (the tag's first bytes) breaks the high half unless it knows the
-/// pattern. One multiplication, independent of the pattern, so it costs no latency.
+/// pattern. One multiplication, independent of the pattern, so it costs no latency. Its top
+/// byte, the one an underflow of the block after it reaches first, has its high bit set, as
+/// the pattern's bytes have, so that an underflow by text is always caught.
 fn tag(pat: u64, size: usize) -> u64 {
-    size as u64 | ((pat ^ (size as u64).wrapping_mul(SPREAD)) & !0xffff_ffff)
+    size as u64 | ((pat ^ (size as u64).wrapping_mul(SPREAD)) & !0xffff_ffff) | 1 << 63
 }
 
 /// The odd constant [`tag`] spreads sizes with (64 bits of the golden ratio): no two sizes
@@ -360,13 +367,14 @@ mod tests {
         }
     }
 
-    /// No two sizes a tag can hold (nor the free sizes) give the same high half, so a tag
-    /// whose size was rewritten never reads as sound without the pattern.
+    /// No two sizes a tag can hold (nor the free sizes) give the same high half, its top bit
+    /// aside (the tag sets it), so a tag whose size was rewritten never reads as sound
+    /// without the pattern.
     #[test]
     fn sizes_spread_apart() {
         let mut highs: Vec<u64> = (0..=MEDIUM_MAX as u64)
             .chain([FREE as u64, LEFT as u64])
-            .map(|s| s.wrapping_mul(SPREAD) >> 32)
+            .map(|s| (s.wrapping_mul(SPREAD) >> 32) & 0x7fff_ffff)
             .collect();
         let n = highs.len();
         highs.sort_unstable();
@@ -397,6 +405,32 @@ mod tests {
                         let broken = !guard_intact(pat, block, block_size, size);
                         byte.write(!byte.read());
                         assert!(broken, "{block_size} {size} {at}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A text byte (ASCII or zero) written over the first byte past the size, or over the
+    /// top byte of a tag (where an underflow of the next block lands), is caught whatever the
+    /// block's address: no pattern or tag byte there is text.
+    #[test]
+    fn an_overflow_or_underflow_by_text_is_always_caught() {
+        let mut buf = [0u64; 8];
+        let block = buf.as_mut_ptr().cast::<u8>();
+        for shift in 0..64 {
+            let pat = pattern((16usize << shift) as *const u8);
+            for size in [8, 9, 12, 15] {
+                let top = tag(pat, size).to_le_bytes()[7];
+                assert!(top >= 0x80, "{shift} {size} {top:#x}");
+                // SAFETY: the block, 32 bytes, lies inside `buf`.
+                unsafe {
+                    fill(pat, block.add(size), block.add(32 - TAIL));
+                    for text in 0..0x80 {
+                        let old = block.add(size).read();
+                        block.add(size).write(text);
+                        assert!(!guard_intact(pat, block, 32, size), "{shift} {size} {text}");
+                        block.add(size).write(old);
                     }
                 }
             }
