@@ -7,7 +7,7 @@
 //! table (linear probing, deletion by backward shift, so no tombstones)
 //! behind its own spin lock, in memory mapped here and doubled when half full.
 //! A block's slot is placed by its address ([`home`]): the blocks of one
-//! 1 KiB stretch of memory take neighbouring slots, so that blocks allocated
+//! 256-byte stretch of memory take neighbouring slots, so that blocks allocated
 //! or freed together (a program's neighbouring objects) share the table's
 //! cache lines, as they share the heap's. A small
 //! counting filter (a counter per hash bucket, beside the table) answers
@@ -83,14 +83,18 @@ static SHARD: [Shard; SHARDS] = [const {
 /// Blocks live per filter bucket (kept by the callers that pass `KEEPS_FILTER`).
 static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
 
-/// Bytes of memory whose blocks take neighbouring slots (a power of two).
-const STRETCH: u64 = 1024;
-/// Bytes of memory per slot of a stretch: 32, glibc's smallest block, so
-/// that its blocks in one stretch have a home each.
-const GRAIN: u64 = 32;
+/// Bytes of memory whose blocks take neighbouring slots (a power of two):
+/// 256, the most measured that did not lengthen the probes of a table of
+/// densely packed blocks (a longer stretch's slots fill runs that others'
+/// homes fall into).
+const STRETCH: u64 = 256;
+/// Bytes of memory per slot of a stretch: 16, blocks' alignment, so that
+/// blocks 16 bytes apart have a home each, and glibc's (32 bytes or more
+/// apart) leave slots between them free.
+const GRAIN: u64 = 16;
 
 /// Where the slot of the block at `addr` is looked for first (before the
-/// table's mask): a hash of its 1 KiB stretch, plus its place in the
+/// table's mask): a hash of its [`STRETCH`], plus its place in the
 /// stretch. By the address alone (no hash), blocks at a common alignment
 /// (a run of page-aligned blocks) would share few homes; by a hash of the
 /// whole address, neighbouring blocks would lie a line apart.
@@ -409,9 +413,9 @@ mod tests {
         }
     }
 
-    /// The blocks of one 1 KiB stretch have neighbouring homes (a home
-    /// each, at glibc's 32-byte spacing), and page-aligned blocks, which
-    /// share their place in a stretch, still spread over the table.
+    /// The blocks of one stretch have neighbouring homes (a home each, 16
+    /// bytes apart), and page-aligned blocks, which share their place in a
+    /// stretch, still spread over the table.
     #[test]
     fn neighbours_share_lines_and_aligned_blocks_spread() {
         let stretch = 0x5555_5555_0000u64;
@@ -426,7 +430,7 @@ mod tests {
             );
         }
         // 256 pages of one region, in a table of 4096 slots: by the address
-        // alone, they would take 4096 / (4096 / 32) = 32 homes.
+        // alone, they would take 4096 / (4096 / 16) = 16 homes.
         let mask = 4095;
         let pages: std::collections::HashSet<u64> = (0..256)
             .map(|p| home(0x7f00_0010_0000 + p * 4096) & mask)
