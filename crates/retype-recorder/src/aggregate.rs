@@ -40,18 +40,22 @@ use crate::coarse::{self, Clock};
 use crate::tally::{self, Tally};
 use crate::{output, settings, stack_table, sys};
 
-/// Threads whose allocation counts are kept apart (by tid; higher tids share).
+/// Threads whose last allocations are kept apart (by tid; higher tids share).
 const TIDS: usize = 1 << 22;
 /// Stacks a snapshot names.
 const TOP: usize = 16;
 /// The longest time between two reads of a thread's coarse clock, in ns.
 const MOST_SPAN_NS: u64 = 1_000_000;
 
-/// Each thread's count of allocations, at its [`slot`] (written by that
-/// thread only). A static, not mapped on first use: zero pages the loader
-/// maps as they are touched, at an address the code holds, so that a call
-/// neither loads nor checks a pointer to them.
-static ALLOCS: [AtomicU64; TIDS] = [const { AtomicU64::new(0) }; TIDS];
+/// The address of each thread's last allocation, at its [`slot`] (written
+/// by that thread only): a block is temporary if it is still its thread's
+/// last when freed. Exact without a serial number in the block: while a
+/// block is followed no other allocation is handed its address (one that is
+/// replaces it, [`unseen_free`]), so its thread's last is its address only
+/// until that thread allocates again. A static, not mapped on first use:
+/// zero pages the loader maps as they are touched, at an address the code
+/// holds, so that a call neither loads nor checks a pointer to them.
+static LAST: [AtomicU64; TIDS] = [const { AtomicU64::new(0) }; TIDS];
 /// Bytes live, and the most live so far.
 static LIVE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
@@ -63,8 +67,8 @@ static NEXT_SNAPSHOT: AtomicU64 = AtomicU64::new(0);
 static INTERVAL: AtomicU64 = AtomicU64::new(0);
 static SNAPPING: AtomicBool = AtomicBool::new(false);
 
-/// The slot of thread `tid`'s allocation count. Each thread writes its
-/// count on every allocation, so threads made one after another
+/// The slot of thread `tid`'s last allocation. Each thread writes it on
+/// every allocation, so threads made one after another
 /// (consecutive tids) get counts in different cache lines (a line's eight
 /// lie `TIDS / 8` apart): in one line, two threads that allocate at once
 /// would pass it between their cores at every call.
@@ -73,7 +77,7 @@ pub fn slot(tid: u32) -> usize {
     (t % 8) * (TIDS / 8) + t / 8
 }
 
-/// Counts event `e` of the thread whose allocation count is at [`slot`]
+/// Counts event `e` of the thread whose last allocation is at [`slot`]
 /// `count_at`, made at the time of its coarse clock `clock`, into its tally
 /// `mine` (`None`: a thread that gave its buffer back, counted as retired);
 /// `old` is the block it frees or moves, which the caller took out of
@@ -107,7 +111,7 @@ fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clo
     let mut delta = 0u64;
     if let Some(b) = old {
         if frees_only || e.ret != 0 {
-            delta = freed(t, epoch, b, true);
+            delta = freed(t, epoch, e.ptr, b, true);
         } else {
             // A failed realloc leaves its block as it was.
             blocks::insert::<false>(e.ptr, b);
@@ -118,14 +122,11 @@ fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clo
             c.failed();
         }
     } else if !frees_only {
-        let mine = &ALLOCS[count_at as usize % TIDS];
-        let serial = mine.load(Ordering::Relaxed) + 1;
-        mine.store(serial, Ordering::Relaxed);
+        LAST[count_at as usize % TIDS].store(e.ret, Ordering::Relaxed);
         let block = Entry {
             size: e.size,
             stack: e.stack,
             count_at,
-            serial,
         };
         let (replaced, followed) = blocks::insert::<false>(e.ret, block);
         if let Some(r) = replaced {
@@ -159,19 +160,20 @@ fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clo
     counted(t, clock);
 }
 
-/// [`count`] for a free of block `b`, made by the thread whose allocation
-/// count is at `count_at` (counted at `b`'s stack, with no event): a path
-/// of its own, since a free cannot raise the live bytes to a peak.
+/// [`count`] for a free of block `b` at `addr`, made by the thread whose
+/// last allocation is at `count_at` (counted at `b`'s stack, with no
+/// event): a path of its own, since a free cannot raise the live bytes to a peak.
 #[inline(always)]
-pub fn count_free(mine: Option<&'static Tally>, count_at: u32, b: Entry, clock: &Clock) {
+pub fn count_free(mine: Option<&'static Tally>, count_at: u32, addr: u64, b: Entry, clock: &Clock) {
     let Some(t) = mine else {
         let e = Event {
             op: Op::Free,
+            ptr: addr,
             ..Event::default()
         };
         return retired(count_at, e, Some(b), clock);
     };
-    let delta = freed(t, tally::epoch(), b, true);
+    let delta = freed(t, tally::epoch(), addr, b, true);
     t.defer(delta.wrapping_neg());
     counted(t, clock);
 }
@@ -187,13 +189,13 @@ fn counted(t: &'static Tally, clock: &Clock) {
     }
 }
 
-/// Counts the end of block `b` into tally `t` (`epoch`: the latest peak's);
-/// `maybe_temporary`: a free, temporary if its thread allocated nothing
-/// since. Returns the change of the live bytes.
+/// Counts the end of block `b` at `addr` into tally `t` (`epoch`: the
+/// latest peak's); `maybe_temporary`: a free, temporary if its thread
+/// allocated nothing since. Returns the change of the live bytes.
 #[inline(always)]
-fn freed(t: &'static Tally, epoch: u64, b: Entry, maybe_temporary: bool) -> u64 {
+fn freed(t: &'static Tally, epoch: u64, addr: u64, b: Entry, maybe_temporary: bool) -> u64 {
     let temporary =
-        maybe_temporary && ALLOCS[b.count_at as usize % TIDS].load(Ordering::Relaxed) == b.serial;
+        maybe_temporary && LAST[b.count_at as usize % TIDS].load(Ordering::Relaxed) == addr;
     if let Some(c) = t.counter(b.stack) {
         c.freed(epoch, b.size, temporary);
     }
@@ -205,7 +207,7 @@ fn freed(t: &'static Tally, epoch: u64, b: Entry, maybe_temporary: bool) -> u64 
 #[cold]
 #[inline(never)]
 fn unseen_free(t: &'static Tally, epoch: u64, b: Entry) -> u64 {
-    freed(t, epoch, b, false)
+    freed(t, epoch, 0, b, false)
 }
 
 /// Writes a snapshot if one is due at `ticks`, a clock read (one thread

@@ -1,11 +1,15 @@
 //! The live blocks an aggregate or sampled recording follows, by address:
-//! what each was allocated from (its stack, size, thread and that thread's
-//! allocation count then), so that its free can be counted against them.
+//! what each was allocated from (its stack, size and thread), so that its
+//! free can be counted against them.
 //!
 //! No allocation and no lock shared by all threads: the table is cut into
 //! [`SHARDS`] by the block's 1 MiB region ([`shard`]), each an open-addressing
 //! table (linear probing, deletion by backward shift, so no tombstones)
-//! behind its own spin lock, in memory mapped here and doubled when half full. A small
+//! behind its own spin lock, in memory mapped here and doubled when half full.
+//! A block's slot is placed by its address ([`home`]): the blocks of one
+//! 256-byte stretch of memory take neighbouring slots, so that blocks allocated
+//! or freed together (a program's neighbouring objects) share the table's
+//! cache lines, as they share the heap's. A small
 //! counting filter (a counter per hash bucket, beside the table) answers
 //! "surely not here" without a lock: a sampled recording asks it on every
 //! free, and nearly every block is not sampled. An aggregate recording,
@@ -23,12 +27,12 @@ pub struct Entry {
     pub size: u64,
     /// The stack id it was allocated from (0: none).
     pub stack: u32,
-    /// Where the count of allocations of the thread that allocated it is
-    /// kept ([`crate::aggregate`]'s slot), and that count after this one.
+    /// Where the last allocation of the thread that allocated it is kept
+    /// ([`crate::aggregate`]'s slot).
     pub count_at: u32,
-    pub serial: u64,
 }
 
+/// 24 bytes: a cache line holds two and a bit.
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct Slot {
@@ -44,6 +48,9 @@ const FIRST: usize = 1024;
 /// Buckets of the filter (a power of two).
 const FILTER: usize = 1 << 16;
 
+/// A cache line each, so that threads using two shards do not pass a line
+/// between their cores (and a shard is found by a shift).
+#[repr(align(64))]
 struct Shard {
     lock: AtomicBool,
     table: UnsafeCell<Table>,
@@ -76,24 +83,40 @@ static SHARD: [Shard; SHARDS] = [const {
 /// Blocks live per filter bucket (kept by the callers that pass `KEEPS_FILTER`).
 static FILTERED: [AtomicU32; FILTER] = [const { AtomicU32::new(0) }; FILTER];
 
-fn hash(addr: u64) -> u64 {
-    // Blocks are 16-byte aligned: the low bits say nothing. A product's low
-    // bits depend only on the factor's low bits, which blocks of one size
-    // class share (a run of 64-byte blocks: always 0 in the low two), so the
-    // high half is folded in before a slot is taken from the low bits.
-    let h = (addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 32)
+/// Bytes of memory whose blocks take neighbouring slots (a power of two):
+/// 256, the most measured that did not lengthen the probes of a table of
+/// densely packed blocks (a longer stretch's slots fill runs that others'
+/// homes fall into).
+const STRETCH: u64 = 256;
+/// Bytes of memory per slot of a stretch: 16, blocks' alignment, so that
+/// blocks 16 bytes apart have a home each, and glibc's (32 bytes or more
+/// apart) leave slots between them free.
+const GRAIN: u64 = 16;
+
+/// Where the slot of the block at `addr` is looked for first (before the
+/// table's mask): a hash of its [`STRETCH`], plus its place in the
+/// stretch. By the address alone (no hash), blocks at a common alignment
+/// (a run of page-aligned blocks) would share few homes; by a hash of the
+/// whole address, neighbouring blocks would lie a line apart.
+fn home(addr: u64) -> u64 {
+    // A product's low bits depend only on the factor's low bits (stretches
+    // a power of two apart would share them): its upper bits are taken.
+    let h = (addr / STRETCH).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 24;
+    h.wrapping_add(addr % STRETCH / GRAIN)
 }
 
-/// The filter's bucket of `h`: bits a slot does not use first (the shard uses none: [`shard`]).
-fn bucket(h: u64) -> usize {
-    (h >> 16) as usize & (FILTER - 1)
+/// The filter's bucket of the block at `addr`: its slot's home, whose low
+/// bits keep a stretch's blocks apart, with bits a slot does not use first
+/// folded in (the shard uses none: [`shard`]).
+fn bucket(addr: u64) -> usize {
+    let h = home(addr);
+    (h ^ (h >> 16)) as usize & (FILTER - 1)
 }
 
 /// Whether a block may be live at `addr`: false means surely not (no lock taken).
 #[inline(always)]
 pub fn may_hold(addr: u64) -> bool {
-    FILTERED[bucket(hash(addr))].load(Ordering::Relaxed) != 0
+    FILTERED[bucket(addr)].load(Ordering::Relaxed) != 0
 }
 
 /// Bytes of a shard's slots from which [`prefetch`] fetches (half a 1 MiB
@@ -115,7 +138,7 @@ pub fn prefetch(addr: u64) {
     }
     let s = shard(addr);
     let slots = s.slots_hint.load(Ordering::Relaxed);
-    let i = hash(addr) as usize & s.mask_hint.load(Ordering::Relaxed);
+    let i = home(addr) as usize & s.mask_hint.load(Ordering::Relaxed);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint that never faults, whatever the address
     // (`wrapping_add`: it need not lie in the slots).
@@ -177,7 +200,7 @@ fn take(s: &'static Shard) -> Held {
 /// recording's every call passes the same; a constant, not checked a call).
 #[inline(always)]
 pub fn insert<const KEEPS_FILTER: bool>(addr: u64, e: Entry) -> (Option<Entry>, bool) {
-    let h = hash(addr);
+    let h = home(addr);
     let mut held = lock(addr);
     let t = held.table();
     if (t.len + 1) * 2 > t.cap {
@@ -204,7 +227,7 @@ pub fn insert<const KEEPS_FILTER: bool>(addr: u64, e: Entry) -> (Option<Entry>, 
             *slot = Slot { addr, entry: e };
             t.len += 1;
             if KEEPS_FILTER {
-                FILTERED[bucket(h)].fetch_add(1, Ordering::Relaxed);
+                FILTERED[bucket(addr)].fetch_add(1, Ordering::Relaxed);
             }
             return (None, true);
         }
@@ -216,7 +239,7 @@ pub fn insert<const KEEPS_FILTER: bool>(addr: u64, e: Entry) -> (Option<Entry>, 
 /// as in [`insert`].
 #[inline(always)]
 pub fn remove<const KEEPS_FILTER: bool>(addr: u64) -> Option<Entry> {
-    let h = hash(addr);
+    let h = home(addr);
     let mut held = lock(addr);
     let t = held.table();
     if t.cap == 0 {
@@ -246,8 +269,8 @@ pub fn remove<const KEEPS_FILTER: bool>(addr: u64) -> Option<Entry> {
         if next == 0 {
             break;
         }
-        let home = hash(next) as usize & mask;
-        if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+        let first = home(next) as usize & mask;
+        if (j.wrapping_sub(first) & mask) >= (j.wrapping_sub(hole) & mask) {
             *at(hole) = *at(j);
             hole = j;
         }
@@ -256,7 +279,7 @@ pub fn remove<const KEEPS_FILTER: bool>(addr: u64) -> Option<Entry> {
     at(hole).addr = 0;
     t.len -= 1;
     if KEEPS_FILTER {
-        FILTERED[bucket(h)].fetch_sub(1, Ordering::Relaxed);
+        FILTERED[bucket(addr)].fetch_sub(1, Ordering::Relaxed);
     }
     Some(found)
 }
@@ -285,7 +308,7 @@ impl Table {
             if s.addr == 0 {
                 continue;
             }
-            let mut i = hash(s.addr) as usize & mask;
+            let mut i = home(s.addr) as usize & mask;
             // SAFETY: masked to the new cap; the new slots are ours.
             while unsafe { (*slots.add(i)).addr } != 0 {
                 i = (i + 1) & mask;
@@ -373,7 +396,7 @@ mod tests {
     fn the_prefetch_follows_the_table() {
         // A region of its own, far from the other tests'.
         let base = 0x7d00_0000_0000u64;
-        let blocks = PREFETCH_FROM / std::mem::size_of::<Slot>() / 4 + 1;
+        let blocks = PREFETCH_FROM / std::mem::size_of::<Slot>() / 2 + 1;
         for k in 0..blocks as u64 {
             assert!(insert::<false>(base + k * 32, entry(k)).1);
         }
@@ -390,17 +413,57 @@ mod tests {
         }
     }
 
+    /// The blocks of one stretch have neighbouring homes (a home each, 16
+    /// bytes apart), and page-aligned blocks, which share their place in a
+    /// stretch, still spread over the table.
+    #[test]
+    fn neighbours_share_lines_and_aligned_blocks_spread() {
+        let stretch = 0x5555_5555_0000u64;
+        let homes: Vec<u64> = (0..STRETCH / GRAIN)
+            .map(|k| home(stretch + k * GRAIN))
+            .collect();
+        for (k, h) in homes.iter().enumerate() {
+            assert_eq!(
+                h.wrapping_sub(homes[0]),
+                k as u64,
+                "block {k} of the stretch"
+            );
+        }
+        // 256 pages of one region, in a table of 4096 slots: by the address
+        // alone, they would take 4096 / (4096 / 16) = 16 homes.
+        let mask = 4095;
+        let pages: std::collections::HashSet<u64> = (0..256)
+            .map(|p| home(0x7f00_0010_0000 + p * 4096) & mask)
+            .collect();
+        assert!(pages.len() >= 200, "{} homes for 256 pages", pages.len());
+    }
+
+    /// Addresses for [`the_table_agrees_with_a_map`]: 16-byte aligned, far
+    /// from other tests', dense (blocks of 16 and 32 bytes, which share or
+    /// take neighbouring homes), page-aligned, or spread over 12 regions
+    /// (so several shards).
+    fn address(k: u64, pattern: u8) -> u64 {
+        let base = 0x7e00_0000_0000u64;
+        match pattern % 4 {
+            0 => base + k * 16,
+            1 => base + (1 << 24) + k * 32,
+            2 => base + (2 << 24) + k * 4096,
+            _ => base + (3 << 24) + k * 16 * 257,
+        }
+    }
+
     proptest! {
         /// Against a map: inserts, replacements and removals, through growth
-        /// and backward shifts, keep exactly the map's blocks.
+        /// and backward shifts, keep exactly the map's blocks, whether their
+        /// homes are crowded (dense blocks), shared (aligned ones) or spread.
         #[test]
-        fn the_table_agrees_with_a_map(ops in prop::collection::vec((any::<bool>(), 1..3000u64), 1..3000)) {
-            // Addresses of their own, 16-byte aligned, far from other tests',
-            // over 12 regions (so several shards).
-            let base = 0x7e00_0000_0000u64;
+        fn the_table_agrees_with_a_map(
+            pattern in any::<u8>(),
+            ops in prop::collection::vec((any::<bool>(), 1..3000u64), 1..3000),
+        ) {
             let mut model = HashMap::new();
             for (add, k) in ops {
-                let addr = base + k * 16 * 257;
+                let addr = address(k, pattern);
                 if add {
                     let (old, kept) = insert::<true>(addr, entry(k));
                     prop_assert!(kept);

@@ -162,7 +162,7 @@ pub fn counted_free(l: &Local, p: u64) {
     };
     tick(l);
     let (tally, count_at) = own::counts(l);
-    aggregate::count_free(tally, count_at, old, &l.clock);
+    aggregate::count_free(tally, count_at, p, old, &l.clock);
 }
 
 /// The time of a counted call, by the thread's coarse clock (state `l`).

@@ -49,7 +49,7 @@ pub struct ThreadBuf {
     next: *mut ThreadBuf,
     /// Thread of the buffered events.
     pub tid: u32,
-    /// Where its thread's count of allocations is kept ([`aggregate::slot`]
+    /// Where its thread's last allocation is kept ([`aggregate::slot`]
     /// of `tid`, worked out once rather than at every allocation).
     pub count_at: u32,
     /// When the owning thread started, in ns on CLOCK_MONOTONIC.

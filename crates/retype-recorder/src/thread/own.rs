@@ -37,8 +37,8 @@ pub fn stack_state(l: &Local) -> Option<&'static mut ThreadStack> {
     unsafe { buf(l).as_mut() }.map(ThreadBuf::stack)
 }
 
-/// This thread's counters (in its buffer; `None` as [`stack_state`]) and where its count of
-/// allocations is kept ([`crate::aggregate::slot`] of its id; of 0 if it has
+/// This thread's counters (in its buffer; `None` as [`stack_state`]) and where its last
+/// allocation is kept ([`crate::aggregate::slot`] of its id; of 0 if it has
 /// no buffer).
 #[inline(always)]
 pub fn counts(l: &Local) -> (Option<&'static Tally>, u32) {
