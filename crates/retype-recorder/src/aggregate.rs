@@ -69,7 +69,7 @@ static SNAPPING: AtomicBool = AtomicBool::new(false);
 
 /// The slot of thread `tid`'s last allocation. Each thread writes it on
 /// every allocation, so threads made one after another
-/// (consecutive tids) get counts in different cache lines (a line's eight
+/// (consecutive tids) get slots in different cache lines (a line's eight
 /// lie `TIDS / 8` apart): in one line, two threads that allocate at once
 /// would pass it between their cores at every call.
 pub fn slot(tid: u32) -> usize {
