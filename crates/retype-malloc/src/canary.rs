@@ -186,21 +186,28 @@ pub(crate) unsafe fn size(block: *const u8, block_size: usize) -> usize {
 }
 
 /// Whether the pattern after `size` bytes of the block at `block` of `block_size` bytes
-/// (pattern `pat`), up to its tag, is intact: a pattern of 8 to 16 bytes, as the small
-/// classes' often is, by two words compared here, overlapping as its length asks; a longer
-/// or shorter one by [`first_broken`].
+/// (pattern `pat`), up to its tag, is intact: a pattern of up to 16 bytes, as the small
+/// classes' is, by one or two words compared here (under 8 bytes, the word that ends at the
+/// tag, its bytes before the pattern left out; else two, overlapping as its length asks); a
+/// longer one by [`first_broken`].
 #[inline(always)]
 unsafe fn guard_intact(pat: u64, block: *const u8, block_size: usize, size: usize) -> bool {
     let (from, to) = (
         block.wrapping_add(size),
         block.wrapping_add(block_size - TAIL),
     );
+    let len = to as usize - from as usize;
     // SAFETY: the caller's contract: the block is `block_size` bytes long and holds `size`;
-    // the two words lie in `[from, to)`.
+    // the words lie in `[from, to)`, or for a short pattern in `[to - 8, to)`, inside the
+    // block (16 bytes at least, its tag's 8 after `to`).
     unsafe {
-        if (8..=16).contains(&(to as usize - from as usize)) {
-            let last = to.sub(8);
-            let word = |at: *const u8| at.cast::<u64>().read_unaligned() ^ pattern_at(pat, at);
+        let word = |at: *const u8| at.cast::<u64>().read_unaligned() ^ pattern_at(pat, at);
+        let last = to.sub(8);
+        if len < 8 {
+            // Little-endian: the pattern's `len` bytes are the word's high ones.
+            return len == 0 || word(last) >> (8 * (8 - len)) == 0;
+        }
+        if len <= 16 {
             return word(from) | word(last) == 0;
         }
         first_broken(pat, from, to).is_none()
@@ -382,8 +389,9 @@ mod tests {
         assert_eq!(highs.len(), n);
     }
 
-    /// The pattern after every size a block of the small classes holds (two words compared,
-    /// or `first_broken`) is intact when filled, and broken by any one byte changed in it.
+    /// The pattern after every size a block of the small classes holds (one or two words
+    /// compared, or `first_broken`) is intact when filled, and broken by any one byte changed
+    /// in it, not by one of the block's own.
     #[test]
     fn the_guard_check_finds_any_broken_byte() {
         let mut buf = [0u64; 12];
@@ -405,6 +413,14 @@ mod tests {
                         let broken = !guard_intact(pat, block, block_size, size);
                         byte.write(!byte.read());
                         assert!(broken, "{block_size} {size} {at}");
+                    }
+                    // The block's own bytes are not the pattern's.
+                    for at in 0..size {
+                        let byte = block.add(at);
+                        byte.write(!byte.read());
+                        let intact = guard_intact(pat, block, block_size, size);
+                        byte.write(!byte.read());
+                        assert!(intact, "{block_size} {size} {at}");
                     }
                 }
             }

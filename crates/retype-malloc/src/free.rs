@@ -68,8 +68,12 @@ pub(crate) unsafe fn quarantine_or_release(heap: *mut Heap, page: *mut Page, blo
             while let Some(b) = quarantine::leaving((*heap).quarantine) {
                 let page = segment::page_of(segment::of(b), b);
                 let own = (*page).heap == heap::id(heap);
-                quarantine::settle(b, (*page).block_size as usize, own);
+                let bs = (*page).block_size as usize;
+                quarantine::settle(b, bs, own);
                 release(heap, page, b);
+                if own && freed::cold(bs) {
+                    heap::to_front(heap, page);
+                }
             }
             return;
         }

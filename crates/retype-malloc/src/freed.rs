@@ -169,6 +169,21 @@ pub(crate) unsafe fn link_untouched(block: *const u8) -> bool {
     unsafe { block.cast::<usize>().read() == usize::from_ne_bytes([byte(); LINK]) }
 }
 
+/// Blocks at least this long are read from memory by their check as they are handed out
+/// (see [`cold`]).
+const COLD_MIN: usize = 4096;
+
+/// Whether a block of `size` bytes that left the quarantine for a page of its thread's is
+/// to be handed out soon, its page put first in its class's queue (`heap::to_front`): its
+/// fill, checked as it is handed out (see [`deferred`]), is then still in the caches, where
+/// a block handed out later, or another page's, is read from memory. Blocks of a few
+/// kilobytes and more: smaller ones stay cached, and moving their pages cost more than it
+/// saved.
+#[inline]
+pub(crate) fn cold(size: usize) -> bool {
+    size >= COLD_MIN
+}
+
 /// Whether blocks leave the quarantine with only their first word checked (with canaries and
 /// the quarantine: the tag says so, see the module's comment).
 #[inline]

@@ -16,7 +16,9 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
-use crate::page::{self, Block, HeapId, Page, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED};
+use crate::page::{
+    self, Block, HeapId, Page, FLAG_CHECKED, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED,
+};
 use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
@@ -428,6 +430,26 @@ pub(crate) unsafe fn give_to_page(heap: *mut Heap, page: *mut Page, b: *mut Bloc
         (*page).used -= 1;
         if (*page).flags.load(Ordering::Relaxed) & FLAG_FULL != 0 || (*page).used == 0 {
             settle(heap, page);
+        }
+    }
+}
+
+/// Puts `page`, the calling thread's, first in its class's queue if it is there (blocks in
+/// use, no flag but `FLAG_CHECKED`), so that the class's next mallocs take its free blocks:
+/// hardened mode's blocks just out of the quarantine, still cached (see
+/// `free::quarantine_or_release`).
+pub(crate) unsafe fn to_front(heap: *mut Heap, page: *mut Page) {
+    // SAFETY: owner-only lists; a page in use with no other flag is in its class's queue.
+    unsafe {
+        if (*page).used == 0 || (*page).flags.load(Ordering::Relaxed) != FLAG_CHECKED {
+            return;
+        }
+        let class = (*page).class as usize;
+        let queue = &mut (*heap).queues[class];
+        if queue.first != page {
+            queue.remove(page);
+            queue.push_front(page);
+            set_direct(heap, class);
         }
     }
 }
