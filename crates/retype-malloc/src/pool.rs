@@ -96,6 +96,7 @@ pub(crate) unsafe fn abandon(heap: *mut Heap) {
     // SAFETY: the exiting thread owns `heap`; afterwards the pool does.
     let pool = unsafe {
         free::empty_quarantine(heap);
+        free::give_back_transferred(heap);
         heap::release_empty_pages(heap);
         put(heap)
     };
@@ -125,6 +126,7 @@ fn reclaim_locked(pool: &Pool, before: u64) {
         // SAFETY: heaps in the pool are the pool's, and its lock is held: no thread runs them.
         unsafe {
             if (*h).pooled_at < before {
+                free::give_back_transferred(h);
                 heap::release_empty_pages(h);
                 os::debug_verify(|| consistency::check(h));
             }
