@@ -1,7 +1,8 @@
 //! The free path's cases beyond the fast path (the owner's push onto the page's free list, in
 //! `alloc`): a free into a full page of few blocks goes to its class's spill (see `spill`).
-//! A free by another thread goes to that thread's batch (see `remote`), sent
-//! with a compare-and-swap onto the page's `thread_free` list; if the page was in the full
+//! A free by another thread goes to that thread's batch (see `remote`): a full one to the
+//! transfer cache (see `transfer`) while it has room, any other sent with a
+//! compare-and-swap onto the page's `thread_free` list; if the page was in the full
 //! list, the sender also puts the page on the heap's `notified` stack so the owner moves it
 //! back. A page whose last block its owner frees retires (`heap::retire`).
 
@@ -9,8 +10,9 @@ use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page, FULL, NOTIFIED};
+use crate::remote::BATCH_MAX;
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, list, quarantine, spill};
+use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill, transfer};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -155,6 +157,9 @@ pub(crate) unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut B
             return send(page, block, block);
         }
         if !(*heap).remote.add(page, block) {
+            if (*heap).remote.len == BATCH_MAX {
+                return send_full(heap, page, block);
+            }
             send_batch(heap);
             let added = (*heap).remote.add(page, block);
             debug_assert!(added);
@@ -171,6 +176,61 @@ pub(crate) unsafe fn send_batch(heap: *mut Heap) {
             let b = (*heap).remote.take();
             send(b.page, b.first, b.last);
         }
+    }
+}
+
+/// [`remote_free`] when the batch is full: to the transfer cache (in the modes with a fast
+/// path, which hands its blocks out), else sent; `block` of `page` starts the next. Out of
+/// line, so that frees that fall on pages at random (`pool`), whose batches are rarely full,
+/// keep their short path.
+#[inline(never)]
+unsafe fn send_full(heap: *mut Heap, page: *mut Page, block: *mut Block) {
+    // SAFETY: as for `remote_free`; the batch's blocks are freed blocks of its page.
+    unsafe {
+        let b = (*heap).remote.take();
+        if config::no_fast_path() {
+            send(b.page, b.first, b.last);
+        } else {
+            let batch = transfer::Batch {
+                first: b.first,
+                last: b.last,
+                len: b.len,
+            };
+            transfer::push((*b.page).class as usize, batch, os::now_ms(), send_home);
+        }
+        let added = (*heap).remote.add(page, block);
+        debug_assert!(added);
+    }
+}
+
+/// Sends a batch that waited in the transfer cache to its page's remote list, as if it had
+/// never gone there.
+pub(crate) fn send_home(b: transfer::Batch) {
+    // SAFETY: a batch of the transfer cache is of freed blocks of one page, counted as used by
+    // it, linked from `first` to `last`.
+    unsafe {
+        let page = segment::page_of(segment::of(b.first.cast()), b.first.cast());
+        send(page, b.first, b.last);
+    }
+}
+
+/// Gives the blocks `heap` took from the transfer cache and holds (the calling thread's heap,
+/// which exits or trims, or one in the pool under its lock) back to their pages.
+pub(crate) unsafe fn give_back_transferred(heap: *mut Heap) {
+    // SAFETY: the blocks are freed blocks counted as used by their pages; the heap is the
+    // caller's.
+    unsafe {
+        let mut b = heap::take_transferred_blocks(heap);
+        while !b.is_null() {
+            let next = (*b).next;
+            release(
+                heap,
+                segment::page_of(segment::of(b.cast()), b.cast()),
+                b.cast(),
+            );
+            b = next;
+        }
+        send_batch(heap);
     }
 }
 
@@ -202,6 +262,9 @@ mod tests {
     use crate::kept::KEEP_BYTES;
     use crate::page::FLAG_FULL;
     use crate::size_class;
+    use std::collections::HashSet;
+    use std::sync::mpsc;
+    use std::thread;
 
     /// A block freed into a full page of few blocks is the next malloc's of its class, taken
     /// from the class's spill (no page moves between lists, and the block is likely still in
@@ -276,5 +339,118 @@ mod tests {
             assert_eq!(check(heap), Ok(()));
             others.iter().for_each(|&p| crate::free(p));
         }
+    }
+
+    /// Full batches of frees into the pages of a heap whose thread does not run (it waits)
+    /// serve another heap's mallocs of the class before that heap claims a page (see
+    /// `transfer`): without the cache no other heap ever hands out a block of its pages.
+    #[test]
+    fn full_batches_of_remote_frees_serve_other_heaps() {
+        // A class that the crate's other tests do not use, of pages of more than a batch.
+        let size = 720;
+        assert!(SLICE_SIZE / size > crate::remote::BATCH_MAX as usize);
+        let (blocks_tx, blocks_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let malloc = move |n: usize| {
+            let mut blocks = Vec::with_capacity(n);
+            for _ in 0..n {
+                // SAFETY: a block of the calling thread's heap, freed once below.
+                blocks.push(unsafe { crate::malloc(size) } as usize);
+            }
+            blocks
+        };
+        let owner = thread::spawn(move || {
+            blocks_tx.send(malloc(256)).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let blocks = blocks_rx.recv().unwrap();
+        // SAFETY: live blocks of the owner's heap, each freed once; the heap is this thread's.
+        unsafe {
+            blocks.iter().for_each(|&p| crate::free(p as *mut u8));
+            send_batch(heap::current());
+        }
+        let freed: HashSet<usize> = blocks.into_iter().collect();
+        let found = thread::spawn(move || {
+            let mine = malloc(4096);
+            let found = mine.iter().filter(|p| freed.contains(p)).count();
+            for p in mine {
+                // SAFETY: a live block of this thread's heap, freed once.
+                unsafe { crate::free(p as *mut u8) };
+            }
+            found
+        })
+        .join()
+        .unwrap();
+        done_tx.send(()).unwrap();
+        owner.join().unwrap();
+        assert!(
+            found >= crate::remote::BATCH_MAX as usize,
+            "{found} of the freed blocks handed out again"
+        );
+    }
+
+    /// Full batches of frees into the pages of a heap whose thread waits go to the transfer
+    /// cache and, no heap taking them, go home to their pages' remote lists once they waited
+    /// a purge delay, at the next page claim (see `transfer::expire_if_due`), so that their
+    /// pages can empty: then every freed block lies on its page's remote list.
+    #[test]
+    fn batches_waiting_a_purge_delay_go_home() {
+        // A class no other test of the crate uses, of pages of more than a batch.
+        let size = 960;
+        let class = size_class::class_of(size);
+        assert!(SLICE_SIZE / size > crate::remote::BATCH_MAX as usize);
+        let (blocks_tx, blocks_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let owner = thread::spawn(move || {
+            let blocks: Vec<usize> = (0..256)
+                // SAFETY: blocks of this thread's heap, freed once by the test's thread.
+                .map(|_| unsafe { crate::malloc(size) } as usize)
+                .collect();
+            blocks_tx.send(blocks).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let blocks = blocks_rx.recv().unwrap();
+        // SAFETY: live blocks of the owner's heap, each freed once; the heap is this thread's.
+        unsafe {
+            blocks.iter().for_each(|&p| crate::free(p as *mut u8));
+            send_batch(heap::current());
+        }
+        let mut pages: Vec<usize> = blocks
+            .iter()
+            // SAFETY: blocks of small pages, which stay alive while their blocks are in use or
+            // on their remote lists.
+            .map(|&p| unsafe { segment::page_of(segment::of(p as *mut u8), p as *mut u8) } as usize)
+            .collect();
+        pages.dedup();
+        // Blocks on the pages' remote lists; the owner, waiting, collects none meanwhile.
+        let sent = || -> usize {
+            let mut n = 0;
+            for &page in &pages {
+                // SAFETY: the lists' blocks are freed blocks of their pages, linked through
+                // their first word.
+                unsafe {
+                    let mut b = (*(page as *mut Page)).thread_free.load(Ordering::Acquire);
+                    while !b.is_null() {
+                        n += 1;
+                        b = (*b).next;
+                    }
+                }
+            }
+            n
+        };
+        let waiting = transfer::CACHE.batches(class);
+        assert!(waiting >= 2, "{waiting} batches in the cache");
+        assert_eq!(sent(), blocks.len() - waiting * BATCH_MAX as usize);
+        let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
+        thread::sleep(std::time::Duration::from_millis(delay + 20));
+        transfer::expire_if_due(send_home);
+        assert_eq!(
+            transfer::CACHE.batches(class),
+            0,
+            "batches left in the cache"
+        );
+        assert_eq!(sent(), blocks.len(), "blocks on their pages' remote lists");
+        done_tx.send(()).unwrap();
+        owner.join().unwrap();
     }
 }

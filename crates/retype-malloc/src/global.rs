@@ -10,7 +10,7 @@ use crate::heap::{self, Heap};
 use crate::size_class::{self, MEDIUM_MAX};
 use crate::{
     cache, canary, census, config, free, freed, large, os, page, pool, quarantine, registry,
-    secret, stats, zero,
+    secret, stats, transfer, zero,
 };
 
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -212,11 +212,13 @@ extern "C" fn fork_prepare() {
     cache::CACHE.acquire();
     quarantine::LARGE.acquire();
     stats::AT_PEAK.acquire();
+    transfer::CACHE.acquire_all();
 }
 
 /// Releases the locks after fork, in the parent and in the child alike: in the child only
 /// the forking thread exists, and heaps of threads that did not survive are never adopted.
 extern "C" fn fork_release() {
+    transfer::CACHE.release_all();
     stats::AT_PEAK.release();
     quarantine::LARGE.release();
     cache::CACHE.release();

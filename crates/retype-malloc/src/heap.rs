@@ -23,7 +23,7 @@ use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
-use crate::{config, freed, hardened, os, quarantine, stats, tls};
+use crate::{config, free, freed, hardened, os, quarantine, stats, tls, transfer};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -76,6 +76,10 @@ pub(crate) struct Heap {
     uncounted: isize,
     /// Blocks its thread freed into a page of another heap, not yet sent (see `remote`).
     pub remote: Batch,
+    /// Blocks of class `transferred_class` taken from the transfer cache (see `transfer`):
+    /// the free list of a page of its own, which the fast path pops from, as a spill's.
+    pub transferred: Page,
+    pub transferred_class: usize,
 }
 
 struct SyncPage(Page);
@@ -110,6 +114,8 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     quarantine: ptr::null_mut(),
     uncounted: 0,
     remote: Batch::EMPTY,
+    transferred: Page::empty(),
+    transferred_class: 0,
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -203,6 +209,9 @@ unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
     unsafe {
         if let Some(sp) = spill_of(heap, class).filter(|sp| !sp.is_empty()) {
             return sp.page();
+        }
+        if !(*heap).transferred.free.is_null() && (*heap).transferred_class == class {
+            return &raw mut (*heap).transferred;
         }
         let first = (*heap).queues[class].first;
         if first.is_null() {
@@ -337,9 +346,10 @@ unsafe fn find_page(heap: *mut Heap, class: usize) -> *mut Page {
 /// its direct page has none, or in the modes without a fast path (hardened, counted): from
 /// its spill if that holds blocks (the fast path's own, in the default mode); else from the
 /// first page of the class if it has a free block, as the fast path would; else takes back
-/// pages with remote frees, then the first page of the class with a free block, else a fresh
-/// page from a segment.
-#[inline]
+/// pages with remote frees, then the first page of the class with a free block, else a batch
+/// of other threads' frees from the transfer cache (see `transfer`), else a fresh page from
+/// a segment.
+#[inline(always)]
 pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap belongs to the calling thread.
     unsafe {
@@ -358,6 +368,13 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             if (*heap).direct[class] == sp.page() {
                 // The fast path took the spill's last block: it goes on from the queue.
                 set_direct(heap, class);
+            }
+        }
+        // A class is the last of its slots (`size_class::slots`).
+        if (*heap).direct[class] == &raw mut (*heap).transferred {
+            let p = next_transferred(heap, class);
+            if !p.is_null() {
+                return p;
             }
         }
         let mut page = (*heap).queues[class].first;
@@ -403,6 +420,12 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
             page = find_page(heap, class);
         }
         if page.is_null() {
+            let tp = take_transferred(heap, class);
+            if !tp.is_null() {
+                set_direct(heap, class);
+                return tp;
+            }
+            transfer::expire_if_due(free::send_home);
             let span = size_class::span_of(class, (*heap).pages[class]);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
@@ -417,6 +440,57 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
         os::debug_verify(|| check_class(heap, class, false, |_| {}));
         os::debug_verify(|| page::check(page, id(heap)));
         page
+    }
+}
+
+/// A batch of `class` from the transfer cache as the free list of the heap's page of
+/// transferred blocks, if the cache holds one and that page holds none of another class;
+/// else null.
+unsafe fn take_transferred(heap: *mut Heap, class: usize) -> *mut Page {
+    // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
+    // as used by their pages, given to this heap.
+    unsafe {
+        let tp = &raw mut (*heap).transferred;
+        if config::no_fast_path() || !(*tp).free.is_null() {
+            return ptr::null_mut();
+        }
+        let Some(b) = transfer::CACHE.pop(class) else {
+            return ptr::null_mut();
+        };
+        (*tp).free = b.first;
+        (*heap).transferred_class = class;
+        tp
+    }
+}
+
+/// After the fast path took the last transferred block of `class`: a block of the cache's next
+/// batch, if it holds one, without looking at the pages first (a heap that lives on the
+/// cache's batches pays a pop per batch, not a look for a page); else null, the fast path
+/// pointed back at the class's pages. Out of line: other slow paths do not pay for it.
+#[inline(never)]
+unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
+    // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
+    // as used by their pages, given to this heap.
+    unsafe {
+        let tp = &raw mut (*heap).transferred;
+        if let Some(b) = transfer::CACHE.pop(class) {
+            (*tp).free = b.first;
+            return page::pop(tp);
+        }
+        set_direct(heap, class);
+        ptr::null_mut()
+    }
+}
+
+/// Takes the transferred blocks `heap` holds (see [`take_transferred`]); null if none.
+pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap) -> *mut Block {
+    // SAFETY: the heap is the caller's own (or the pool's under its lock).
+    unsafe {
+        let first = core::mem::replace(&mut (*heap).transferred.free, ptr::null_mut());
+        if !first.is_null() {
+            set_direct(heap, (*heap).transferred_class);
+        }
+        first
     }
 }
 
@@ -654,6 +728,13 @@ pub(crate) unsafe fn release_empty_pages(heap: *mut Heap) {
         sweep(heap, usize::MAX);
         for class in 1..CLASSES {
             let mut page = (*heap).queues[class].first;
+            if page.is_null() {
+                // No page: what took its last one pointed the fast path elsewhere. Most
+                // classes of a heap have none, and a thread's exit walks every class of its
+                // heap and of the heaps in the pool (`transient 2 2000 500`: a fifth of its
+                // instructions were this loop's `set_direct`).
+                continue;
+            }
             while !page.is_null() {
                 let next = (*page).links.next;
                 page::collect(page);
@@ -707,7 +788,15 @@ pub(crate) unsafe fn check_class(
         // malloc of the class moves on (see `alloc_slow`).
         let first = direct_of(heap, class);
         let spent = spill_of(heap, class).map_or(EMPTY, |sp| sp.page());
-        if size_class::slots(class).any(|slot| ![first, spent].contains(&(*heap).direct[slot])) {
+        // Or the page of transferred blocks, whose last one the fast path took.
+        let transferred = if (*heap).transferred_class == class {
+            &raw mut (*heap).transferred
+        } else {
+            EMPTY
+        };
+        if size_class::slots(class)
+            .any(|slot| ![first, spent, transferred].contains(&(*heap).direct[slot]))
+        {
             return Err("heap: the direct page is not the first of its queue");
         }
         Ok(n)

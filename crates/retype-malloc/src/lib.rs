@@ -25,6 +25,7 @@
 //!   threads;
 //! - `spill`: per class, blocks freed into full pages of few blocks, taken first by malloc;
 //!   `remote`: a thread's batch of frees into one page of another heap, sent together;
+//!   `transfer`: full batches shared between heaps, taken by any heap before it claims a page;
 //! - `segment`: 2 MiB-aligned segments (one transparent huge page each) cut into 64 KiB
 //!   slices, holding pages of 1-8 slices; a pointer's page is found by masking its address;
 //!   a heap takes pages from its fullest segment, packing small objects into few huge pages;
@@ -112,6 +113,7 @@ mod page;
 
 mod remote;
 mod spill;
+mod transfer;
 
 mod resident;
 mod segment;
@@ -359,15 +361,19 @@ pub unsafe fn realloc(p: *mut u8, size: usize) -> *mut u8 {
 /// Gives retired memory back to the OS now, instead of after the purge delay; and back to
 /// their segments the empty pages of the calling thread's heap (kept, or emptied by other
 /// threads' frees), and those of the heaps of exited and parked threads (see
-/// `pool::reclaim`).
+/// `pool::reclaim`), after sending the blocks waiting in the transfer cache to their pages'
+/// owners (see `transfer`).
 pub fn trim() {
     let heap = heap::current();
-    if !heap::is_empty(heap) {
+    let own = !heap::is_empty(heap);
+    if own {
         // SAFETY: the heap is the calling thread's own.
-        unsafe {
-            free::send_batch(heap);
-            heap::release_empty_pages(heap);
-        }
+        unsafe { free::give_back_transferred(heap) };
+    }
+    transfer::CACHE.drain(free::send_home);
+    if own {
+        // SAFETY: as above.
+        unsafe { heap::release_empty_pages(heap) };
     }
     pool::reclaim();
     cache::purge(true);

@@ -64,11 +64,17 @@ fn huge_pages_wait_for_eight_segments_per_thread_heap() {
         _ if late => (3, false),
         _ => (5, false),
     };
-    let all_filled = Barrier::new(threads);
+    let (all_made, all_filled) = (Barrier::new(threads), Barrier::new(threads));
     let blocks: Vec<Vec<usize>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
+                    // Every heap is made before any fills: the threshold counts the heaps made,
+                    // and a thread that started first would otherwise fill its segments while
+                    // fewer heaps exist (1 run in 6 of "8 late" on a loaded 2-core machine).
+                    // SAFETY: a plain allocation, freed at once.
+                    unsafe { rm::free(rm::malloc(16)) };
+                    all_made.wait();
                     let blocks = fill(segments);
                     // Every heap is made and filled before any is looked at.
                     all_filled.wait();
