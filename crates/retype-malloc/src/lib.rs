@@ -202,7 +202,8 @@ pub unsafe fn malloc_aligned(size: usize, align: usize) -> *mut u8 {
     // Small alignments come from a block big enough to hold an aligned run of `size` bytes,
     // at least one: an empty run at the very end of the block would be the next block.
     if align <= consts::SLICE_SIZE / 4 && size <= MEDIUM_MAX - align {
-        // SAFETY: the block was just allocated by this thread, which owns its page.
+        // SAFETY: the block was just allocated by this thread; its page is this thread's, or
+        // another heap's whose block came from the transfer cache (`set_flag` is atomic).
         unsafe {
             let raw = malloc(size.max(1) + align - MIN_ALIGN);
             if raw.is_null() {

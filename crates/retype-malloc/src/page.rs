@@ -133,15 +133,18 @@ impl Page {
     }
 }
 
-/// Sets (`on`) or clears `flag` of `page`, whose owner calls it. Only the owner writes the
-/// flags (other threads read them), so a plain load and store do, without the locked
-/// instruction of a read-modify-write: a page of a medium class can change between full and
-/// not full on every other malloc and free.
+/// Sets (`on`) or clears `flag` of `page`. By a read-modify-write, not a load and a store:
+/// the owner turns `FLAG_FULL` on and off while another thread may set `FLAG_ALIGNED` on the
+/// page, having taken one of its blocks from the transfer cache (see `transfer`), and a plain
+/// store of the owner's would lose it (the block's aligned pointer then freed as a block).
 pub(crate) unsafe fn set_flag(page: *mut Page, flag: u8, on: bool) {
-    // SAFETY: the caller owns the page.
+    // SAFETY: the page is a live page descriptor.
     let flags = unsafe { &(*page).flags };
-    let old = flags.load(Ordering::Relaxed);
-    flags.store(if on { old | flag } else { old & !flag }, Ordering::Relaxed);
+    if on {
+        flags.fetch_or(flag, Ordering::Relaxed);
+    } else {
+        flags.fetch_and(!flag, Ordering::Relaxed);
+    }
 }
 
 /// Bytes of the slices `page` spans.
