@@ -9,10 +9,10 @@
 use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
-use crate::page::{self, Block, Page, FULL, NOTIFIED};
+use crate::page::{self, Block, Page};
 use crate::remote::BATCH_MAX;
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, list, os, quarantine, spill, transfer};
+use crate::{canary, config, freed, hardened, large, os, quarantine, spill, transfer};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -154,7 +154,7 @@ pub(crate) unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut B
     // `block` stays counted as used by `page` until it is sent.
     unsafe {
         if heap::is_empty(heap) {
-            return send(page, block, block);
+            return heap::send(page, block, block);
         }
         if !(*heap).remote.add(page, block) {
             if (*heap).remote.len == BATCH_MAX {
@@ -174,7 +174,7 @@ pub(crate) unsafe fn send_batch(heap: *mut Heap) {
     unsafe {
         if !(*heap).remote.is_empty() {
             let b = (*heap).remote.take();
-            send(b.page, b.first, b.last);
+            heap::send(b.page, b.first, b.last);
         }
     }
 }
@@ -189,28 +189,22 @@ unsafe fn send_full(heap: *mut Heap, page: *mut Page, block: *mut Block) {
     unsafe {
         let b = (*heap).remote.take();
         if config::no_fast_path() {
-            send(b.page, b.first, b.last);
+            heap::send(b.page, b.first, b.last);
         } else {
             let batch = transfer::Batch {
                 first: b.first,
                 last: b.last,
                 len: b.len,
             };
-            transfer::push((*b.page).class as usize, batch, os::now_ms(), send_home);
+            transfer::push(
+                (*b.page).class as usize,
+                batch,
+                os::now_ms(),
+                heap::send_home,
+            );
         }
         let added = (*heap).remote.add(page, block);
         debug_assert!(added);
-    }
-}
-
-/// Sends a batch that waited in the transfer cache to its page's remote list, as if it had
-/// never gone there.
-pub(crate) fn send_home(b: transfer::Batch) {
-    // SAFETY: a batch of the transfer cache is of freed blocks of one page, counted as used by
-    // it, linked from `first` to `last`.
-    unsafe {
-        let page = segment::page_of(segment::of(b.first.cast()), b.first.cast());
-        send(page, b.first, b.last);
     }
 }
 
@@ -231,26 +225,6 @@ pub(crate) unsafe fn give_back_transferred(heap: *mut Heap) {
             b = next;
         }
         send_batch(heap);
-    }
-}
-
-/// Puts the freed blocks `first` to `last`, linked, on the remote list of `page`, which a
-/// thread that does not own it freed them into; if the page is full, first on its heap's
-/// `notified` stack.
-unsafe fn send(page: *mut Page, first: *mut Block, last: *mut Block) {
-    // SAFETY: until the blocks are pushed their owner counts them used, so the page and heap
-    // stay alive.
-    unsafe {
-        if (*page).full_state.load(Ordering::SeqCst) == FULL
-            && (*page)
-                .full_state
-                .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
-                .is_ok()
-        {
-            let heap = (*page).heap.cast::<Heap>();
-            list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
-        }
-        page::push_remote(page, first, last);
     }
 }
 
@@ -443,7 +417,7 @@ mod tests {
         assert_eq!(sent(), blocks.len() - waiting * BATCH_MAX as usize);
         let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
         thread::sleep(std::time::Duration::from_millis(delay + 20));
-        transfer::expire_if_due(send_home);
+        transfer::expire_if_due(heap::send_home);
         assert_eq!(
             transfer::CACHE.batches(class),
             0,

@@ -23,7 +23,7 @@ use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
-use crate::{config, free, freed, hardened, os, quarantine, stats, tls, transfer};
+use crate::{config, freed, hardened, os, quarantine, stats, tls, transfer};
 
 #[repr(C)]
 pub(crate) struct Heap {
@@ -425,7 +425,7 @@ unsafe fn refill(heap: *mut Heap, class: usize) -> *mut Page {
                 set_direct(heap, class);
                 return tp;
             }
-            transfer::expire_if_due(free::send_home);
+            transfer::expire_if_due(send_home);
             let span = size_class::span_of(class, (*heap).pages[class]);
             page = segment::claim_page(&mut (*heap).segments, id(heap), class, span);
             if page.is_null() {
@@ -491,6 +491,37 @@ pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap) -> *mut Block {
             set_direct(heap, (*heap).transferred_class);
         }
         first
+    }
+}
+
+/// Puts the freed blocks `first` to `last`, linked, on the remote list of `page`, which a
+/// thread that does not own it freed them into (`free::remote_free`); if the page is full, first on its heap's
+/// `notified` stack.
+pub(crate) unsafe fn send(page: *mut Page, first: *mut Block, last: *mut Block) {
+    // SAFETY: until the blocks are pushed their owner counts them used, so the page and heap
+    // stay alive.
+    unsafe {
+        if (*page).full_state.load(Ordering::SeqCst) == FULL
+            && (*page)
+                .full_state
+                .compare_exchange(FULL, NOTIFIED, Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            let heap = (*page).heap.cast::<Heap>();
+            list::push(&(*heap).notified, page, &raw mut (*page).notified_next);
+        }
+        page::push_remote(page, first, last);
+    }
+}
+
+/// Sends a batch that waited in the transfer cache to its page's remote list, as if it had
+/// never gone there.
+pub(crate) fn send_home(b: transfer::Batch) {
+    // SAFETY: a batch of the transfer cache is of freed blocks of one page, counted as used by
+    // it, linked from `first` to `last`.
+    unsafe {
+        let page = segment::page_of(segment::of(b.first.cast()), b.first.cast());
+        send(page, b.first, b.last);
     }
 }
 

@@ -371,7 +371,7 @@ pub fn trim() {
         // SAFETY: the heap is the calling thread's own.
         unsafe { free::give_back_transferred(heap) };
     }
-    transfer::CACHE.drain(free::send_home);
+    transfer::CACHE.drain(heap::send_home);
     if own {
         // SAFETY: as above.
         unsafe { heap::release_empty_pages(heap) };
