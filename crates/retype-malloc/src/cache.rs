@@ -654,7 +654,8 @@ pub(crate) mod tests {
     use std::sync::Mutex;
 
     /// Tests that move or read the cache's statistics (`List::count` keeps them) take this,
-    /// so that one's mappings never show in another's figures.
+    /// so that one's mappings never show in another's figures; and the transfer cache's
+    /// tests (`free::tests`), so that no `trim` empties it under them.
     pub(crate) static STATISTICS: Mutex<()> = Mutex::new(());
 
     /// A cached mapping of the model: its length, pages returned, pinned, touched slices.

@@ -320,6 +320,10 @@ mod tests {
     /// `transfer`): without the cache no other heap ever hands out a block of its pages.
     #[test]
     fn full_batches_of_remote_frees_serve_other_heaps() {
+        // The tests that trim, which empties the transfer cache, wait meanwhile.
+        let _serial = crate::cache::tests::STATISTICS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         // A class that the crate's other tests do not use, of pages of more than a batch.
         let size = 720;
         assert!(SLICE_SIZE / size > crate::remote::BATCH_MAX as usize);
@@ -369,6 +373,10 @@ mod tests {
     /// pages can empty: then every freed block lies on its page's remote list.
     #[test]
     fn batches_waiting_a_purge_delay_go_home() {
+        // The tests that trim, which empties the transfer cache, wait meanwhile.
+        let _serial = crate::cache::tests::STATISTICS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         // A class no other test of the crate uses, of pages of more than a batch.
         let size = 960;
         let class = size_class::class_of(size);
