@@ -651,12 +651,17 @@ pub(crate) mod tests {
     use super::*;
     use crate::consts::OS_PAGE;
     use proptest::prelude::*;
-    use std::sync::Mutex;
+    use std::sync::{Mutex, MutexGuard};
 
     /// Tests that move or read the cache's statistics (`List::count` keeps them) take this,
     /// so that one's mappings never show in another's figures; and the transfer cache's
     /// tests (`free::tests`), so that no `trim` empties it under them.
-    pub(crate) static STATISTICS: Mutex<()> = Mutex::new(());
+    static STATISTICS: Mutex<()> = Mutex::new(());
+
+    /// Takes [`STATISTICS`] (a test that panicked while it held it leaves it usable).
+    pub(crate) fn serial() -> MutexGuard<'static, ()> {
+        STATISTICS.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     /// A cached mapping of the model: its length, pages returned, pinned, touched slices.
     #[derive(Clone, Copy, Debug, PartialEq)]
@@ -717,7 +722,7 @@ pub(crate) mod tests {
         fn the_bins_find_what_a_walk_of_every_mapping_finds(
             ops in prop::collection::vec(op(), 1..120)
         ) {
-            let _serial = STATISTICS.lock().unwrap_or_else(|e| e.into_inner());
+            let _serial = serial();
             let mut list = List::EMPTY;
             // Each mapping's header area, of which the list uses only the node.
             let mut headers: Vec<Box<[u8; HEADER_SIZE]>> = Vec::new();

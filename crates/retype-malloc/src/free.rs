@@ -315,30 +315,22 @@ mod tests {
         }
     }
 
-    /// Full batches of frees into the pages of a heap whose thread does not run (it waits)
-    /// serve another heap's mallocs of the class before that heap claims a page (see
-    /// `transfer`): without the cache no other heap ever hands out a block of its pages.
-    #[test]
-    fn full_batches_of_remote_frees_serve_other_heaps() {
-        // The tests that trim, which empties the transfer cache, wait meanwhile.
-        let _serial = crate::cache::tests::STATISTICS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        // A class that the crate's other tests do not use, of pages of more than a batch.
-        let size = 720;
+    /// A thread that allocates 256 blocks of `size` bytes (a class no other test of the crate
+    /// uses, of pages of more than a batch) and waits: its blocks, which the calling thread
+    /// (not their pages' owner) has freed and sent in full batches, the sender that ends the
+    /// wait, and the thread's handle.
+    fn frees_into_a_waiting_heap(
+        size: usize,
+    ) -> (Vec<usize>, mpsc::Sender<()>, thread::JoinHandle<()>) {
         assert!(SLICE_SIZE / size > crate::remote::BATCH_MAX as usize);
         let (blocks_tx, blocks_rx) = mpsc::channel();
         let (done_tx, done_rx) = mpsc::channel::<()>();
-        let malloc = move |n: usize| {
-            let mut blocks = Vec::with_capacity(n);
-            for _ in 0..n {
-                // SAFETY: a block of the calling thread's heap, freed once below.
-                blocks.push(unsafe { crate::malloc(size) } as usize);
-            }
-            blocks
-        };
         let owner = thread::spawn(move || {
-            blocks_tx.send(malloc(256)).unwrap();
+            let blocks: Vec<usize> = (0..256)
+                // SAFETY: blocks of this thread's heap, freed once by the caller's thread.
+                .map(|_| unsafe { crate::malloc(size) } as usize)
+                .collect();
+            blocks_tx.send(blocks).unwrap();
             done_rx.recv().unwrap();
         });
         let blocks = blocks_rx.recv().unwrap();
@@ -347,9 +339,24 @@ mod tests {
             blocks.iter().for_each(|&p| crate::free(p as *mut u8));
             send_batch(heap::current());
         }
+        (blocks, done_tx, owner)
+    }
+
+    /// Full batches of frees into the pages of a heap whose thread does not run (it waits)
+    /// serve another heap's mallocs of the class before that heap claims a page (see
+    /// `transfer`): without the cache no other heap ever hands out a block of its pages.
+    #[test]
+    fn full_batches_of_remote_frees_serve_other_heaps() {
+        // The tests that trim, which empties the transfer cache, wait meanwhile.
+        let _serial = crate::cache::tests::serial();
+        let size = 720;
+        let (blocks, done_tx, owner) = frees_into_a_waiting_heap(size);
         let freed: HashSet<usize> = blocks.into_iter().collect();
         let found = thread::spawn(move || {
-            let mine = malloc(4096);
+            let mine: Vec<usize> = (0..4096)
+                // SAFETY: blocks of this thread's heap, freed once below.
+                .map(|_| unsafe { crate::malloc(size) } as usize)
+                .collect();
             let found = mine.iter().filter(|p| freed.contains(p)).count();
             for p in mine {
                 // SAFETY: a live block of this thread's heap, freed once.
@@ -374,29 +381,10 @@ mod tests {
     #[test]
     fn batches_waiting_a_purge_delay_go_home() {
         // The tests that trim, which empties the transfer cache, wait meanwhile.
-        let _serial = crate::cache::tests::STATISTICS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        // A class no other test of the crate uses, of pages of more than a batch.
+        let _serial = crate::cache::tests::serial();
         let size = 960;
         let class = size_class::class_of(size);
-        assert!(SLICE_SIZE / size > crate::remote::BATCH_MAX as usize);
-        let (blocks_tx, blocks_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let owner = thread::spawn(move || {
-            let blocks: Vec<usize> = (0..256)
-                // SAFETY: blocks of this thread's heap, freed once by the test's thread.
-                .map(|_| unsafe { crate::malloc(size) } as usize)
-                .collect();
-            blocks_tx.send(blocks).unwrap();
-            done_rx.recv().unwrap();
-        });
-        let blocks = blocks_rx.recv().unwrap();
-        // SAFETY: live blocks of the owner's heap, each freed once; the heap is this thread's.
-        unsafe {
-            blocks.iter().for_each(|&p| crate::free(p as *mut u8));
-            send_batch(heap::current());
-        }
+        let (blocks, done_tx, owner) = frees_into_a_waiting_heap(size);
         let mut pages: Vec<usize> = blocks
             .iter()
             // SAFETY: blocks of small pages, which stay alive while their blocks are in use or

@@ -680,9 +680,7 @@ mod tests {
 
     /// Runs `ops` with a cache of `cap_mib` MiB, emptied first.
     fn run(cap_mib: usize, ops: Vec<Op>) {
-        let _serial = crate::cache::tests::STATISTICS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _serial = crate::cache::tests::serial();
         crate::trim();
         config::CACHE_BYTES.store(cap_mib * MIB, Ordering::Relaxed);
         let mut m = Model {
