@@ -9,6 +9,9 @@ cores when the CSVs come from several).
 usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note TEXT] --snmalloc V [--svg OUT.svg
        --md OUT.md] scaling.csv [more.csv ...]
 (without --svg and --md it only prints the ratios)
+
+What lies between the KEPT markers in the doc it replaces (where the goals stand, the log of runs:
+written by hand) is carried over under the title, so a new run never loses it.
 """
 import argparse
 import csv
@@ -24,6 +27,8 @@ COLOURS = {"retype": "#0072B2", "glibc": "#D55E00", "mimalloc": "#009E73", "tcma
 # What the ratio means and which way is better, per figure.
 FIGURES = {"ops_per_s": ("throughput", max, "higher is better"),
            "rss_kib": ("peak RSS", min, "lower is better")}
+# The hand-written part of the doc lies between these two lines.
+KEPT = ("<!-- kept: written by hand; bench/scaling.py carries it over -->", "<!-- /kept -->")
 
 
 def esc(s):
@@ -169,8 +174,21 @@ def repetitions(per_threads):
     return "repetitions " + ", ".join(f"{n} ({', '.join(ts)} threads)" for n, ts in sorted(by_count.items(), reverse=True))
 
 
-def doc(args, med, rat, cores, reps, commands, chart_machine):
-    """docs/scaling.md's lines: what ran where, how to read it, the chart, the two tables."""
+def kept(path):
+    """The hand-written block of the doc at `path`, markers included (empty when it has none)."""
+    try:
+        text = open(path).read()
+    except FileNotFoundError:
+        return []
+    start, end = text.find(KEPT[0]), text.find(KEPT[1])
+    if start < 0 or end < start:
+        return []
+    return text[start:end + len(KEPT[1])].split("\n") + [""]
+
+
+def doc(args, med, rat, cores, reps, commands, chart_machine, hand):
+    """docs/scaling.md's lines: the hand-written block, what ran where, how to read it, the chart,
+    the two tables."""
     machines = list(dict.fromkeys(k[0] for k in med))
     benches = list(dict.fromkeys(k[1] for k in med))
     threads = sorted({k[2] for k in med})
@@ -178,6 +196,8 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
     out = []
     w = out.append
     w("# Thread scaling\n")
+    out.extend(hand)
+    w("## How to read the figures\n")
     smallest = min(cores[m] for m in machines)
     top = []
     if args.quick:
@@ -191,9 +211,6 @@ def doc(args, med, rat, cores, reps, commands, chart_machine):
     if args.note:
         top.append(args.note)
     w(" ".join(top) + "\n")
-    w("What bounds the memory of thread heaps as threads come and go, and remote frees in batches "
-      "(issue #41, points 2 and 3), with their before-and-after figures: "
-      "[malloc.md](malloc.md#memory-as-threads-come-and-go).\n")
     w(f"Command: `{args.command}`. Load average at the start {args.load_start}, at the end {load_end}.\n")
     w("Machines (every figure below names the one it came from):\n")
     for i, m in enumerate(machines):
@@ -278,8 +295,9 @@ def main():
     if args.md is None:
         return
     chart_machine = max(cores, key=cores.get)
+    hand = kept(args.md)
     with open(args.md, "w") as f:
-        f.write("\n".join(doc(args, med, rat, cores, reps, commands, chart_machine)) + "\n")
+        f.write("\n".join(doc(args, med, rat, cores, reps, commands, chart_machine, hand)) + "\n")
     benches = list(dict.fromkeys(k[1] for k in med))
     threads = sorted({k[2] for k in med})
     with open(args.svg, "w") as f:
