@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""Turns bench/run.sh's CSV files into docs/benchmarks.md (medians, ratios to mimalloc)."""
+"""Turns bench/run.sh's CSV files into docs/benchmarks.md (medians, ratios to mimalloc), followed
+by the hand-written block of the doc it replaces (bench/kept.py).
+
+usage: python3 bench/report.py results.csv hugepages.csv hugeheap.txt REPS [OLD.md] > NEW.md
+"""
 import csv, math, os, platform, statistics, subprocess, sys
 from collections import defaultdict
 
+from kept import kept
+
 results, hp_csv, heap_txt, reps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+old_doc = sys.argv[5] if len(sys.argv) > 5 else None
 ORDER = ["retype", "mimalloc", "glibc", "jemalloc", "tcmalloc"]
 runs = defaultdict(list)
 for r in csv.DictReader(open(results)):
@@ -126,5 +133,7 @@ rows = [
 ]
 for g, m, ok in rows:
     w("| %s | %s | %s |" % (g, m, "yes" if ok else "**no**"))
-w("\nCommand: `bench/run.sh` (REPS=%s). Raw data: `target/bench/results.csv`, `hugepages.csv`, `hugeheap.txt`." % reps)
+w("\nCommand: `bench/run.sh` (REPS=%s). Raw data: `target/bench/results.csv`, `hugepages.csv`, `hugeheap.txt`.\n" % reps)
+if old_doc:
+    out.extend(kept(old_doc))
 print("\n".join(out))

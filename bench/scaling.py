@@ -10,8 +10,8 @@ usage: python3 bench/scaling.py [--quick] --command CMD --load-start L [--note T
        --md OUT.md] scaling.csv [more.csv ...]
 (without --svg and --md it only prints the ratios)
 
-What lies between the KEPT markers in the doc it replaces (where the goals stand, the log of runs:
-written by hand) is carried over under the title, so a new run never loses it.
+The hand-written block of the doc it replaces (bench/kept.py: where the goals stand, the log of
+runs) is carried over under the title.
 """
 import argparse
 import csv
@@ -21,14 +21,14 @@ import subprocess
 import sys
 from collections import defaultdict
 
+from kept import kept
+
 ORDER = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "snmalloc", "retype"]
 COLOURS = {"retype": "#0072B2", "glibc": "#D55E00", "mimalloc": "#009E73", "tcmalloc": "#CC79A7",
            "jemalloc": "#E69F00", "snmalloc": "#56B4E9"}
 # What the ratio means and which way is better, per figure.
 FIGURES = {"ops_per_s": ("throughput", max, "higher is better"),
            "rss_kib": ("peak RSS", min, "lower is better")}
-# The hand-written part of the doc lies between these two lines.
-KEPT = ("<!-- kept: written by hand; bench/scaling.py carries it over -->", "<!-- /kept -->")
 
 
 def esc(s):
@@ -172,18 +172,6 @@ def repetitions(per_threads):
     if len(by_count) == 1:
         return f"repetitions {next(iter(by_count))}"
     return "repetitions " + ", ".join(f"{n} ({', '.join(ts)} threads)" for n, ts in sorted(by_count.items(), reverse=True))
-
-
-def kept(path):
-    """The hand-written block of the doc at `path`, markers included (empty when it has none)."""
-    try:
-        text = open(path).read()
-    except FileNotFoundError:
-        return []
-    start, end = text.find(KEPT[0]), text.find(KEPT[1])
-    if start < 0 or end < start:
-        return []
-    return text[start:end + len(KEPT[1])].split("\n") + [""]
 
 
 def doc(args, med, rat, cores, reps, commands, chart_machine, hand):
