@@ -105,7 +105,7 @@ fn counted<T: Copy>(
     if call.frees == 0 && call.asks.is_some() {
         let v = run();
         let e = event(v);
-        counted_alloc(l, at, phases, e.size, e.ret);
+        counted_alloc(l, at, phases, e.op, e.size, e.ret);
         return v;
     }
     // SAFETY: recording is on, so the settings were read.
@@ -114,12 +114,12 @@ fn counted<T: Copy>(
 }
 
 /// [`kept::counted_alloc`] of a block of `size` bytes at `ret` (0: the call
-/// failed), allocated from `at` by the thread whose state is `l`.
+/// failed) by a call `op`, allocated from `at` by the thread whose state is `l`.
 #[inline(never)]
-fn counted_alloc(l: &'static Local, at: Entry, phases: bool, size: u64, ret: u64) {
+fn counted_alloc(l: &'static Local, at: Entry, phases: bool, op: Op, size: u64, ret: u64) {
     // SAFETY: recording is on, so the settings were read.
     let stack = || stack(l, unsafe { settings::read() }, at);
-    kept::counted_alloc(l, phases, size, ret, stack);
+    kept::counted_alloc(l, phases, op, size, ret, stack);
 }
 
 /// [`traced`] past its check of [`recording::State::counts_only`], the

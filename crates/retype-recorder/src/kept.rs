@@ -146,16 +146,24 @@ pub fn counted<T: Copy>(
     v
 }
 
-/// [`counted`] for an allocation that frees nothing, after the call: a
-/// block of `size` bytes at `ret` (0: the call failed), made by the thread
+/// [`counted`] for an allocation that frees nothing, after the call `op`
+/// (`realloc` of no block among them, whose failure at size 0 is no failed
+/// allocation): a block of `size` bytes at `ret` (0: the call failed), made by the thread
 /// whose state is `l` at the stack `stack` gives. Its time is taken after
 /// the call (a coarse one: [`tick`]).
 #[inline(always)]
-pub fn counted_alloc(l: &Local, phases: bool, size: u64, ret: u64, stack: impl FnOnce() -> u32) {
+pub fn counted_alloc(
+    l: &Local,
+    phases: bool,
+    op: Op,
+    size: u64,
+    ret: u64,
+    stack: impl FnOnce() -> u32,
+) {
     // The new block's slot loads while its stack is found.
     blocks::prefetch(ret);
     let e = Event {
-        op: Op::Malloc,
+        op,
         size,
         ret,
         time_ns: tick(l),
