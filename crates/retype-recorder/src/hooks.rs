@@ -82,11 +82,44 @@ fn traced<T: Copy>(
         let Some(_busy) = Busy::enter_on(l) else {
             return run();
         };
-        // SAFETY: recording is on, so the settings were read.
-        let stack = || stack(l, unsafe { settings::read() }, at);
-        return kept::counted(l, call, false, stack, run, event);
+        return counted(l, at, call, false, run, event);
     }
     traced_in(state, at, call, run, event)
+}
+
+/// An aggregate recording's call ([`kept::counted`]), made from `at` by the
+/// thread whose state is `l` (`phases`: a phase may be active). An
+/// allocation is counted after the call in [`counted_alloc`], one copy that
+/// every allocating hook calls: inlined into each, the count was seven copies
+/// of several KiB that a program calling the malloc family in turn missed in
+/// the instruction cache more than once a call.
+#[inline(always)]
+fn counted<T: Copy>(
+    l: &'static Local,
+    at: Entry,
+    call: Call,
+    phases: bool,
+    run: impl FnOnce() -> T,
+    event: impl FnOnce(T) -> Event,
+) -> T {
+    if call.frees == 0 && call.asks.is_some() {
+        let v = run();
+        let e = event(v);
+        counted_alloc(l, at, phases, e.op, e.size, e.ret);
+        return v;
+    }
+    // SAFETY: recording is on, so the settings were read.
+    let stack = || stack(l, unsafe { settings::read() }, at);
+    kept::counted(l, call, phases, stack, run, event)
+}
+
+/// [`kept::counted_alloc`] of a block of `size` bytes at `ret` (0: the call
+/// failed) by a call `op`, allocated from `at` by the thread whose state is `l`.
+#[inline(never)]
+fn counted_alloc(l: &'static Local, at: Entry, phases: bool, op: Op, size: u64, ret: u64) {
+    // SAFETY: recording is on, so the settings were read.
+    let stack = || stack(l, unsafe { settings::read() }, at);
+    kept::counted_alloc(l, phases, op, size, ret, stack);
 }
 
 /// [`traced`] past its check of [`recording::State::counts_only`], the
@@ -106,7 +139,7 @@ fn traced_in<T: Copy>(
     let mode = settings.mode();
     let phases = state.phases();
     if let Mode::Aggregate { .. } = mode {
-        return kept::counted(l, call, phases, || stack(l, settings, at), run, event);
+        return counted(l, at, call, phases, run, event);
     }
     let keep = kept::before(l, mode, call);
     if let Keep::Nothing = keep {

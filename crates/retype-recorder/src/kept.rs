@@ -102,7 +102,8 @@ pub fn after(l: &Local, keep: Keep, e: Event) {
 /// An aggregate recording's call `call`, made by the thread whose state is
 /// `l`: runs it (`run`) and counts the event `event` builds from its result
 /// ([`aggregate::count`]), an allocation at the stack `stack` gives (a
-/// free is [`counted_free`], at its block's stack). A path
+/// free is [`counted_free`], at its block's stack; an allocation that frees
+/// nothing may be [`counted_alloc`] instead). A path
 /// of its own, apart from [`before`] and [`after`], so that nothing a
 /// counted call does not need (a latency, a choice of what to keep, the
 /// event passed whole) is made: this is every call's cost while recording.
@@ -143,6 +144,37 @@ pub fn counted<T: Copy>(
     let (tally, count_at) = own::counts(l);
     aggregate::count(tally, count_at, &e, old, &l.clock);
     v
+}
+
+/// [`counted`] for an allocation that frees nothing, after the call `op`
+/// (`realloc` of no block among them, whose failure at size 0 is no failed
+/// allocation): a block of `size` bytes at `ret` (0: the call failed), made by the thread
+/// whose state is `l` at the stack `stack` gives. Its time is taken after
+/// the call (a coarse one: [`tick`]).
+#[inline(always)]
+pub fn counted_alloc(
+    l: &Local,
+    phases: bool,
+    op: Op,
+    size: u64,
+    ret: u64,
+    stack: impl FnOnce() -> u32,
+) {
+    // The new block's slot loads while its stack is found.
+    blocks::prefetch(ret);
+    let e = Event {
+        op,
+        size,
+        ret,
+        time_ns: tick(l),
+        stack: stack(),
+        ..Event::default()
+    };
+    if phases {
+        phase_stats::allocated(&e);
+    }
+    let (tally, count_at) = own::counts(l);
+    aggregate::count(tally, count_at, &e, None, &l.clock);
 }
 
 /// An aggregate recording's free of the block at `p` (0: none), made by
