@@ -374,6 +374,53 @@ mod tests {
         );
     }
 
+    /// The heap's page of transferred blocks serves one class at a time: when it takes a batch
+    /// of another class, the fast path of the class it served before, which took its last
+    /// block, no longer pops from it. (Before, that class's next malloc took a block of the
+    /// new class: 576 bytes asked for, 640 given, or the other way round, an overflow.)
+    #[test]
+    fn the_page_of_transferred_blocks_serves_one_class_at_a_time() {
+        // The tests that trim, which empties the transfer cache, wait meanwhile.
+        let _serial = crate::cache::tests::serial();
+        let (small, large) = (576, 640);
+        let (small_class, large_class) = (size_class::class_of(small), size_class::class_of(large));
+        assert_ne!(small_class, large_class);
+        let (_, small_done, small_owner) = frees_into_a_waiting_heap(small);
+        let (_, large_done, large_owner) = frees_into_a_waiting_heap(large);
+        thread::spawn(move || {
+            let class_of = |p: *mut u8| {
+                // SAFETY: a live block of a page in use.
+                unsafe { (*segment::page_of(segment::of(p), p)).class as usize }
+            };
+            // SAFETY: blocks this thread allocates, each freed once below; the heap is its own.
+            unsafe {
+                let mut blocks = vec![crate::malloc(large)];
+                let heap = heap::current();
+                let tp = &raw mut (*heap).transferred;
+                assert_eq!((*heap).transferred_class, large_class, "a batch taken");
+                // The fast path takes the batch's blocks, the last one included.
+                while !(*tp).free.is_null() {
+                    blocks.push(crate::malloc(large));
+                }
+                blocks.push(crate::malloc(small));
+                assert_eq!((*heap).transferred_class, small_class, "the next batch");
+                for _ in 0..4 {
+                    let p = crate::malloc(large);
+                    assert_eq!(class_of(p), large_class, "a block of the class asked for");
+                    blocks.push(p);
+                }
+                assert_eq!(check(heap), Ok(()));
+                blocks.iter().for_each(|&p| crate::free(p));
+            }
+        })
+        .join()
+        .unwrap();
+        small_done.send(()).unwrap();
+        large_done.send(()).unwrap();
+        small_owner.join().unwrap();
+        large_owner.join().unwrap();
+    }
+
     /// Full batches of frees into the pages of a heap whose thread waits go to the transfer
     /// cache and, no heap taking them, go home to their pages' remote lists once they waited
     /// a purge delay, at the next page claim (see `transfer::expire_if_due`), so that their

@@ -458,7 +458,13 @@ unsafe fn take_transferred(heap: *mut Heap, class: usize) -> *mut Page {
             return ptr::null_mut();
         };
         (*tp).free = b.first;
-        (*heap).transferred_class = class;
+        let before = core::mem::replace(&mut (*heap).transferred_class, class);
+        if before != class {
+            // The fast path of the class the page served before may still point at it (it
+            // took the page's last block, and that class took no slow path since): it would
+            // pop this class's blocks.
+            set_direct(heap, before);
+        }
         tp
     }
 }
@@ -473,6 +479,7 @@ unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
     // as used by their pages, given to this heap.
     unsafe {
         let tp = &raw mut (*heap).transferred;
+        debug_assert_eq!((*heap).transferred_class, class);
         if let Some(b) = transfer::CACHE.pop(class) {
             (*tp).free = b.first;
             return page::pop(tp);
