@@ -10,9 +10,9 @@ use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page};
-use crate::remote::BATCH_MAX;
+use crate::remote::{self, BATCH_MAX};
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, os, quarantine, spill, transfer};
+use crate::{canary, config, freed, hardened, large, os, quarantine, size_class, spill, transfer};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -160,21 +160,80 @@ pub(crate) unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut B
             if (*heap).remote.len == BATCH_MAX {
                 return send_full(heap, page, block);
             }
-            send_batch(heap);
-            let added = (*heap).remote.add(page, block);
-            debug_assert!(added);
+            send_and_add(heap, page, block);
         }
     }
 }
 
-/// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks: the
-/// heap's slow path, `malloc_trim`, and a thread that parks or exits call it.
+/// [`remote_free`] when the batch is of another page: it is sent (see [`send_batch`]), and
+/// `block` of `page` starts the next. Out of line, so that the frees that join a batch
+/// (`xmalloc`'s consumer) keep their short path.
+#[inline(never)]
+unsafe fn send_and_add(heap: *mut Heap, page: *mut Page, block: *mut Block) {
+    // SAFETY: as for `remote_free`.
+    unsafe {
+        send_batch(heap);
+        let added = (*heap).remote.add(page, block);
+        debug_assert!(added);
+    }
+}
+
+/// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks, or, if
+/// it holds few while threads outnumber the CPUs (see `remote::oversubscribed`), adds them to
+/// the heap's strays of their class (see [`stray`]): a free into another page and the heap's
+/// slow path call it.
 pub(crate) unsafe fn send_batch(heap: *mut Heap) {
     // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
     unsafe {
         if !(*heap).remote.is_empty() {
             let b = (*heap).remote.take();
+            if b.len <= remote::STRAY_LEN && remote::oversubscribed() {
+                return stray(heap, b);
+            }
             heap::send(b.page, b.first, b.last);
+        }
+    }
+}
+
+/// Adds `b`, a short batch of `heap` (the calling thread's), to its strays of its class (see
+/// `remote::Strays`), which go to the transfer cache at [`BATCH_MAX`] blocks or
+/// `remote::STRAY_BYTES`; sends it at once in the modes without a fast path (which hand out
+/// no transferred block) and for a class too small to wait in the cache. Out of line: only
+/// frees that change page often come here.
+#[inline(never)]
+unsafe fn stray(heap: *mut Heap, b: remote::Batch) {
+    // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
+    unsafe {
+        let class = (*b.page).class as usize;
+        if config::no_fast_path() || !transfer::takes(class) {
+            return heap::send(b.page, b.first, b.last);
+        }
+        (*heap).straying = true;
+        let strays = &mut (*heap).strays[class];
+        strays.add(&b);
+        if strays.len >= BATCH_MAX
+            || strays.len as usize * size_class::block_size(class) >= remote::STRAY_BYTES
+        {
+            transfer::push(class, strays.take(), os::now_ms(), heap::send_home);
+        }
+    }
+}
+
+/// Sends the batch and the strays of `heap` (the calling thread's, which parks or exits, or
+/// one in the pool under its lock) to their pages.
+pub(crate) unsafe fn send_all(heap: *mut Heap) {
+    // SAFETY: the heap is the caller's; the blocks are freed blocks counted as used by their
+    // pages.
+    unsafe {
+        if !(*heap).remote.is_empty() {
+            let b = (*heap).remote.take();
+            heap::send(b.page, b.first, b.last);
+        }
+        if (*heap).straying {
+            for strays in (*heap).strays.iter_mut().filter(|s| s.len != 0) {
+                heap::send_home(strays.take());
+            }
+            (*heap).straying = false;
         }
     }
 }
@@ -188,7 +247,7 @@ unsafe fn send_full(heap: *mut Heap, page: *mut Page, block: *mut Block) {
     // SAFETY: as for `remote_free`; the batch's blocks are freed blocks of its page.
     unsafe {
         let b = (*heap).remote.take();
-        if config::no_fast_path() {
+        if config::no_fast_path() || !transfer::takes((*b.page).class as usize) {
             heap::send(b.page, b.first, b.last);
         } else {
             let batch = transfer::Batch {
@@ -214,17 +273,23 @@ pub(crate) unsafe fn give_back_transferred(heap: *mut Heap) {
     // SAFETY: the blocks are freed blocks counted as used by their pages; the heap is the
     // caller's.
     unsafe {
-        let mut b = heap::take_transferred_blocks(heap);
-        while !b.is_null() {
-            let next = (*b).next;
-            release(
-                heap,
-                segment::page_of(segment::of(b.cast()), b.cast()),
-                b.cast(),
-            );
-            b = next;
+        if !(*heap).transferring {
+            return send_all(heap);
         }
-        send_batch(heap);
+        (*heap).transferring = false;
+        for class in 1..size_class::CLASSES {
+            let mut b = heap::take_transferred_blocks(heap, class);
+            while !b.is_null() {
+                let next = (*b).next;
+                release(
+                    heap,
+                    segment::page_of(segment::of(b.cast()), b.cast()),
+                    b.cast(),
+                );
+                b = next;
+            }
+        }
+        send_all(heap);
     }
 }
 
@@ -374,12 +439,12 @@ mod tests {
         );
     }
 
-    /// The heap's page of transferred blocks serves one class at a time: when it takes a batch
-    /// of another class, the fast path of the class it served before, which took its last
-    /// block, no longer pops from it. (Before, that class's next malloc took a block of the
-    /// new class: 576 bytes asked for, 640 given, or the other way round, an overflow.)
+    /// Each class has its page of transferred blocks: a heap that took batches of two classes
+    /// from the transfer cache hands out each class's blocks to its own mallocs only. (With
+    /// one page for all classes, the fast path of the class it served before, which took its
+    /// last block, popped the next class's blocks: 576 bytes given for 640 asked for.)
     #[test]
-    fn the_page_of_transferred_blocks_serves_one_class_at_a_time() {
+    fn transferred_blocks_serve_their_own_class() {
         // The tests that trim, which empties the transfer cache, wait meanwhile.
         let _serial = crate::cache::tests::serial();
         let (small, large) = (576, 640);
@@ -396,18 +461,24 @@ mod tests {
             unsafe {
                 let mut blocks = vec![crate::malloc(large)];
                 let heap = heap::current();
-                let tp = &raw mut (*heap).transferred;
-                assert_eq!((*heap).transferred_class, large_class, "a batch taken");
+                let tp = |class: usize| (*heap).transferred[class].free;
+                assert!(!tp(large_class).is_null(), "a batch taken");
                 // The fast path takes the batch's blocks, the last one included.
-                while !(*tp).free.is_null() {
+                while !tp(large_class).is_null() {
                     blocks.push(crate::malloc(large));
                 }
                 blocks.push(crate::malloc(small));
-                assert_eq!((*heap).transferred_class, small_class, "the next batch");
+                assert!(!tp(small_class).is_null(), "the next batch");
                 for _ in 0..4 {
-                    let p = crate::malloc(large);
-                    assert_eq!(class_of(p), large_class, "a block of the class asked for");
-                    blocks.push(p);
+                    blocks.push(crate::malloc(large));
+                }
+                for &p in &blocks {
+                    let want = if p == blocks[blocks.len() - 5] {
+                        small_class
+                    } else {
+                        large_class
+                    };
+                    assert_eq!(class_of(p), want, "a block of the class asked for");
                 }
                 assert_eq!(check(heap), Ok(()));
                 blocks.iter().for_each(|&p| crate::free(p));

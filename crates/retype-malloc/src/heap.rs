@@ -19,7 +19,7 @@ use crate::list::{self, Queue};
 use crate::page::{
     self, Block, HeapId, Page, FLAG_CHECKED, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED,
 };
-use crate::remote::Batch;
+use crate::remote::{Batch, Strays};
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
@@ -76,10 +76,17 @@ pub(crate) struct Heap {
     uncounted: isize,
     /// Blocks its thread freed into a page of another heap, not yet sent (see `remote`).
     pub remote: Batch,
-    /// Blocks of class `transferred_class` taken from the transfer cache (see `transfer`):
-    /// the free list of a page of its own, which the fast path pops from, as a spill's.
-    pub transferred: Page,
-    pub transferred_class: usize,
+    /// Per class, blocks its thread freed into other heaps' pages a few at a time (see
+    /// `remote::Strays`).
+    pub strays: [Strays; CLASSES],
+    /// Whether a class's strays may hold blocks: set by an addition, cleared when all are sent.
+    pub straying: bool,
+    /// Per class, blocks taken from its strays or the transfer cache (see `transfer`): the
+    /// free list of a page of its own, which the fast path pops from, as a spill's.
+    pub transferred: [Page; CLASSES],
+    /// Whether a class's page of transferred blocks may hold blocks: set when one takes a
+    /// batch, cleared when all are given back.
+    pub transferring: bool,
 }
 
 struct SyncPage(Page);
@@ -114,8 +121,10 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     quarantine: ptr::null_mut(),
     uncounted: 0,
     remote: Batch::EMPTY,
-    transferred: Page::empty(),
-    transferred_class: 0,
+    strays: [const { Strays::EMPTY }; CLASSES],
+    straying: false,
+    transferred: [const { Page::empty() }; CLASSES],
+    transferring: false,
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -210,8 +219,9 @@ unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
         if let Some(sp) = spill_of(heap, class).filter(|sp| !sp.is_empty()) {
             return sp.page();
         }
-        if !(*heap).transferred.free.is_null() && (*heap).transferred_class == class {
-            return &raw mut (*heap).transferred;
+        let tp = &raw mut (*heap).transferred[class];
+        if !(*tp).free.is_null() {
+            return tp;
         }
         let first = (*heap).queues[class].first;
         if first.is_null() {
@@ -371,7 +381,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             }
         }
         // A class is the last of its slots (`size_class::slots`).
-        if (*heap).direct[class] == &raw mut (*heap).transferred {
+        if (*heap).direct[class] == &raw mut (*heap).transferred[class] {
             let p = next_transferred(heap, class);
             if !p.is_null() {
                 return p;
@@ -450,22 +460,34 @@ unsafe fn take_transferred(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
     // as used by their pages, given to this heap.
     unsafe {
-        let tp = &raw mut (*heap).transferred;
+        let tp = &raw mut (*heap).transferred[class];
         if config::no_fast_path() || !(*tp).free.is_null() {
             return ptr::null_mut();
         }
-        let Some(b) = transfer::CACHE.pop(class) else {
+        let first = next_batch(heap, class);
+        if first.is_null() {
             return ptr::null_mut();
-        };
-        (*tp).free = b.first;
-        let before = core::mem::replace(&mut (*heap).transferred_class, class);
-        if before != class {
-            // The fast path of the class the page served before may still point at it (it
-            // took the page's last block, and that class took no slow path since): it would
-            // pop this class's blocks.
-            set_direct(heap, before);
         }
+        (*tp).free = first;
+        (*heap).transferring = true;
         tp
+    }
+}
+
+/// The first block of the heap's own strays of `class` (freed by its thread a moment ago, so
+/// likely still in its cache), else of the transfer cache's oldest batch of it; null if
+/// neither holds one.
+#[inline(always)]
+unsafe fn next_batch(heap: *mut Heap, class: usize) -> *mut Block {
+    // SAFETY: the heap is the calling thread's.
+    unsafe {
+        let strays = &mut (*heap).strays[class];
+        if strays.len != 0 {
+            return strays.take().first;
+        }
+        transfer::CACHE
+            .pop(class)
+            .map_or(ptr::null_mut(), |b| b.first)
     }
 }
 
@@ -478,10 +500,10 @@ unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
     // as used by their pages, given to this heap.
     unsafe {
-        let tp = &raw mut (*heap).transferred;
-        debug_assert_eq!((*heap).transferred_class, class);
-        if let Some(b) = transfer::CACHE.pop(class) {
-            (*tp).free = b.first;
+        let tp = &raw mut (*heap).transferred[class];
+        let first = next_batch(heap, class);
+        if !first.is_null() {
+            (*tp).free = first;
             return page::pop(tp);
         }
         set_direct(heap, class);
@@ -489,13 +511,14 @@ unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
     }
 }
 
-/// Takes the transferred blocks `heap` holds (see [`take_transferred`]); null if none.
-pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap) -> *mut Block {
+/// Takes the transferred blocks of `class` that `heap` holds (see [`take_transferred`]); null
+/// if none.
+pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap, class: usize) -> *mut Block {
     // SAFETY: the heap is the caller's own (or the pool's under its lock).
     unsafe {
-        let first = core::mem::replace(&mut (*heap).transferred.free, ptr::null_mut());
+        let first = core::mem::replace(&mut (*heap).transferred[class].free, ptr::null_mut());
         if !first.is_null() {
-            set_direct(heap, (*heap).transferred_class);
+            set_direct(heap, class);
         }
         first
     }
@@ -521,14 +544,24 @@ pub(crate) unsafe fn send(page: *mut Page, first: *mut Block, last: *mut Block) 
     }
 }
 
-/// Sends a batch that waited in the transfer cache to its page's remote list, as if it had
-/// never gone there.
+/// Sends a batch that waited in the transfer cache (or strays) to their pages' remote lists,
+/// as if they had never gone there: each run of blocks of one page with one compare-and-swap.
 pub(crate) fn send_home(b: transfer::Batch) {
-    // SAFETY: a batch of the transfer cache is of freed blocks of one page, counted as used by
-    // it, linked from `first` to `last`.
+    // SAFETY: a batch of the transfer cache is of freed blocks, each counted as used by its
+    // page, linked from `first` to `last` (whose link is null).
     unsafe {
-        let page = segment::page_of(segment::of(b.first.cast()), b.first.cast());
-        send(page, b.first, b.last);
+        let page_of = |b: *mut Block| segment::page_of(segment::of(b.cast()), b.cast());
+        let mut first = b.first;
+        while !first.is_null() {
+            let page = page_of(first);
+            let mut last = first;
+            while !(*last).next.is_null() && page_of((*last).next) == page {
+                last = (*last).next;
+            }
+            let next = (*last).next;
+            send(page, first, last);
+            first = next;
+        }
     }
 }
 
@@ -827,11 +860,7 @@ pub(crate) unsafe fn check_class(
         let first = direct_of(heap, class);
         let spent = spill_of(heap, class).map_or(EMPTY, |sp| sp.page());
         // Or the page of transferred blocks, whose last one the fast path took.
-        let transferred = if (*heap).transferred_class == class {
-            &raw mut (*heap).transferred
-        } else {
-            EMPTY
-        };
+        let transferred = &raw mut (*heap).transferred[class];
         if size_class::slots(class)
             .any(|slot| ![first, spent, transferred].contains(&(*heap).direct[slot]))
         {
