@@ -492,6 +492,107 @@ mod tests {
         large_owner.join().unwrap();
     }
 
+    /// While threads outnumber the CPUs (here the CPUs are taken as none), frees into a
+    /// waiting heap's pages that change page at every block gather as the freeing heap's
+    /// strays (see `remote::Strays`): those it sends home lie on their own pages' remote lists
+    /// (`heap::send_home` splits them by page), and those that went to the transfer cache
+    /// serve another heap's mallocs before it claims a page.
+    #[test]
+    fn strays_serve_other_heaps_while_threads_outnumber_the_cpus() {
+        // The tests that trim, which empties the transfer cache, wait meanwhile.
+        let _serial = crate::cache::tests::serial();
+        // The settings are loaded (CPUS with them) at the process's first malloc.
+        // SAFETY: a block of this thread's heap, freed at once.
+        unsafe { crate::free(crate::malloc(16)) };
+        let cpus = config::CPUS.swap(0, Ordering::Relaxed);
+        let size = 704;
+        let class = size_class::class_of(size);
+        let (blocks_tx, blocks_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let owner = thread::spawn(move || {
+            let blocks: Vec<usize> = (0..256)
+                // SAFETY: blocks of this thread's heap, freed once by the test's thread.
+                .map(|_| unsafe { crate::malloc(size) } as usize)
+                .collect();
+            blocks_tx.send(blocks).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let blocks: Vec<usize> = blocks_rx.recv().unwrap();
+        // SAFETY: blocks of pages in use, which stay so while their blocks are live or sent.
+        let page_of = |p: usize| unsafe {
+            segment::page_of(segment::of(p as *mut u8), p as *mut u8) as usize
+        };
+        let mut pages: Vec<usize> = blocks.iter().map(|&p| page_of(p)).collect();
+        pages.sort();
+        pages.dedup();
+        assert!(pages.len() >= 2, "blocks of {} pages", pages.len());
+        // Every next free of another page than the one before: batches of one block.
+        let mut by_page: Vec<Vec<usize>> = pages
+            .iter()
+            .map(|&pg| {
+                blocks
+                    .iter()
+                    .copied()
+                    .filter(|&p| page_of(p) == pg)
+                    .collect()
+            })
+            .collect();
+        let mut order = Vec::new();
+        while order.len() < blocks.len() {
+            for b in by_page.iter_mut() {
+                order.extend(b.pop());
+            }
+        }
+        // SAFETY: live blocks of the owner's heap, each freed once; the heap is this thread's
+        // (given at its first free of another thread's block at the latest).
+        let home = unsafe {
+            order.iter().for_each(|&p| crate::free(p as *mut u8));
+            let heap = heap::current();
+            let home = (*heap).strays[class].len + (*heap).remote.len;
+            send_all(heap);
+            home as usize
+        };
+        // On the pages' remote lists, each block of its own page; the owner collects none.
+        let mut sent = 0;
+        for &page in &pages {
+            // SAFETY: the lists' blocks are freed blocks of their pages, linked through
+            // their first word.
+            unsafe {
+                let mut b = (*(page as *mut Page)).thread_free.load(Ordering::Acquire);
+                while !b.is_null() {
+                    assert_eq!(page_of(b as usize), page, "a block on another page's list");
+                    sent += 1;
+                    b = (*b).next;
+                }
+            }
+        }
+        assert_eq!(sent, home, "the strays sent home");
+        let cached = blocks.len() - home;
+        assert!(
+            cached >= blocks.len() / 2,
+            "{cached} blocks went to the cache"
+        );
+        let freed: HashSet<usize> = blocks.into_iter().collect();
+        let found = thread::spawn(move || {
+            let mine: Vec<usize> = (0..512)
+                // SAFETY: blocks of this thread's heap, freed once below.
+                .map(|_| unsafe { crate::malloc(size) } as usize)
+                .collect();
+            let found = mine.iter().filter(|p| freed.contains(p)).count();
+            for p in mine {
+                // SAFETY: a live block, freed once.
+                unsafe { crate::free(p as *mut u8) };
+            }
+            found
+        })
+        .join()
+        .unwrap();
+        config::CPUS.store(cpus, Ordering::Relaxed);
+        done_tx.send(()).unwrap();
+        owner.join().unwrap();
+        assert_eq!(found, cached, "the cache's blocks served the other heap");
+    }
+
     /// Full batches of frees into the pages of a heap whose thread waits go to the transfer
     /// cache and, no heap taking them, go home to their pages' remote lists once they waited
     /// a purge delay, at the next page claim (see `transfer::expire_if_due`), so that their

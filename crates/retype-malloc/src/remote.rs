@@ -84,7 +84,7 @@ pub(crate) static HEAPS_IN_USE: AtomicUsize = AtomicUsize::new(0);
 /// on two CPUs), ran 2.3 % more instructions with strays from more heaps than CPUs.
 #[inline]
 pub(crate) fn oversubscribed() -> bool {
-    HEAPS_IN_USE.load(Ordering::Relaxed) > 2 * config::CPUS.load(Ordering::Relaxed)
+    HEAPS_IN_USE.load(Ordering::Relaxed) > config::CPUS.load(Ordering::Relaxed).saturating_mul(2)
 }
 
 /// Blocks of one class that a thread freed into other heaps' pages in batches of few blocks,
