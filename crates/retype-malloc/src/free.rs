@@ -179,15 +179,20 @@ unsafe fn send_and_add(heap: *mut Heap, page: *mut Page, block: *mut Block) {
 }
 
 /// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks, or, if
-/// it holds few while threads outnumber the CPUs (see `remote::oversubscribed`), adds them to
-/// the heap's strays of their class (see [`stray`]): a free into another page and the heap's
-/// slow path call it.
+/// it holds few while threads outnumber the CPUs (see `remote::oversubscribed`) or while the
+/// page's heap waits in the pool (its thread exited: `pool 16 65536 5`'s last threads to
+/// finish, under load, claimed 100 MiB of pages while their frees went to heaps of threads
+/// that had exited), adds them to the heap's strays of their class (see [`stray`]): a free
+/// into another page and the heap's slow path call it.
 pub(crate) unsafe fn send_batch(heap: *mut Heap) {
     // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
     unsafe {
         if !(*heap).remote.is_empty() {
             let b = (*heap).remote.take();
-            if b.len <= remote::STRAY_LEN && remote::oversubscribed() {
+            if b.len <= remote::STRAY_LEN
+                // A racy read of `pooled` (written under the pool's lock): a hint.
+                && (remote::oversubscribed() || (*(*b.page).heap.cast::<Heap>()).pooled)
+            {
                 return stray(heap, b);
             }
             heap::send(b.page, b.first, b.last);
