@@ -190,8 +190,10 @@ pub(crate) unsafe fn send_batch(heap: *mut Heap) {
         if !(*heap).remote.is_empty() {
             let b = (*heap).remote.take();
             if b.len <= remote::STRAY_LEN
-                // A racy read of `pooled` (written under the pool's lock): a hint.
-                && (remote::oversubscribed() || (*(*b.page).heap.cast::<Heap>()).pooled)
+                && (remote::oversubscribed()
+                    || (*(*b.page).heap.cast::<Heap>())
+                        .pooled
+                        .load(Ordering::Relaxed))
             {
                 return stray(heap, b);
             }

@@ -12,7 +12,7 @@
 //! `global::alloc_slow`, so that nothing here calls upwards.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
@@ -49,8 +49,9 @@ pub(crate) struct Heap {
     pub next_in_pool: *mut Heap,
     /// Link in the pool's list of every heap made (heaps are never unmade), set once.
     pub next_made: *mut Heap,
-    /// In the pool's stack of abandoned heaps (written under the pool's lock).
-    pub pooled: bool,
+    /// In the pool's stack of abandoned heaps (written under the pool's lock; read without
+    /// it by frees into its pages, see `free::send_batch`).
+    pub pooled: AtomicBool,
     /// The thread that parked it while it waited (see `global::park`), until that thread
     /// takes it back: it does so first, even after another thread adopted it meanwhile and
     /// exited. 0: none.
@@ -109,7 +110,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
     next_made: ptr::null_mut(),
-    pooled: false,
+    pooled: AtomicBool::new(false),
     home: 0,
     pooled_at: 0,
     kept: Kept::EMPTY,

@@ -66,7 +66,7 @@ fn take_or_make(me: usize) -> *mut Heap {
             }
             let heap = *link;
             *link = (*heap).next_in_pool;
-            (*heap).pooled = false;
+            (*heap).pooled.store(false, Ordering::Relaxed);
             if (*heap).home == me {
                 (*heap).home = 0;
             }
@@ -173,7 +173,7 @@ unsafe fn put(heap: *mut Heap) -> Guard<'static, Pool> {
     // SAFETY: the calling thread owns `heap`; afterwards the pool does.
     unsafe {
         (*heap).next_in_pool = pool.abandoned;
-        (*heap).pooled = true;
+        (*heap).pooled.store(true, Ordering::Relaxed);
     }
     pool.abandoned = heap;
     pool
