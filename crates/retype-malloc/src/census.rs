@@ -294,7 +294,7 @@ pub(crate) fn take() -> Stats {
             unsafe {
                 let state = if h == own {
                     HeapState::Own
-                } else if !(*h).pooled.load(Ordering::Relaxed) {
+                } else if !(*h).pooled {
                     HeapState::Running
                 } else if (*h).home != 0 {
                     HeapState::Parked

@@ -45,10 +45,6 @@ pub(crate) static REALLOC_MOVES: AtomicBool = AtomicBool::new(false);
 /// The calling thread's quarantine is checked at exit (`RETYPE_MALLOC_EXIT_CHECK`, default: as
 /// `RETYPE_MALLOC_HARDENED`).
 pub(crate) static EXIT_CHECK: AtomicBool = AtomicBool::new(false);
-/// The CPUs the process may run on, read at start-up (`sched_getaffinity`; 1 if it fails):
-/// with more thread heaps in use than these, frees into other heaps' pages gather by class
-/// (see `pool::oversubscribed`).
-pub(crate) static CPUS: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Milliseconds an empty segment or large block is cached with its pages before they go
 /// back to the OS (`RETYPE_MALLOC_PURGE_DELAY`, default 100; see `cache`).
 pub(crate) static PURGE_DELAY_MS: AtomicU64 = AtomicU64::new(100);
@@ -180,18 +176,6 @@ fn size(v: &[u8]) -> Option<usize> {
     (number(digits)? as usize).checked_mul(1 << shift)
 }
 
-/// The CPUs the process may run on (1 if the kernel does not say).
-fn cpus() -> usize {
-    // SAFETY: a zeroed set is valid; the call writes at most its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = core::mem::zeroed();
-        if libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return 1;
-        }
-        (libc::CPU_COUNT(&set) as usize).max(1)
-    }
-}
-
 /// Reads every setting; opens the statistics descriptor now, at start-up, because programs
 /// may close their standard streams before exit.
 pub(crate) fn load() {
@@ -235,7 +219,6 @@ pub(crate) fn load() {
         let segments = (mib as usize).div_ceil(SEGMENT_SIZE >> 20);
         HUGE_MIN_SEGMENTS.store(segments.min(EARLY_SLOTS), Ordering::Relaxed);
     }
-    CPUS.store(cpus(), Ordering::Relaxed);
     if let Some(ms) = env(c"RETYPE_MALLOC_PURGE_DELAY").and_then(number) {
         PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
     }

@@ -10,9 +10,9 @@ use core::sync::atomic::Ordering;
 
 use crate::heap::{self, Heap};
 use crate::page::{self, Block, Page};
-use crate::remote::{self, BATCH_MAX};
+use crate::remote::BATCH_MAX;
 use crate::segment::{self, Segment};
-use crate::{canary, config, freed, hardened, large, os, quarantine, size_class, spill, transfer};
+use crate::{canary, config, freed, hardened, large, os, quarantine, spill, transfer};
 
 /// A free in the cases the flags of `page` say: a large block, an aligned pointer, counted
 /// or hardened mode, a full page; or a free by a thread that does not own the page.
@@ -160,87 +160,21 @@ pub(crate) unsafe fn remote_free(heap: *mut Heap, page: *mut Page, block: *mut B
             if (*heap).remote.len == BATCH_MAX {
                 return send_full(heap, page, block);
             }
-            send_and_add(heap, page, block);
+            send_batch(heap);
+            let added = (*heap).remote.add(page, block);
+            debug_assert!(added);
         }
     }
 }
 
-/// [`remote_free`] when the batch is of another page: it is sent (see [`send_batch`]), and
-/// `block` of `page` starts the next. Out of line, so that the frees that join a batch
-/// (`xmalloc`'s consumer) keep their short path.
-#[inline(never)]
-unsafe fn send_and_add(heap: *mut Heap, page: *mut Page, block: *mut Block) {
-    // SAFETY: as for `remote_free`.
-    unsafe {
-        send_batch(heap);
-        let added = (*heap).remote.add(page, block);
-        debug_assert!(added);
-    }
-}
-
-/// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks, or, if
-/// it holds few while threads outnumber the CPUs (see `remote::oversubscribed`) or while the
-/// page's heap waits in the pool (its thread exited: `pool 16 65536 5`'s last threads to
-/// finish, under load, claimed 100 MiB of pages while their frees went to heaps of threads
-/// that had exited), adds them to the heap's strays of their class (see [`stray`]): a free
-/// into another page and the heap's slow path call it.
+/// Sends the batch of `heap` (the calling thread's) to its page, if it holds blocks: the
+/// heap's slow path, `malloc_trim`, and a thread that parks or exits call it.
 pub(crate) unsafe fn send_batch(heap: *mut Heap) {
     // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
     unsafe {
         if !(*heap).remote.is_empty() {
             let b = (*heap).remote.take();
-            if b.len <= remote::STRAY_LEN
-                && (remote::oversubscribed()
-                    || (*(*b.page).heap.cast::<Heap>())
-                        .pooled
-                        .load(Ordering::Relaxed))
-            {
-                return stray(heap, b);
-            }
             heap::send(b.page, b.first, b.last);
-        }
-    }
-}
-
-/// Adds `b`, a short batch of `heap` (the calling thread's), to its strays of its class (see
-/// `remote::Strays`), which go to the transfer cache at [`BATCH_MAX`] blocks or
-/// `remote::STRAY_BYTES`; sends it at once in the modes without a fast path (which hand out
-/// no transferred block) and for a class too small to wait in the cache. Out of line: only
-/// frees that change page often come here.
-#[inline(never)]
-unsafe fn stray(heap: *mut Heap, b: remote::Batch) {
-    // SAFETY: the calling thread owns `heap`; the batch's blocks are freed blocks of its page.
-    unsafe {
-        let class = (*b.page).class as usize;
-        if config::no_fast_path() || !transfer::takes(class) {
-            return heap::send(b.page, b.first, b.last);
-        }
-        (*heap).straying = true;
-        let strays = &mut (*heap).strays[class];
-        strays.add(&b);
-        if strays.len >= BATCH_MAX
-            || strays.len as usize * size_class::block_size(class) >= remote::STRAY_BYTES
-        {
-            transfer::push(class, strays.take(), os::now_ms(), heap::send_home);
-        }
-    }
-}
-
-/// Sends the batch and the strays of `heap` (the calling thread's, which parks or exits, or
-/// one in the pool under its lock) to their pages.
-pub(crate) unsafe fn send_all(heap: *mut Heap) {
-    // SAFETY: the heap is the caller's; the blocks are freed blocks counted as used by their
-    // pages.
-    unsafe {
-        if !(*heap).remote.is_empty() {
-            let b = (*heap).remote.take();
-            heap::send(b.page, b.first, b.last);
-        }
-        if (*heap).straying {
-            for strays in (*heap).strays.iter_mut().filter(|s| s.len != 0) {
-                heap::send_home(strays.take());
-            }
-            (*heap).straying = false;
         }
     }
 }
@@ -254,7 +188,7 @@ unsafe fn send_full(heap: *mut Heap, page: *mut Page, block: *mut Block) {
     // SAFETY: as for `remote_free`; the batch's blocks are freed blocks of its page.
     unsafe {
         let b = (*heap).remote.take();
-        if config::no_fast_path() || !transfer::takes((*b.page).class as usize) {
+        if config::no_fast_path() {
             heap::send(b.page, b.first, b.last);
         } else {
             let batch = transfer::Batch {
@@ -280,23 +214,17 @@ pub(crate) unsafe fn give_back_transferred(heap: *mut Heap) {
     // SAFETY: the blocks are freed blocks counted as used by their pages; the heap is the
     // caller's.
     unsafe {
-        if !(*heap).transferring {
-            return send_all(heap);
+        let mut b = heap::take_transferred_blocks(heap);
+        while !b.is_null() {
+            let next = (*b).next;
+            release(
+                heap,
+                segment::page_of(segment::of(b.cast()), b.cast()),
+                b.cast(),
+            );
+            b = next;
         }
-        (*heap).transferring = false;
-        for class in 1..size_class::CLASSES {
-            let mut b = heap::take_transferred_blocks(heap, class);
-            while !b.is_null() {
-                let next = (*b).next;
-                release(
-                    heap,
-                    segment::page_of(segment::of(b.cast()), b.cast()),
-                    b.cast(),
-                );
-                b = next;
-            }
-        }
-        send_all(heap);
+        send_batch(heap);
     }
 }
 
@@ -446,12 +374,12 @@ mod tests {
         );
     }
 
-    /// Each class has its page of transferred blocks: a heap that took batches of two classes
-    /// from the transfer cache hands out each class's blocks to its own mallocs only. (With
-    /// one page for all classes, the fast path of the class it served before, which took its
-    /// last block, popped the next class's blocks: 576 bytes given for 640 asked for.)
+    /// The heap's page of transferred blocks serves one class at a time: when it takes a batch
+    /// of another class, the fast path of the class it served before, which took its last
+    /// block, no longer pops from it. (Before, that class's next malloc took a block of the
+    /// new class: 576 bytes asked for, 640 given, or the other way round, an overflow.)
     #[test]
-    fn transferred_blocks_serve_their_own_class() {
+    fn the_page_of_transferred_blocks_serves_one_class_at_a_time() {
         // The tests that trim, which empties the transfer cache, wait meanwhile.
         let _serial = crate::cache::tests::serial();
         let (small, large) = (576, 640);
@@ -468,24 +396,18 @@ mod tests {
             unsafe {
                 let mut blocks = vec![crate::malloc(large)];
                 let heap = heap::current();
-                let tp = |class: usize| (*heap).transferred[class].free;
-                assert!(!tp(large_class).is_null(), "a batch taken");
+                let tp = &raw mut (*heap).transferred;
+                assert_eq!((*heap).transferred_class, large_class, "a batch taken");
                 // The fast path takes the batch's blocks, the last one included.
-                while !tp(large_class).is_null() {
+                while !(*tp).free.is_null() {
                     blocks.push(crate::malloc(large));
                 }
                 blocks.push(crate::malloc(small));
-                assert!(!tp(small_class).is_null(), "the next batch");
+                assert_eq!((*heap).transferred_class, small_class, "the next batch");
                 for _ in 0..4 {
-                    blocks.push(crate::malloc(large));
-                }
-                for &p in &blocks {
-                    let want = if p == blocks[blocks.len() - 5] {
-                        small_class
-                    } else {
-                        large_class
-                    };
-                    assert_eq!(class_of(p), want, "a block of the class asked for");
+                    let p = crate::malloc(large);
+                    assert_eq!(class_of(p), large_class, "a block of the class asked for");
+                    blocks.push(p);
                 }
                 assert_eq!(check(heap), Ok(()));
                 blocks.iter().for_each(|&p| crate::free(p));
@@ -497,107 +419,6 @@ mod tests {
         large_done.send(()).unwrap();
         small_owner.join().unwrap();
         large_owner.join().unwrap();
-    }
-
-    /// While threads outnumber the CPUs (here the CPUs are taken as none), frees into a
-    /// waiting heap's pages that change page at every block gather as the freeing heap's
-    /// strays (see `remote::Strays`): those it sends home lie on their own pages' remote lists
-    /// (`heap::send_home` splits them by page), and those that went to the transfer cache
-    /// serve another heap's mallocs before it claims a page.
-    #[test]
-    fn strays_serve_other_heaps_while_threads_outnumber_the_cpus() {
-        // The tests that trim, which empties the transfer cache, wait meanwhile.
-        let _serial = crate::cache::tests::serial();
-        // The settings are loaded (CPUS with them) at the process's first malloc.
-        // SAFETY: a block of this thread's heap, freed at once.
-        unsafe { crate::free(crate::malloc(16)) };
-        let cpus = config::CPUS.swap(0, Ordering::Relaxed);
-        let size = 704;
-        let class = size_class::class_of(size);
-        let (blocks_tx, blocks_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let owner = thread::spawn(move || {
-            let blocks: Vec<usize> = (0..256)
-                // SAFETY: blocks of this thread's heap, freed once by the test's thread.
-                .map(|_| unsafe { crate::malloc(size) } as usize)
-                .collect();
-            blocks_tx.send(blocks).unwrap();
-            done_rx.recv().unwrap();
-        });
-        let blocks: Vec<usize> = blocks_rx.recv().unwrap();
-        // SAFETY: blocks of pages in use, which stay so while their blocks are live or sent.
-        let page_of = |p: usize| unsafe {
-            segment::page_of(segment::of(p as *mut u8), p as *mut u8) as usize
-        };
-        let mut pages: Vec<usize> = blocks.iter().map(|&p| page_of(p)).collect();
-        pages.sort();
-        pages.dedup();
-        assert!(pages.len() >= 2, "blocks of {} pages", pages.len());
-        // Every next free of another page than the one before: batches of one block.
-        let mut by_page: Vec<Vec<usize>> = pages
-            .iter()
-            .map(|&pg| {
-                blocks
-                    .iter()
-                    .copied()
-                    .filter(|&p| page_of(p) == pg)
-                    .collect()
-            })
-            .collect();
-        let mut order = Vec::new();
-        while order.len() < blocks.len() {
-            for b in by_page.iter_mut() {
-                order.extend(b.pop());
-            }
-        }
-        // SAFETY: live blocks of the owner's heap, each freed once; the heap is this thread's
-        // (given at its first free of another thread's block at the latest).
-        let home = unsafe {
-            order.iter().for_each(|&p| crate::free(p as *mut u8));
-            let heap = heap::current();
-            let home = (*heap).strays[class].len + (*heap).remote.len;
-            send_all(heap);
-            home as usize
-        };
-        // On the pages' remote lists, each block of its own page; the owner collects none.
-        let mut sent = 0;
-        for &page in &pages {
-            // SAFETY: the lists' blocks are freed blocks of their pages, linked through
-            // their first word.
-            unsafe {
-                let mut b = (*(page as *mut Page)).thread_free.load(Ordering::Acquire);
-                while !b.is_null() {
-                    assert_eq!(page_of(b as usize), page, "a block on another page's list");
-                    sent += 1;
-                    b = (*b).next;
-                }
-            }
-        }
-        assert_eq!(sent, home, "the strays sent home");
-        let cached = blocks.len() - home;
-        assert!(
-            cached >= blocks.len() / 2,
-            "{cached} blocks went to the cache"
-        );
-        let freed: HashSet<usize> = blocks.into_iter().collect();
-        let found = thread::spawn(move || {
-            let mine: Vec<usize> = (0..512)
-                // SAFETY: blocks of this thread's heap, freed once below.
-                .map(|_| unsafe { crate::malloc(size) } as usize)
-                .collect();
-            let found = mine.iter().filter(|p| freed.contains(p)).count();
-            for p in mine {
-                // SAFETY: a live block, freed once.
-                unsafe { crate::free(p as *mut u8) };
-            }
-            found
-        })
-        .join()
-        .unwrap();
-        config::CPUS.store(cpus, Ordering::Relaxed);
-        done_tx.send(()).unwrap();
-        owner.join().unwrap();
-        assert_eq!(found, cached, "the cache's blocks served the other heap");
     }
 
     /// Full batches of frees into the pages of a heap whose thread waits go to the transfer

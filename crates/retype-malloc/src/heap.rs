@@ -12,14 +12,14 @@
 //! `global::alloc_slow`, so that nothing here calls upwards.
 
 use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use crate::kept::{self, Kept};
 use crate::list::{self, Queue};
 use crate::page::{
     self, Block, HeapId, Page, FLAG_CHECKED, FLAG_FULL, FLAG_SPILLS, FULL, NOTIFIED, QUEUED,
 };
-use crate::remote::{Batch, Strays};
+use crate::remote::Batch;
 use crate::segment::{self, Segment};
 use crate::size_class::{self, CLASSES};
 use crate::spill::{self, Spill};
@@ -49,9 +49,8 @@ pub(crate) struct Heap {
     pub next_in_pool: *mut Heap,
     /// Link in the pool's list of every heap made (heaps are never unmade), set once.
     pub next_made: *mut Heap,
-    /// In the pool's stack of abandoned heaps (written under the pool's lock; read without
-    /// it by frees into its pages, see `free::send_batch`).
-    pub pooled: AtomicBool,
+    /// In the pool's stack of abandoned heaps (written under the pool's lock).
+    pub pooled: bool,
     /// The thread that parked it while it waited (see `global::park`), until that thread
     /// takes it back: it does so first, even after another thread adopted it meanwhile and
     /// exited. 0: none.
@@ -77,17 +76,10 @@ pub(crate) struct Heap {
     uncounted: isize,
     /// Blocks its thread freed into a page of another heap, not yet sent (see `remote`).
     pub remote: Batch,
-    /// Per class, blocks its thread freed into other heaps' pages a few at a time (see
-    /// `remote::Strays`).
-    pub strays: [Strays; CLASSES],
-    /// Whether a class's strays may hold blocks: set by an addition, cleared when all are sent.
-    pub straying: bool,
-    /// Per class, blocks taken from its strays or the transfer cache (see `transfer`): the
-    /// free list of a page of its own, which the fast path pops from, as a spill's.
-    pub transferred: [Page; CLASSES],
-    /// Whether a class's page of transferred blocks may hold blocks: set when one takes a
-    /// batch, cleared when all are given back.
-    pub transferring: bool,
+    /// Blocks of class `transferred_class` taken from the transfer cache (see `transfer`):
+    /// the free list of a page of its own, which the fast path pops from, as a spill's.
+    pub transferred: Page,
+    pub transferred_class: usize,
 }
 
 struct SyncPage(Page);
@@ -110,7 +102,7 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     segments: Queue::EMPTY,
     next_in_pool: ptr::null_mut(),
     next_made: ptr::null_mut(),
-    pooled: AtomicBool::new(false),
+    pooled: false,
     home: 0,
     pooled_at: 0,
     kept: Kept::EMPTY,
@@ -122,10 +114,8 @@ static EMPTY_HEAP: SyncHeap = SyncHeap(Heap {
     quarantine: ptr::null_mut(),
     uncounted: 0,
     remote: Batch::EMPTY,
-    strays: [const { Strays::EMPTY }; CLASSES],
-    straying: false,
-    transferred: [const { Page::empty() }; CLASSES],
-    transferring: false,
+    transferred: Page::empty(),
+    transferred_class: 0,
 });
 const EMPTY_HEAP_PTR: *mut Heap = ptr::addr_of!(EMPTY_HEAP.0) as *mut Heap;
 
@@ -220,9 +210,8 @@ unsafe fn direct_of(heap: *mut Heap, class: usize) -> *mut Page {
         if let Some(sp) = spill_of(heap, class).filter(|sp| !sp.is_empty()) {
             return sp.page();
         }
-        let tp = &raw mut (*heap).transferred[class];
-        if !(*tp).free.is_null() {
-            return tp;
+        if !(*heap).transferred.free.is_null() && (*heap).transferred_class == class {
+            return &raw mut (*heap).transferred;
         }
         let first = (*heap).queues[class].first;
         if first.is_null() {
@@ -382,7 +371,7 @@ pub(crate) unsafe fn alloc_slow(heap: *mut Heap, class: usize) -> *mut u8 {
             }
         }
         // A class is the last of its slots (`size_class::slots`).
-        if (*heap).direct[class] == &raw mut (*heap).transferred[class] {
+        if (*heap).direct[class] == &raw mut (*heap).transferred {
             let p = next_transferred(heap, class);
             if !p.is_null() {
                 return p;
@@ -461,34 +450,22 @@ unsafe fn take_transferred(heap: *mut Heap, class: usize) -> *mut Page {
     // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
     // as used by their pages, given to this heap.
     unsafe {
-        let tp = &raw mut (*heap).transferred[class];
+        let tp = &raw mut (*heap).transferred;
         if config::no_fast_path() || !(*tp).free.is_null() {
             return ptr::null_mut();
         }
-        let first = next_batch(heap, class);
-        if first.is_null() {
+        let Some(b) = transfer::CACHE.pop(class) else {
             return ptr::null_mut();
+        };
+        (*tp).free = b.first;
+        let before = core::mem::replace(&mut (*heap).transferred_class, class);
+        if before != class {
+            // The fast path of the class the page served before may still point at it (it
+            // took the page's last block, and that class took no slow path since): it would
+            // pop this class's blocks.
+            set_direct(heap, before);
         }
-        (*tp).free = first;
-        (*heap).transferring = true;
         tp
-    }
-}
-
-/// The first block of the heap's own strays of `class` (freed by its thread a moment ago, so
-/// likely still in its cache), else of the transfer cache's oldest batch of it; null if
-/// neither holds one.
-#[inline(always)]
-unsafe fn next_batch(heap: *mut Heap, class: usize) -> *mut Block {
-    // SAFETY: the heap is the calling thread's.
-    unsafe {
-        let strays = &mut (*heap).strays[class];
-        if strays.len != 0 {
-            return strays.take().first;
-        }
-        transfer::CACHE
-            .pop(class)
-            .map_or(ptr::null_mut(), |b| b.first)
     }
 }
 
@@ -501,10 +478,10 @@ unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
     // SAFETY: the heap is the calling thread's; the batch's blocks are freed blocks, counted
     // as used by their pages, given to this heap.
     unsafe {
-        let tp = &raw mut (*heap).transferred[class];
-        let first = next_batch(heap, class);
-        if !first.is_null() {
-            (*tp).free = first;
+        let tp = &raw mut (*heap).transferred;
+        debug_assert_eq!((*heap).transferred_class, class);
+        if let Some(b) = transfer::CACHE.pop(class) {
+            (*tp).free = b.first;
             return page::pop(tp);
         }
         set_direct(heap, class);
@@ -512,14 +489,13 @@ unsafe fn next_transferred(heap: *mut Heap, class: usize) -> *mut u8 {
     }
 }
 
-/// Takes the transferred blocks of `class` that `heap` holds (see [`take_transferred`]); null
-/// if none.
-pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap, class: usize) -> *mut Block {
+/// Takes the transferred blocks `heap` holds (see [`take_transferred`]); null if none.
+pub(crate) unsafe fn take_transferred_blocks(heap: *mut Heap) -> *mut Block {
     // SAFETY: the heap is the caller's own (or the pool's under its lock).
     unsafe {
-        let first = core::mem::replace(&mut (*heap).transferred[class].free, ptr::null_mut());
+        let first = core::mem::replace(&mut (*heap).transferred.free, ptr::null_mut());
         if !first.is_null() {
-            set_direct(heap, class);
+            set_direct(heap, (*heap).transferred_class);
         }
         first
     }
@@ -545,24 +521,14 @@ pub(crate) unsafe fn send(page: *mut Page, first: *mut Block, last: *mut Block) 
     }
 }
 
-/// Sends a batch that waited in the transfer cache (or strays) to their pages' remote lists,
-/// as if they had never gone there: each run of blocks of one page with one compare-and-swap.
+/// Sends a batch that waited in the transfer cache to its page's remote list, as if it had
+/// never gone there.
 pub(crate) fn send_home(b: transfer::Batch) {
-    // SAFETY: a batch of the transfer cache is of freed blocks, each counted as used by its
-    // page, linked from `first` to `last` (whose link is null).
+    // SAFETY: a batch of the transfer cache is of freed blocks of one page, counted as used by
+    // it, linked from `first` to `last`.
     unsafe {
-        let page_of = |b: *mut Block| segment::page_of(segment::of(b.cast()), b.cast());
-        let mut first = b.first;
-        while !first.is_null() {
-            let page = page_of(first);
-            let mut last = first;
-            while !(*last).next.is_null() && page_of((*last).next) == page {
-                last = (*last).next;
-            }
-            let next = (*last).next;
-            send(page, first, last);
-            first = next;
-        }
+        let page = segment::page_of(segment::of(b.first.cast()), b.first.cast());
+        send(page, b.first, b.last);
     }
 }
 
@@ -861,7 +827,11 @@ pub(crate) unsafe fn check_class(
         let first = direct_of(heap, class);
         let spent = spill_of(heap, class).map_or(EMPTY, |sp| sp.page());
         // Or the page of transferred blocks, whose last one the fast path took.
-        let transferred = &raw mut (*heap).transferred[class];
+        let transferred = if (*heap).transferred_class == class {
+            &raw mut (*heap).transferred
+        } else {
+            EMPTY
+        };
         if size_class::slots(class)
             .any(|slot| ![first, spent, transferred].contains(&(*heap).direct[slot]))
         {

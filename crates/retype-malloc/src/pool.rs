@@ -18,7 +18,7 @@ use core::sync::atomic::Ordering;
 use crate::consistency;
 use crate::heap::{self, Heap};
 use crate::lock::{Guard, SpinLock};
-use crate::{config, free, os, remote, stats};
+use crate::{config, free, os, stats};
 
 /// Heaps of exited threads waiting for adoption, and the bump area new heaps come from.
 pub(crate) struct Pool {
@@ -44,15 +44,6 @@ const HEAP_CHUNK: usize = 256 * 1024;
 /// Adopts an abandoned heap for thread `me` (one it parked if there is one here, else the
 /// last one abandoned) or makes a new one; null when out of memory.
 pub(crate) fn acquire(me: usize) -> *mut Heap {
-    let heap = take_or_make(me);
-    if !heap.is_null() {
-        remote::HEAPS_IN_USE.fetch_add(1, Ordering::Relaxed);
-    }
-    heap
-}
-
-/// A heap from the pool (the one `me` parked first), else a new one.
-fn take_or_make(me: usize) -> *mut Heap {
     let mut pool = POOL.lock();
     if !pool.abandoned.is_null() {
         // SAFETY: heaps in the pool are owned by the pool; `link` points at a link of the stack.
@@ -66,7 +57,7 @@ fn take_or_make(me: usize) -> *mut Heap {
             }
             let heap = *link;
             *link = (*heap).next_in_pool;
-            (*heap).pooled.store(false, Ordering::Relaxed);
+            (*heap).pooled = false;
             if (*heap).home == me {
                 (*heap).home = 0;
             }
@@ -164,16 +155,15 @@ pub(crate) unsafe fn park(heap: *mut Heap) {
 unsafe fn put(heap: *mut Heap) -> Guard<'static, Pool> {
     // SAFETY: the calling thread owns `heap`.
     unsafe {
-        free::send_all(heap);
+        free::send_batch(heap);
         heap::settle_count(heap);
-        remote::HEAPS_IN_USE.fetch_sub(1, Ordering::Relaxed);
         (*heap).pooled_at = os::now_ms();
     }
     let mut pool = POOL.lock();
     // SAFETY: the calling thread owns `heap`; afterwards the pool does.
     unsafe {
         (*heap).next_in_pool = pool.abandoned;
-        (*heap).pooled.store(true, Ordering::Relaxed);
+        (*heap).pooled = true;
     }
     pool.abandoned = heap;
     pool

@@ -1,6 +1,5 @@
 //! The transfer cache, as tcmalloc's: a thread's full batch of frees into another heap's page
-//! (see `remote`), or its strays of a class (frees into other heaps' pages a few at a time,
-//! `remote::Strays`), goes into a shared queue of its class, from which any heap that would
+//! (see `remote`) goes into a shared queue of its class, from which any heap that would
 //! otherwise claim a page of the class takes a batch (see `heap::refill`). The blocks stay
 //! counted as used by their page meanwhile, so no page changes owner and their later free is a
 //! remote free to the page's owner as any other.
@@ -29,24 +28,13 @@ use crate::page::Block;
 use crate::size_class::{self, CLASSES};
 
 /// Bytes of blocks the queues hold together at most: `xmalloc 8 64 500` peaked at 39.3 and
-/// 36.5 MiB with 2 MiB (one class in use), 17.7-18.6 with 4 and 14.4-15.4 with 8; `pool 16
-/// 65536 1`, with strays, at 415-487 MiB with 8 (a full cache sent its oldest home, to
-/// owners that did not run, at the rate heaps freed) and 101-103 with 64.
-pub(crate) const LIMIT: usize = 64 << 20;
+/// 36.5 MiB with 2 MiB (one class in use), 17.7-18.6 with 4 and 14.4-15.4 with 8.
+pub(crate) const LIMIT: usize = 8 << 20;
 
-/// The smallest block a batch in a queue may be of: a batch's first block holds the queue's
-/// three words after its link (see [`Queue`]).
-pub(crate) const MIN_BLOCK: usize = 32;
+/// The fewest blocks a batch in a queue has: its first three blocks hold the queue's words.
+pub(crate) const MIN_BATCH: u32 = 3;
 
-/// Whether batches of `class` may wait in the cache (its blocks are of [`MIN_BLOCK`] bytes or
-/// more).
-#[inline]
-pub(crate) fn takes(class: usize) -> bool {
-    size_class::block_size(class) >= MIN_BLOCK
-}
-
-/// A batch: blocks linked by their first word from `first` to `last` (whose link is null),
-/// of one page or of several (see `free::stray`).
+/// A batch: blocks linked by their first word from `first` to `last` (whose link is null).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Batch {
     pub first: *mut Block,
@@ -56,8 +44,8 @@ pub(crate) struct Batch {
 
 /// A class's batches, oldest first, linked through the blocks themselves: the second word of
 /// a batch's first block links the next batch's first block, with the batch's length in its
-/// top 16 bits; its third word is the batch's last block, its fourth the time the batch came
-/// (kept in `head_at` too for the oldest, which pushes look at).
+/// top 16 bits; the second word of its second block is its last block, and of its third the
+/// time it came (kept in `head_at` too for the oldest, which pushes look at).
 struct Queue {
     head: *mut Block,
     tail: *mut Block,
@@ -67,10 +55,10 @@ struct Queue {
 /// Bits of a user-space address: the length of a batch goes above them.
 const ADDRESS_BITS: u32 = 48;
 
-/// The `i`th word of `b`, a block of at least [`MIN_BLOCK`] bytes.
-unsafe fn word(b: *mut Block, i: usize) -> *mut usize {
-    // SAFETY: the caller's block is at least four words long.
-    unsafe { b.cast::<usize>().add(i) }
+/// The second word of `b`, a block of at least two words.
+unsafe fn word(b: *mut Block) -> *mut usize {
+    // SAFETY: the caller's block is at least two words long.
+    unsafe { b.cast::<usize>().add(1) }
 }
 
 impl Queue {
@@ -84,20 +72,21 @@ impl Queue {
         self.head.is_null()
     }
 
-    /// Appends `b` (of blocks of [`MIN_BLOCK`] bytes or more, given up by the caller), which
-    /// came at `now`.
+    /// Appends `b` (of at least [`MIN_BATCH`] blocks of two words or more, given up by the
+    /// caller), which came at `now`.
     unsafe fn push_back(&mut self, b: Batch, now: u64) {
-        debug_assert!(b.len >= 1 && b.len < 1 << (64 - ADDRESS_BITS));
-        // SAFETY: the batch's first block is the caller's.
+        debug_assert!(b.len >= MIN_BATCH && b.len < 1 << (64 - ADDRESS_BITS));
+        // SAFETY: the batch's first three blocks are the caller's, linked from `first`.
         unsafe {
-            *word(b.first, 1) = (b.len as usize) << ADDRESS_BITS;
-            *word(b.first, 2) = b.last as usize;
-            *word(b.first, 3) = now as usize;
+            *word(b.first) = (b.len as usize) << ADDRESS_BITS;
+            let second = (*b.first).next;
+            *word(second) = b.last as usize;
+            *word((*second).next) = now as usize;
             if self.tail.is_null() {
                 self.head = b.first;
                 self.head_at = now;
             } else {
-                *word(self.tail, 1) |= b.first as usize;
+                *word(self.tail) |= b.first as usize;
             }
         }
         self.tail = b.first;
@@ -114,18 +103,18 @@ impl Queue {
             return None;
         }
         let first = self.head;
-        // SAFETY: the queue's batches' first blocks hold its words (see `push_back`).
+        // SAFETY: as in `front_at`.
         unsafe {
-            let w = *word(first, 1);
+            let w = *word(first);
             self.head = (w & ((1 << ADDRESS_BITS) - 1)) as *mut Block;
             if self.head.is_null() {
                 self.tail = ptr::null_mut();
             } else {
-                self.head_at = *word(self.head, 3) as u64;
+                self.head_at = *word((*(*self.head).next).next) as u64;
             }
             Some(Batch {
                 first,
-                last: *word(first, 2) as *mut Block,
+                last: *word((*first).next) as *mut Block,
                 len: (w >> ADDRESS_BITS) as u32,
             })
         }
@@ -178,7 +167,7 @@ impl Cache {
         }
     }
 
-    /// Queues `b`, a batch of freed blocks of `class` (one that [`takes`]),
+    /// Queues `b`, a full batch of freed blocks of `class` (at least [`MIN_BATCH`] blocks),
     /// given up by the caller, at `now`; sends home (calls `home` on) the class's oldest
     /// batches while the cache is full or they waited `delay` ms, and `b` itself if the cache
     /// stays full, then the other classes' batches due home.
@@ -336,7 +325,7 @@ mod tests {
             while !b.is_null() {
                 n += 1;
                 // SAFETY: as in `Queue::pop_front`.
-                b = (unsafe { *word(b, 1) } & ((1 << ADDRESS_BITS) - 1)) as *mut Block;
+                b = (unsafe { *word(b) } & ((1 << ADDRESS_BITS) - 1)) as *mut Block;
             }
             n
         }
@@ -351,16 +340,16 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0usize..4, 1u32..=64, 0u64..40)
+            4 => (0usize..4, MIN_BATCH..=64, 0u64..40)
                 .prop_map(|(class, len, wait)| Op::Push { class, len, wait }),
             2 => (0usize..4).prop_map(|class| Op::Pop { class }),
             1 => Just(Op::Drain),
         ]
     }
 
-    /// The blocks of a batch, four words each, linked in order; the batch's id is its index.
-    fn make(len: u32) -> (Vec<[usize; 4]>, Batch) {
-        let mut blocks = vec![[0usize; 4]; len as usize];
+    /// The blocks of a batch, two words each, linked in order; the batch's id is its index.
+    fn make(len: u32) -> (Vec<[usize; 2]>, Batch) {
+        let mut blocks = vec![[0usize; 2]; len as usize];
         let base = blocks.as_mut_ptr();
         for i in 0..len as usize {
             // SAFETY: within `blocks`; the links stay inside it.
@@ -403,17 +392,17 @@ mod tests {
             limit_batches in 0usize..12,
             delay in 0u64..60,
         ) {
-            let sizes = [32usize, 64, 720, 4096];
+            let sizes = [16usize, 64, 720, 4096];
             let classes = sizes.map(size_class::class_of);
             let limit = limit_batches * 64 * 720;
             let cache = Cache::new(limit);
             let mut model: Vec<VecDeque<(usize, u64)>> = vec![VecDeque::new(); 4];
             let mut model_bytes = 0usize;
-            let mut store: Vec<(Vec<[usize; 4]>, Batch, usize)> = Vec::new();
-            let bytes = |store: &Vec<(Vec<[usize; 4]>, Batch, usize)>, id: usize| {
+            let mut store: Vec<(Vec<[usize; 2]>, Batch, usize)> = Vec::new();
+            let bytes = |store: &Vec<(Vec<[usize; 2]>, Batch, usize)>, id: usize| {
                 store[id].1.len as usize * size_class::block_size(classes[store[id].2])
             };
-            let id_of = |store: &Vec<(Vec<[usize; 4]>, Batch, usize)>, b: &Batch| {
+            let id_of = |store: &Vec<(Vec<[usize; 2]>, Batch, usize)>, b: &Batch| {
                 store.iter().position(|s| s.1 == *b).expect("a batch of the test")
             };
             let mut now = 1000u64;
