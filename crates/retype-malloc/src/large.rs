@@ -88,7 +88,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
     unsafe {
         // Cached mappings are only known to be segment-aligned.
         let reused = if align <= SEGMENT_SIZE {
-            reuse(need, offset)
+            reuse(need, offset, guarded)
         } else {
             None
         };
@@ -107,15 +107,23 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                     huge: false,
                     touched: 0,
                     zeroed: true,
+                    sealed: false,
                 }
             }
         };
         let seg = m.base.cast::<Segment>();
         let (p, end) = if guarded {
             let end = m.base.add(need - OS_PAGE);
-            os::protect(m.base.add(HEADER_SIZE), OS_PAGE, false);
-            os::protect(end, OS_PAGE, false);
-            (end.sub(rounded), end)
+            let p = end.sub(rounded);
+            if m.sealed {
+                // Its guard pages are in place: the block's pages alone are opened.
+                let from = p.sub(p as usize & (OS_PAGE - 1));
+                os::protect(from, end as usize - from as usize, true);
+            } else {
+                os::protect(m.base.add(HEADER_SIZE), OS_PAGE, false);
+                os::protect(end, OS_PAGE, false);
+            }
+            (p, end)
         } else {
             (m.base.add(offset), m.base.add(m.len))
         };
@@ -233,18 +241,19 @@ pub(crate) fn misplaced(p: *const u8, size: usize) -> bool {
     on_huge_pages(size, config::guard()) && !(p as usize).is_multiple_of(SEGMENT_SIZE)
 }
 
-/// A cached mapping for a block at `offset` that needs `need` bytes: whose pages are kept, long
+/// A cached mapping for a block at `offset` that needs `need` bytes (a sealed one, see
+/// `cache::Mapping`, only if `guarded`): whose pages are kept, long
 /// enough, or else, once the program's blocks are dense (see [`DENSE`]), made from shorter ones
 /// (see [`gather`]), so their pages, already faulted in, serve again; else one whose pages were
 /// returned. A program that touches its blocks here and there faults few pages in anyway, and
 /// gathering cost it system calls: `mstress 2 50 25` (the first 256 bytes of blocks of up to 8
 /// MiB) made 830 calls that map, unmap, move or advise memory a run with it, 50 without, and
 /// took 0.133 against 0.110 s (tcmalloc 0.107; quiet, five pairs).
-unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
+unsafe fn reuse(need: usize, offset: usize, guarded: bool) -> Option<Mapping> {
     let max = need + need / 4;
     // SAFETY: cached mappings are ours alone.
     unsafe {
-        if let Some(m) = cache::take(need, max, true) {
+        if let Some(m) = cache::take(need, max, true, guarded) {
             return Some(m);
         }
         if DENSE.load(Ordering::Relaxed) {
@@ -252,7 +261,7 @@ unsafe fn reuse(need: usize, offset: usize) -> Option<Mapping> {
                 return Some(m);
             }
         }
-        cache::take(need, max, false)
+        cache::take(need, max, false, guarded)
     }
 }
 
@@ -276,7 +285,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
         let first = cache::take_shorter(0, need)?;
         let to = os::map_aligned(need, SEGMENT_SIZE);
         if to.is_null() {
-            cache::put(first.base, first.len, first.huge_from);
+            cache::put(first.base, first.len, first.huge_from, false);
             return None;
         }
         let (mut at, mut piece) = (offset, Some(first));
@@ -288,7 +297,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             // range and record it. A piece put back is recorded again when it is taken.
             registry::clear(m.base, m.len);
             if !os::move_to(m.base.add(from), len, len, to.add(at)) {
-                cache::put(m.base, m.len, m.huge_from);
+                cache::put(m.base, m.len, m.huge_from, false);
                 break;
             }
             if from > 0 {
@@ -317,6 +326,7 @@ unsafe fn gather(need: usize, offset: usize) -> Option<Mapping> {
             huge: false,
             touched: 0,
             zeroed: false,
+            sealed: false,
         })
     }
 }
@@ -536,6 +546,10 @@ pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
 /// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
 /// has checked it first). With quarantine its pages become inaccessible and the mapping
 /// waits in the quarantine before it can be reused; else with `ZERO_ON_FREE` it is zeroed.
+/// A mapping made inaccessible (quarantine, guard pages) is cached so, sealed: the next
+/// guarded block made of it opens its own pages only, one `mprotect` a block where
+/// protecting its guard pages and opening the mapping again at free took two or three
+/// more.
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
@@ -549,10 +563,11 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
             (*seg).large_ptr.write_bytes(0, (*seg).large_size);
         }
         stats::lower(&stats::LARGE_BLOCKS, 1);
+        let sealed = config::quarantine() || (*seg).large_guarded;
+        if sealed {
+            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, false);
+        }
         if config::quarantine() {
-            let p = (*seg).large_ptr;
-            let from = p.sub(p as usize & (OS_PAGE - 1));
-            os::protect(from, base.add(len) as usize - from as usize, false);
             if quarantine::hold_large(base, len) {
                 while let Some((b, l)) = quarantine::large_leaving() {
                     retire(b, l, true);
@@ -561,20 +576,17 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
             }
             return retire(base, len, true);
         }
-        retire(base, len, (*seg).large_guarded)
+        retire(base, len, sealed)
     }
 }
 
-/// Gives the freed large mapping `[base, base+len)` to the cache, with everything after its
-/// header made accessible again if `protected` (guard pages, quarantine).
-unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
+/// Gives the freed large mapping `[base, base+len)` to the cache, `sealed` if everything
+/// after its header is inaccessible.
+unsafe fn retire(base: *mut u8, len: usize, sealed: bool) {
     // SAFETY: the mapping is the caller's to give up.
     unsafe {
-        if protected {
-            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
-        }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(base, len, (*base.cast::<Segment>()).huge_from);
+        cache::put(base, len, (*base.cast::<Segment>()).huge_from, sealed);
     }
 }
 
