@@ -112,13 +112,26 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
             }
         };
         let seg = m.base.cast::<Segment>();
+        let mut zeroed = m.zeroed;
         let (p, end) = if guarded {
             let end = m.base.add(need - OS_PAGE);
             let p = end.sub(rounded);
             if m.sealed {
-                // Its guard pages are in place: the block's pages alone are opened.
+                // Its guard pages are in place: the block's pages alone are opened, renewed
+                // where `zero_for_reuse` would give them back (one call for both).
                 let from = p.sub(p as usize & (OS_PAGE - 1));
-                os::protect(from, end as usize - from as usize, true);
+                let n = end as usize - from as usize;
+                if !zeroed
+                    && !zero
+                    && config::zero_on_malloc()
+                    && !DENSE.load(Ordering::Relaxed)
+                    && m.huge_from == 0
+                    && os::renew(from, n)
+                {
+                    zeroed = true;
+                } else {
+                    os::protect(from, n, true);
+                }
             } else {
                 os::protect(m.base.add(HEADER_SIZE), OS_PAGE, false);
                 os::protect(end, OS_PAGE, false);
@@ -129,7 +142,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
         };
         let pages = m.base.add(offset);
         let looked = look_due(pages, size, m.huge_from);
-        if looked && !m.zeroed {
+        if looked && !zeroed {
             os::discard(pages, size & !(OS_PAGE - 1));
         }
         write_header(seg, p, size, m.len, end, guarded);
@@ -143,7 +156,7 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                 advise_huge(seg, SEGMENT_SIZE);
             }
         }
-        if !m.zeroed {
+        if !zeroed {
             if zero {
                 // Asked for by the program (calloc), which is about to use them: written.
                 p.write_bytes(0, size);
