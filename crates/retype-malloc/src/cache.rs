@@ -401,7 +401,8 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool, sealed: bool) -> O
         );
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
-        let rest = (m.len > max && cut + MIN_PIECE <= m.len).then(|| (m.base.add(cut), m.len - cut));
+        let rest =
+            (m.len > max && cut + MIN_PIECE <= m.len).then(|| (m.base.add(cut), m.len - cut));
         if rest.is_some() {
             m.len = cut;
             if m.huge_from >= cut {
