@@ -133,9 +133,9 @@ pub(crate) struct Mapping {
     pub touched: u32,
     /// Everything after the header area reads as zeros.
     pub zeroed: bool,
-    /// Everything after the header area is inaccessible: a guarded large block's mapping,
-    /// retired so, whose next block needs only its own pages opened, its guard pages being
-    /// already in place (see `large::alloc`).
+    /// Everything after the header area is inaccessible: a large block's mapping that left
+    /// the quarantine, whose next guarded block needs only its own pages opened, its guard
+    /// pages being already in place (see `large::alloc`).
     pub sealed: bool,
 }
 

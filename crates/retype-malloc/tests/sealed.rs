@@ -1,11 +1,11 @@
-//! With guard pages (secure and hardened modes) a freed large block's mapping is cached
-//! inaccessible, sealed: a use after free faults while it waits, and the next block made of
-//! it opens only its own pages (in hardened mode renews them, to read as zeros), one system
-//! call, its guard pages being in place already. A
-//! sealed mapping cut for a shorter block, or taken by a block or segment without guard
-//! pages, is opened where it is used. Settings are read once per process, so the checks run
-//! in child processes, with a purge delay long enough that no freed page is returned and a
-//! quarantine of one byte, which a freed large block leaves at the next large free.
+//! In hardened mode a freed large block's mapping, inaccessible in the quarantine, is cached
+//! so, sealed: a use after free faults while it waits there too, and the next block made of
+//! it renews only its own pages (to read as zeros), one system call, its guard pages being in
+//! place already. A sealed mapping cut for a shorter block, or taken by a block or segment
+//! without guard pages, is opened where it is used. Settings are read once per process, so
+//! the checks run in a child process, with a purge delay long enough that no freed page is
+//! returned and a quarantine of one byte, which a freed large block leaves at the next large
+//! free.
 
 mod common;
 
@@ -16,8 +16,8 @@ const MIB: usize = 1024 * KIB;
 
 /// The signal that ended a child process that ran `f` (0: none).
 fn signal_of(f: impl FnOnce()) -> i32 {
-    // SAFETY: the child runs `f` and exits at once; the child process of `in_a_secure_child`
-    // and the other runs no other test, so no other thread holds a lock `f` needs.
+    // SAFETY: the child runs `f` and exits at once; the child process of
+    // `in_a_hardened_child` runs no other test, so no other thread holds a lock `f` needs.
     unsafe {
         let pid = libc::fork();
         assert!(pid >= 0, "fork failed");
@@ -35,22 +35,15 @@ fn signal_of(f: impl FnOnce()) -> i32 {
     }
 }
 
-fn hardened() -> bool {
-    std::env::var("RETYPE_MALLOC_HARDENED").as_deref() == Ok("1")
-}
-
-/// Frees the large block `p` and, in hardened mode, a short one after it, so that `p`'s
-/// mapping leaves the quarantine for the cache (the short one's is too short to serve the
-/// blocks below).
+/// Frees the large block `p` and a short one after it, so that `p`'s mapping leaves the
+/// quarantine for the cache (the short one's is too short to serve the blocks below).
 unsafe fn retire(p: *mut u8) {
     // SAFETY: the caller's live block, freed once; the filler is ours.
     unsafe {
         rm::free(p);
-        if hardened() {
-            let filler = rm::malloc(200 * KIB);
-            filler.write(1);
-            rm::free(filler);
-        }
+        let filler = rm::malloc(200 * KIB);
+        filler.write(1);
+        rm::free(filler);
     }
 }
 
@@ -65,7 +58,7 @@ fn read_at(p: *const u8) -> i32 {
 #[test]
 fn a_freed_guarded_block_waits_sealed_and_its_successor_opens_only_its_pages() {
     if std::env::var_os("RETYPE_MALLOC_PURGE_DELAY").is_none() {
-        return; // run by `in_a_secure_child` and `in_a_hardened_child`
+        return; // run by `in_a_hardened_child`
     }
     // A whole number of pages: the block starts on its first page, after the guard page.
     let size = 600 * KIB;
@@ -82,13 +75,11 @@ fn a_freed_guarded_block_waits_sealed_and_its_successor_opens_only_its_pages() {
         let calls = rm::system_calls();
         let b = rm::malloc(size);
         assert_eq!(b, a, "the freed block's mapping was not reused");
-        // Its pages opened (in hardened mode renewed, to read as zeros), by one call.
+        // Its pages renewed, to read as zeros, by one call.
         let made = rm::system_calls() - calls;
         assert_eq!(made, 1, "system calls for a block made of a cached mapping");
-        if hardened() {
-            for i in [0, 4096, size / 2, size - 1] {
-                assert_eq!(b.add(i).read(), 0, "byte {i} of a fresh block");
-            }
+        for i in [0, 4096, size / 2, size - 1] {
+            assert_eq!(b.add(i).read(), 0, "byte {i} of a fresh block");
         }
         b.write_bytes(9, size);
         assert_eq!(read_at(b.sub(1)), libc::SIGSEGV, "no guard page before");
@@ -118,17 +109,6 @@ fn a_freed_guarded_block_waits_sealed_and_its_successor_opens_only_its_pages() {
         rm::free(short);
         rm::free(rest);
     }
-}
-
-#[test]
-fn in_a_secure_child() {
-    common::rerun_with(
-        "in_a_secure_child",
-        &[
-            ("RETYPE_MALLOC_PURGE_DELAY", "100000"),
-            ("RETYPE_MALLOC_SECURE", "1"),
-        ],
-    );
 }
 
 #[test]
