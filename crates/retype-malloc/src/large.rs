@@ -559,13 +559,6 @@ pub(crate) unsafe fn usable(seg: *mut Segment, p: *mut u8) -> usize {
 /// Frees the large block whose header is `seg` (in hardened mode, `hardened::forget_large`
 /// has checked it first). With quarantine its pages become inaccessible and the mapping
 /// waits in the quarantine before it can be reused; else with `ZERO_ON_FREE` it is zeroed.
-/// With quarantine the mapping, made inaccessible, is cached so, sealed: the next guarded
-/// block made of it opens its own pages only, where protecting its guard pages and opening
-/// the mapping again as it left the quarantine took three calls more. Without quarantine a
-/// guarded block's mapping is opened again at once, guard pages and all: sealing it would
-/// change the protection of every page the program touched, twice a block (secure mode's
-/// `large 1 20 1000 1`, dense blocks: 0.80 s of `mprotect` under `strace -c` sealed, 0.04 s
-/// opened).
 pub(crate) unsafe fn free(seg: *mut Segment) {
     // SAFETY: the block is live and owned by the caller, who gives it up.
     unsafe {
@@ -580,7 +573,9 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
         }
         stats::lower(&stats::LARGE_BLOCKS, 1);
         if config::quarantine() {
-            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, false);
+            let p = (*seg).large_ptr;
+            let from = p.sub(p as usize & (OS_PAGE - 1));
+            os::protect(from, base.add(len) as usize - from as usize, false);
             if quarantine::hold_large(base, len) {
                 while let Some((b, l)) = quarantine::large_leaving() {
                     retire(b, l, true);
@@ -589,20 +584,28 @@ pub(crate) unsafe fn free(seg: *mut Segment) {
             }
             return retire(base, len, true);
         }
-        if (*seg).large_guarded {
-            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
-        }
         retire(base, len, false)
     }
 }
 
-/// Gives the freed large mapping `[base, base+len)` to the cache, `sealed` if everything
-/// after its header is inaccessible.
-unsafe fn retire(base: *mut u8, len: usize, sealed: bool) {
-    // SAFETY: the mapping is the caller's to give up.
+/// Gives the freed large mapping `[base, base+len)` to the cache; `protected`: inaccessible
+/// from its block's first page on (quarantine). A guarded block's mapping so protected, its
+/// guard page before the block, is cached sealed (see `cache::Mapping`): the next guarded
+/// block made of it opens its own pages only, where opening the mapping here and protecting
+/// that block's guard pages took three calls more. Any other protected mapping, and a guarded
+/// one without quarantine, is opened again: sealing the latter at free would change the
+/// protection of every page the program touched, twice a block (secure mode's `large 1 20
+/// 1000 1`, dense blocks: 0.80 s of `mprotect` under `strace -f -c` sealed, 0.04 s opened).
+unsafe fn retire(base: *mut u8, len: usize, protected: bool) {
+    // SAFETY: the mapping is the caller's to give up; its header area is accessible.
     unsafe {
+        let seg = base.cast::<Segment>();
+        let guarded = (*seg).large_guarded;
+        if protected != guarded {
+            os::protect(base.add(HEADER_SIZE), len - HEADER_SIZE, true);
+        }
         stats::lower(&stats::LARGE_BYTES, len);
-        cache::put(base, len, (*base.cast::<Segment>()).huge_from, sealed);
+        cache::put(base, len, (*seg).huge_from, protected && guarded);
     }
 }
 
