@@ -126,8 +126,8 @@ pub(crate) unsafe fn alloc(size: usize, align: usize, zero: bool) -> *mut u8 {
                     && config::zero_on_malloc()
                     && !DENSE.load(Ordering::Relaxed)
                     && m.huge_from == 0
-                    && os::renew(from, n)
                 {
+                    os::renew(from, n);
                     zeroed = true;
                 } else {
                     os::protect(from, n, true);
