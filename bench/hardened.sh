@@ -12,6 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
+# The load averages as the run starts, for the report (which reads them again at the end).
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+export LOAD_START
 OUT=target/bench/hardened
 mkdir -p "$OUT"
 source bench/allocators.sh

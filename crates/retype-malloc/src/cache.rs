@@ -45,8 +45,9 @@ pub(crate) const UNMAP_AFTER_DELAYS: u64 = 10;
 /// The list node lives at the end of the retired mapping's header area, clear of the fields
 /// that hardened mode reads to diagnose a free of a pointer into a retired mapping. Returning
 /// pages spares the header area, so the node survives it.
-const NODE_OFFSET: usize = HEADER_SIZE - 64;
+const NODE_OFFSET: usize = HEADER_SIZE - 128;
 const _: () = assert!(core::mem::size_of::<Node>() <= HEADER_SIZE - NODE_OFFSET);
+const _: () = assert!(core::mem::size_of::<crate::segment::Segment>() <= NODE_OFFSET);
 
 /// Bins by length, eight to each power of two from [`SMALLEST_BIN`] (TLSF's mapping), one
 /// set for mappings whose pages are kept and one for those whose pages were returned: every
@@ -93,6 +94,8 @@ struct Node {
     segment: bool,
     /// It lies in the reserve.
     pinned: bool,
+    /// Everything after its header area is inaccessible (see [`Mapping::sealed`]).
+    sealed: bool,
 }
 
 impl Node {
@@ -111,6 +114,7 @@ impl Node {
             discarded: false,
             segment: false,
             pinned: false,
+            sealed: false,
         }
     }
 }
@@ -129,6 +133,10 @@ pub(crate) struct Mapping {
     pub touched: u32,
     /// Everything after the header area reads as zeros.
     pub zeroed: bool,
+    /// Everything after the header area is inaccessible: a large block's mapping that left
+    /// the quarantine, whose next guarded block needs only its own pages opened, its guard
+    /// pages being already in place (see `large::alloc`).
+    pub sealed: bool,
 }
 
 /// The cached mappings: each is in the bin of its length and in the list by age.
@@ -184,7 +192,7 @@ pub(crate) fn reserve(bytes: usize) {
         registry::mark(p, len);
         RESERVE[0].store(p as usize, Ordering::Relaxed);
         RESERVE[1].store(p as usize + len, Ordering::Release);
-        put(p, len, 0);
+        put(p, len, 0, false);
     }
 }
 
@@ -375,9 +383,10 @@ impl List {
 }
 
 /// Takes a shortest cached mapping of at least `min` bytes (see [`List::shortest`]; only
-/// among those whose pages are kept if `kept`); one longer than `max` is cut after `min` rounded up to 2 MiB, the
-/// rest staying cached.
-pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping> {
+/// among those whose pages are kept if `kept`); one longer than `max` is cut after `min`
+/// rounded up to 2 MiB, the rest staying cached. A sealed one is opened unless `sealed` (the
+/// caller opens what it needs).
+pub(crate) unsafe fn take(min: usize, max: usize, kept: bool, sealed: bool) -> Option<Mapping> {
     purge(false);
     let mut list = CACHE.lock();
     // SAFETY: the node found is a cached mapping, ours to hand out once unlinked.
@@ -392,28 +401,46 @@ pub(crate) unsafe fn take(min: usize, max: usize, kept: bool) -> Option<Mapping>
         );
         let mut m = mapping(node);
         let cut = min.next_multiple_of(SEGMENT_SIZE);
-        if m.len > max && cut + MIN_PIECE <= m.len {
-            let rest_base = m.base.add(cut);
-            if !m.zeroed {
-                clear_header(rest_base);
-            }
-            let rest = node_of(rest_base);
-            rest.write(Node {
-                discarded: m.zeroed,
-                segment,
-                pinned,
-                ..Node::new(m.len - cut, freed_at, 0, huge, 0)
-            });
-            list.push(rest);
+        let rest =
+            (m.len > max && cut + MIN_PIECE <= m.len).then(|| (m.base.add(cut), m.len - cut));
+        if rest.is_some() {
             m.len = cut;
             if m.huge_from >= cut {
                 m.huge_from = 0;
             }
         }
         drop(list);
+        if let Some((base, len)) = rest {
+            // Its header area lies where the block's pages were: opened, outside the lock.
+            if m.sealed {
+                os::protect(base, HEADER_SIZE, true);
+            }
+            if !m.zeroed {
+                clear_header(base);
+            }
+            let node = node_of(base);
+            node.write(Node {
+                discarded: m.zeroed,
+                segment,
+                pinned,
+                sealed: m.sealed,
+                ..Node::new(len, freed_at, 0, huge, 0)
+            });
+            CACHE.lock().push(node);
+        }
+        if m.sealed && !sealed {
+            open(&mut m);
+        }
         registry::mark(m.base, m.len);
         Some(m)
     }
+}
+
+/// Makes everything after the header area of the sealed mapping `m` accessible again.
+unsafe fn open(m: &mut Mapping) {
+    // SAFETY: the caller owns the mapping.
+    unsafe { os::protect(m.base.add(HEADER_SIZE), m.len - HEADER_SIZE, true) };
+    m.sealed = false;
 }
 
 /// Takes the cached empty segment with the most touched slices (see [`List::warmest`]).
@@ -445,7 +472,7 @@ pub(crate) unsafe fn put_piece(p: *mut u8, len: usize) {
             return release(p, len);
         }
         clear_header(p);
-        put(p, len, 0);
+        put(p, len, 0, false);
     }
 }
 
@@ -457,7 +484,12 @@ pub(crate) unsafe fn take_shorter(min: usize, below: usize) -> Option<Mapping> {
     // SAFETY: as in `take`.
     unsafe {
         let found = list.longest_below(min, below)?;
-        Some(mapping(list.unlink(found)))
+        let mut m = mapping(list.unlink(found));
+        drop(list);
+        if m.sealed {
+            open(&mut m);
+        }
+        Some(m)
     }
 }
 
@@ -476,6 +508,7 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
                 (*node).touched
             },
             zeroed: (*node).discarded,
+            sealed: (*node).sealed,
         };
         node.write_bytes(0, 1);
         m
@@ -483,18 +516,18 @@ unsafe fn mapping(node: *mut Node) -> Mapping {
 }
 
 /// Retires the mapping `[p, p+len)` of a large block, advised for huge pages from
-/// `huge_from` (see [`Mapping`]); unmaps it at once if the purge delay is 0 (unless it lies
-/// in the reserve).
-pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize) {
+/// `huge_from` (see [`Mapping`]), `sealed` if everything after its header area is
+/// inaccessible; unmaps it at once if the purge delay is 0 (unless it lies in the reserve).
+pub(crate) unsafe fn put(p: *mut u8, len: usize, huge_from: usize, sealed: bool) {
     // SAFETY: the caller gives up the mapping.
-    unsafe { retire(p, len, huge_from, false, 0, false) }
+    unsafe { retire(p, len, huge_from, false, 0, false, sealed) }
 }
 
 /// Retires the mapping `[p, p+len)` of an empty segment, advised for huge pages whole if
 /// `huge`, whose slices `touched` were claimed since it was mapped; as [`put`].
 pub(crate) unsafe fn put_segment(p: *mut u8, len: usize, huge: bool, touched: u32) {
     // SAFETY: the caller gives up the mapping.
-    unsafe { retire(p, len, 0, huge, touched, true) }
+    unsafe { retire(p, len, 0, huge, touched, true, false) }
 }
 
 unsafe fn retire(
@@ -504,6 +537,7 @@ unsafe fn retire(
     huge: bool,
     touched: u32,
     segment: bool,
+    sealed: bool,
 ) {
     let delay = config::PURGE_DELAY_MS.load(Ordering::Relaxed);
     if delay == 0 && !reserved(p) {
@@ -519,6 +553,7 @@ unsafe fn retire(
             node.write(Node {
                 segment,
                 pinned: reserved(p),
+                sealed,
                 ..Node::new(len, now, huge_from, huge, touched)
             });
             list.push(node);

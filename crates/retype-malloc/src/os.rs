@@ -95,6 +95,28 @@ pub(crate) unsafe fn discard(p: *mut u8, len: usize) {
     unsafe { advise(p, len, libc::MADV_DONTNEED) };
 }
 
+/// Replaces `[p, p+len)`, part of our mapping, by fresh accessible pages that read as zeros
+/// (the range's advice is lost): one call where opening it and giving its pages back take
+/// two. A refusal is fatal, as `protect`'s is: the kernel may have unmapped the range first.
+pub(crate) unsafe fn renew(p: *mut u8, len: usize) {
+    // SAFETY: the caller owns the range and no longer needs its contents; MAP_FIXED replaces
+    // it at once, so no other mapping can take its place meanwhile.
+    let q = unsafe {
+        libc::mmap(
+            p.cast(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    stats::add(&stats::MMAP_CALLS, 1);
+    if q != p.cast() {
+        fatal("mmap over a cached block's pages failed");
+    }
+}
+
 /// Pages [`resident`] reads at most: a 4 MiB window, one byte each on the stack.
 const WINDOW_PAGES: usize = 1024;
 

@@ -287,7 +287,7 @@ unsafe fn create(heap: *mut HeapId, warm: bool) -> *mut Segment {
         let cached = if warm {
             cache::take_warm(SEGMENT_SIZE, max)
         } else {
-            cache::take(SEGMENT_SIZE, max, false)
+            cache::take(SEGMENT_SIZE, max, false, false)
         };
         let reused = cached.is_some();
         let (base, len, advised, touched) = match cached {
