@@ -45,9 +45,9 @@ pub(crate) const UNMAP_AFTER_DELAYS: u64 = 10;
 /// The list node lives at the end of the retired mapping's header area, clear of the fields
 /// that hardened mode reads to diagnose a free of a pointer into a retired mapping. Returning
 /// pages spares the header area, so the node survives it.
-const NODE_OFFSET: usize = HEADER_SIZE - 128;
+/// (`segment.rs` checks that the segment's descriptor ends before it.)
+pub(crate) const NODE_OFFSET: usize = HEADER_SIZE - 128;
 const _: () = assert!(core::mem::size_of::<Node>() <= HEADER_SIZE - NODE_OFFSET);
-const _: () = assert!(core::mem::size_of::<crate::segment::Segment>() <= NODE_OFFSET);
 
 /// Bins by length, eight to each power of two from [`SMALLEST_BIN`] (TLSF's mapping), one
 /// set for mappings whose pages are kept and one for those whose pages were returned: every

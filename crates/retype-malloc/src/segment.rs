@@ -83,6 +83,8 @@ const _: () = assert!(
     HEADER_SIZE == (core::mem::size_of::<Segment>() + OS_PAGE - 1) & !(OS_PAGE - 1),
     "HEADER_SIZE must be size_of::<Segment>() rounded up to OS pages"
 );
+// A retired mapping's cache node, at the end of its header area, leaves the descriptor whole.
+const _: () = assert!(core::mem::size_of::<Segment>() <= cache::NODE_OFFSET);
 
 const ALL_SLICES: u32 = u32::MAX;
 
