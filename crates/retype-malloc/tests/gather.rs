@@ -6,6 +6,8 @@
 //! in a child process with a purge delay long enough that no freed page is returned.
 
 mod common;
+#[path = "common/fork.rs"]
+mod fork;
 
 use retype_malloc as rm;
 
@@ -84,27 +86,6 @@ fn next(seed: &mut u64) -> u64 {
     *seed >> 33
 }
 
-/// The signal that ended a child process that ran `f` (0: none).
-fn signal_of(f: impl FnOnce()) -> i32 {
-    // SAFETY: the child runs `f` and exits at once; the child process of `in_a_child` and
-    // the others runs no other test, so no other thread holds a lock `f` needs.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            f();
-            libc::_exit(0);
-        }
-        let mut status = 0;
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-        if libc::WIFSIGNALED(status) {
-            libc::WTERMSIG(status)
-        } else {
-            0
-        }
-    }
-}
-
 /// Marks the child processes of the test with two threads: whether blocks are dense, and the
 /// count of system calls, are the process's, which the other test reads.
 const RACE: &str = "RETYPE_MALLOC_TEST_GATHER_RACE";
@@ -166,7 +147,7 @@ fn a_block_longer_than_every_freed_one_takes_the_pages_of_several() {
         if guarded() {
             // `a`'s pages now serve `c`, and its mapping is gone: freeing `a` again is a free
             // of a pointer we do not map, refused by name (abort), not a fault on its header.
-            assert_eq!(signal_of(|| rm::free(a)), libc::SIGABRT);
+            assert_eq!(fork::signal_of(|| rm::free(a)), libc::SIGABRT);
         }
         rm::free(c);
     }

@@ -8,32 +8,13 @@
 //! free.
 
 mod common;
+#[path = "common/fork.rs"]
+mod fork;
 
 use retype_malloc as rm;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
-
-/// The signal that ended a child process that ran `f` (0: none).
-fn signal_of(f: impl FnOnce()) -> i32 {
-    // SAFETY: the child runs `f` and exits at once; the child process of
-    // `in_a_hardened_child` runs no other test, so no other thread holds a lock `f` needs.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            f();
-            libc::_exit(0);
-        }
-        let mut status = 0;
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-        if libc::WIFSIGNALED(status) {
-            libc::WTERMSIG(status)
-        } else {
-            0
-        }
-    }
-}
 
 /// Frees the large block `p` and a short one after it, so that `p`'s mapping leaves the
 /// quarantine for the cache (the short one's is too short to serve the blocks below).
@@ -50,7 +31,7 @@ unsafe fn retire(p: *mut u8) {
 /// Reads the byte at `p` in a child process: the signal it died of.
 fn read_at(p: *const u8) -> i32 {
     // SAFETY: a volatile read, to see whether it faults.
-    signal_of(|| unsafe {
+    fork::signal_of(|| unsafe {
         p.read_volatile();
     })
 }
