@@ -77,67 +77,60 @@ pub fn slot(tid: u32) -> usize {
     (t % 8) * (TIDS / 8) + t / 8
 }
 
-/// Counts event `e` of the thread whose last allocation is at [`slot`]
+/// Counts allocation `e` (a realloc's old block already counted as freed,
+/// [`count_free`]) of the thread whose last allocation is at [`slot`]
 /// `count_at`, made at the time of its coarse clock `clock`, into its tally
-/// `mine` (`None`: a thread that gave its buffer back, counted as retired);
-/// `old` is the block it frees or moves, which the caller took out of
-/// [`blocks`] before the call.
+/// `mine` (`None`: a thread that gave its buffer back, counted as retired).
 #[inline(always)]
-pub fn count(
-    mine: Option<&'static Tally>,
-    count_at: u32,
-    e: &Event,
-    old: Option<Entry>,
-    clock: &Clock,
-) {
+pub fn count(mine: Option<&'static Tally>, count_at: u32, e: &Event, clock: &Clock) {
     match mine {
-        Some(t) => count_in(t, count_at, e, old, clock),
-        None => retired(count_at, *e, old, clock),
+        Some(t) => count_in(t, count_at, e, None, clock),
+        None => retired(count_at, *e, None, clock),
     }
 }
 
-/// [`count`] into the retired tally: apart, so that the hot path passes
-/// the event's fields in registers rather than the event in memory.
+/// [`count`] or [`count_free`] into the retired tally: apart, so that the
+/// hot path passes the event's fields in registers rather than the event in
+/// memory.
 #[cold]
 #[inline(never)]
 fn retired(count_at: u32, e: Event, old: Option<Entry>, clock: &Clock) {
     tally::with_retired(|t| count_in(t, count_at, &e, old, clock));
 }
 
+/// [`count`] into tally `t`, or a free of block `old`.
 #[inline(always)]
 fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     let epoch = tally::epoch();
-    let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
-    let mut delta = 0u64;
-    if let Some(b) = old {
-        if frees_only || e.ret != 0 {
-            delta = freed(t, epoch, e.ptr, b, true);
-        } else {
-            // A failed realloc leaves its block as it was.
-            blocks::insert::<false>(e.ptr, b);
+    let mut delta = match old {
+        Some(b) => freed(t, epoch, e.ptr, b, true),
+        None => 0,
+    };
+    match (e.op, e.ret) {
+        (Op::Free, _) => {}
+        (_, 0) => {
+            if let Some(c) = t.counter(e.stack) {
+                c.failed();
+            }
         }
-    }
-    if !frees_only && e.ret == 0 {
-        if let Some(c) = t.counter(e.stack) {
-            c.failed();
-        }
-    } else if !frees_only {
-        LAST[count_at as usize % TIDS].store(e.ret, Ordering::Relaxed);
-        let block = Entry {
-            size: e.size,
-            stack: e.stack,
-            count_at,
-        };
-        let (replaced, followed) = blocks::insert::<false>(e.ret, block);
-        if let Some(r) = replaced {
-            delta = delta.wrapping_add(unseen_free(t, epoch, r));
-        }
-        if let Some(c) = t.counter(e.stack) {
-            c.allocated(epoch, e.size, followed);
-        }
-        // A block that could not be followed would never be freed: not counted live.
-        if followed {
-            delta = delta.wrapping_add(e.size);
+        _ => {
+            LAST[count_at as usize % TIDS].store(e.ret, Ordering::Relaxed);
+            let block = Entry {
+                size: e.size,
+                stack: e.stack,
+                count_at,
+            };
+            let (replaced, followed) = blocks::insert::<false>(e.ret, block);
+            if let Some(r) = replaced {
+                delta = delta.wrapping_add(unseen_free(t, epoch, r));
+            }
+            if let Some(c) = t.counter(e.stack) {
+                c.allocated(epoch, e.size, followed);
+            }
+            // A block that could not be followed would never be freed: not counted live.
+            if followed {
+                delta = delta.wrapping_add(e.size);
+            }
         }
     }
     if (delta as i64) > 0 {
