@@ -17,7 +17,10 @@
 //! pass over the stacks at each new peak (see [`tally`]). Only an allocation
 //! that raises them adds to them: a free cannot make a peak, so a thread
 //! keeps the bytes it frees in its tally ([`Tally::defer`]) and takes them
-//! out with its next rise, one add for both; when the sum passes the peak,
+//! out with its next rise, one add for both, or takes a rise they cover out
+//! of them while the live bytes are not above the peak ([`Tally::offset`]:
+//! then no add, and no peak missed, since all deferred frees are still in
+//! the live bytes); when the sum passes the peak,
 //! the other threads' deferred bytes are taken out of it before it is
 //! compared (a rare pass over the tallies). Exact in a single thread, and
 //! with threads whose calls near the peak are ordered (by a lock, a join:
@@ -134,23 +137,36 @@ fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clo
         }
     }
     if (delta as i64) > 0 {
-        // Only a rise can reach a peak: the thread's deferred frees go in with it.
-        let delta = delta.wrapping_sub(t.take_deferred());
-        let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
-        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
-            // Other threads' deferred frees are not out of `live` yet.
-            let live = live.wrapping_sub(tally::deferred());
-            if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
-                && PEAK.fetch_max(live, Ordering::Relaxed) < live
-            {
-                tally::new_peak();
-                PEAK_AT.store(clock.exact(), Ordering::Relaxed);
-            }
+        // A rise its thread's deferred frees cover is held back with them
+        // while the live bytes (which still count all deferred frees) are not
+        // above the peak: the true live bytes then stay at most that, so this
+        // call makes no peak, and the locked add waits for a rise they do not cover.
+        let below = || LIVE.load(Ordering::Relaxed) as i64 <= PEAK.load(Ordering::Relaxed) as i64;
+        if !t.offset(delta, below) {
+            rise(t, delta, clock);
         }
     } else if delta != 0 {
         t.defer(delta.wrapping_neg());
     }
     counted(t, clock);
+}
+
+/// A rise of the live bytes by `delta`, counted into tally `t` at the time
+/// of its thread's clock `clock`: the thread's deferred frees go in with it.
+#[inline(always)]
+fn rise(t: &'static Tally, delta: u64, clock: &Clock) {
+    let delta = delta.wrapping_sub(t.take_deferred());
+    let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
+    if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
+        // Other threads' deferred frees are not out of `live` yet.
+        let live = live.wrapping_sub(tally::deferred());
+        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
+            && PEAK.fetch_max(live, Ordering::Relaxed) < live
+        {
+            tally::new_peak();
+            PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+        }
+    }
 }
 
 /// [`count`] for a free of block `b` at `addr`, made by the thread whose
