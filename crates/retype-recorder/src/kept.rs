@@ -7,7 +7,8 @@
 //! keep (so that nothing is timed or unwound for a call that is dropped, and
 //! a freed block leaves the followed set before another thread can be handed
 //! its address), and gives the event to [`after`]; an aggregate recording's
-//! calls take a path of their own, [`counted`] (its frees [`counted_free`]).
+//! calls take a path of their own, [`counted_alloc`] (its frees
+//! [`counted_free`], a realloc's old block [`realloc_freed`]).
 
 use retype_trace::{Event, Op};
 
@@ -43,7 +44,7 @@ impl Call {
 }
 
 /// What to keep of one call of a full or sampled recording (an aggregate
-/// one's calls are [`counted`]).
+/// one's calls are [`counted_alloc`] and [`counted_free`]).
 #[derive(Clone, Copy)]
 pub enum Keep {
     /// Its event (a full recording).
