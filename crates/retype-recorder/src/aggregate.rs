@@ -17,7 +17,10 @@
 //! pass over the stacks at each new peak (see [`tally`]). Only an allocation
 //! that raises them adds to them: a free cannot make a peak, so a thread
 //! keeps the bytes it frees in its tally ([`Tally::defer`]) and takes them
-//! out with its next rise, one add for both; when the sum passes the peak,
+//! out with its next rise, one add for both, or takes a rise they cover out
+//! of them while the live bytes are not above the peak ([`Tally::offset`]:
+//! then no add, and no peak missed, since all deferred frees are still in
+//! the live bytes); when the sum passes the peak,
 //! the other threads' deferred bytes are taken out of it before it is
 //! compared (a rare pass over the tallies). Exact in a single thread, and
 //! with threads whose calls near the peak are ordered (by a lock, a join:
@@ -77,87 +80,93 @@ pub fn slot(tid: u32) -> usize {
     (t % 8) * (TIDS / 8) + t / 8
 }
 
-/// Counts event `e` of the thread whose last allocation is at [`slot`]
+/// Counts allocation `e` (a realloc's old block already counted as freed,
+/// [`count_free`]) of the thread whose last allocation is at [`slot`]
 /// `count_at`, made at the time of its coarse clock `clock`, into its tally
-/// `mine` (`None`: a thread that gave its buffer back, counted as retired);
-/// `old` is the block it frees or moves, which the caller took out of
-/// [`blocks`] before the call.
+/// `mine` (`None`: a thread that gave its buffer back, counted as retired).
 #[inline(always)]
-pub fn count(
-    mine: Option<&'static Tally>,
-    count_at: u32,
-    e: &Event,
-    old: Option<Entry>,
-    clock: &Clock,
-) {
+pub fn count(mine: Option<&'static Tally>, count_at: u32, e: &Event, clock: &Clock) {
     match mine {
-        Some(t) => count_in(t, count_at, e, old, clock),
-        None => retired(count_at, *e, old, clock),
+        Some(t) => count_in(t, count_at, e, None, clock),
+        None => retired(count_at, *e, None, clock),
     }
 }
 
-/// [`count`] into the retired tally: apart, so that the hot path passes
-/// the event's fields in registers rather than the event in memory.
+/// [`count`] or [`count_free`] into the retired tally: apart, so that the
+/// hot path passes the event's fields in registers rather than the event in
+/// memory.
 #[cold]
 #[inline(never)]
 fn retired(count_at: u32, e: Event, old: Option<Entry>, clock: &Clock) {
     tally::with_retired(|t| count_in(t, count_at, &e, old, clock));
 }
 
+/// [`count`] into tally `t`, or a free of block `old`.
 #[inline(always)]
 fn count_in(t: &'static Tally, count_at: u32, e: &Event, old: Option<Entry>, clock: &Clock) {
     let epoch = tally::epoch();
-    let frees_only = e.op == Op::Free || (e.op == Op::Realloc && e.size == 0 && e.ret == 0);
-    let mut delta = 0u64;
-    if let Some(b) = old {
-        if frees_only || e.ret != 0 {
-            delta = freed(t, epoch, e.ptr, b, true);
-        } else {
-            // A failed realloc leaves its block as it was.
-            blocks::insert::<false>(e.ptr, b);
+    let mut delta = match old {
+        Some(b) => freed(t, epoch, e.ptr, b, true),
+        None => 0,
+    };
+    match (e.op, e.ret) {
+        (Op::Free, _) => {}
+        (_, 0) => {
+            if let Some(c) = t.counter(e.stack) {
+                c.failed();
+            }
         }
-    }
-    if !frees_only && e.ret == 0 {
-        if let Some(c) = t.counter(e.stack) {
-            c.failed();
-        }
-    } else if !frees_only {
-        LAST[count_at as usize % TIDS].store(e.ret, Ordering::Relaxed);
-        let block = Entry {
-            size: e.size,
-            stack: e.stack,
-            count_at,
-        };
-        let (replaced, followed) = blocks::insert::<false>(e.ret, block);
-        if let Some(r) = replaced {
-            delta = delta.wrapping_add(unseen_free(t, epoch, r));
-        }
-        if let Some(c) = t.counter(e.stack) {
-            c.allocated(epoch, e.size, followed);
-        }
-        // A block that could not be followed would never be freed: not counted live.
-        if followed {
-            delta = delta.wrapping_add(e.size);
+        _ => {
+            LAST[count_at as usize % TIDS].store(e.ret, Ordering::Relaxed);
+            let block = Entry {
+                size: e.size,
+                stack: e.stack,
+                count_at,
+            };
+            let (replaced, followed) = blocks::insert::<false>(e.ret, block);
+            if let Some(r) = replaced {
+                delta = delta.wrapping_add(unseen_free(t, epoch, r));
+            }
+            if let Some(c) = t.counter(e.stack) {
+                c.allocated(epoch, e.size, followed);
+            }
+            // A block that could not be followed would never be freed: not counted live.
+            if followed {
+                delta = delta.wrapping_add(e.size);
+            }
         }
     }
     if (delta as i64) > 0 {
-        // Only a rise can reach a peak: the thread's deferred frees go in with it.
-        let delta = delta.wrapping_sub(t.take_deferred());
-        let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
-        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
-            // Other threads' deferred frees are not out of `live` yet.
-            let live = live.wrapping_sub(tally::deferred());
-            if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
-                && PEAK.fetch_max(live, Ordering::Relaxed) < live
-            {
-                tally::new_peak();
-                PEAK_AT.store(clock.exact(), Ordering::Relaxed);
-            }
+        // A rise its thread's deferred frees cover is held back with them
+        // while the live bytes (which still count all deferred frees) are not
+        // above the peak: the true live bytes then stay at most that, so this
+        // call makes no peak, and the locked add waits for a rise they do not cover.
+        let below = || LIVE.load(Ordering::Relaxed) as i64 <= PEAK.load(Ordering::Relaxed) as i64;
+        if !t.offset(delta, below) {
+            rise(t, delta, clock);
         }
     } else if delta != 0 {
         t.defer(delta.wrapping_neg());
     }
     counted(t, clock);
+}
+
+/// A rise of the live bytes by `delta`, counted into tally `t` at the time
+/// of its thread's clock `clock`: the thread's deferred frees go in with it.
+#[inline(always)]
+fn rise(t: &'static Tally, delta: u64, clock: &Clock) {
+    let delta = delta.wrapping_sub(t.take_deferred());
+    let live = LIVE.fetch_add(delta, Ordering::Relaxed).wrapping_add(delta);
+    if (live as i64) > PEAK.load(Ordering::Relaxed) as i64 {
+        // Other threads' deferred frees are not out of `live` yet.
+        let live = live.wrapping_sub(tally::deferred());
+        if (live as i64) > PEAK.load(Ordering::Relaxed) as i64
+            && PEAK.fetch_max(live, Ordering::Relaxed) < live
+        {
+            tally::new_peak();
+            PEAK_AT.store(clock.exact(), Ordering::Relaxed);
+        }
+    }
 }
 
 /// [`count`] for a free of block `b` at `addr`, made by the thread whose

@@ -87,12 +87,13 @@ fn traced<T: Copy>(
     traced_in(state, at, call, run, event)
 }
 
-/// An aggregate recording's call ([`kept::counted`]), made from `at` by the
-/// thread whose state is `l` (`phases`: a phase may be active). An
-/// allocation is counted after the call in [`counted_alloc`], one copy that
-/// every allocating hook calls: inlined into each, the count was seven copies
-/// of several KiB that a program calling the malloc family in turn missed in
-/// the instruction cache more than once a call.
+/// An aggregate recording's call, made from `at` by the thread whose state
+/// is `l` (`phases`: a phase may be active): a free is [`kept::counted_free`];
+/// an allocation is counted after the call in [`counted_alloc`], one copy
+/// that every allocating hook calls, `realloc` too (its old block counted
+/// before, [`kept::realloc_freed`]): inlined into each, the count was seven
+/// copies of several KiB that a program calling the malloc family in turn
+/// missed in the instruction cache more than once a call.
 #[inline(always)]
 fn counted<T: Copy>(
     l: &'static Local,
@@ -102,15 +103,18 @@ fn counted<T: Copy>(
     run: impl FnOnce() -> T,
     event: impl FnOnce(T) -> Event,
 ) -> T {
-    if call.frees == 0 && call.asks.is_some() {
-        let v = run();
-        let e = event(v);
-        counted_alloc(l, at, phases, e.op, e.size, e.ret);
-        return v;
+    if call.asks.is_none() {
+        kept::counted_free(l, call.frees);
+        return run();
     }
-    // SAFETY: recording is on, so the settings were read.
-    let stack = || stack(l, unsafe { settings::read() }, at);
-    kept::counted(l, call, phases, stack, run, event)
+    // Out of the table before the allocator may hand its address to another thread.
+    let old = kept::taken(call.frees);
+    let v = run();
+    let e = event(v);
+    if call.frees == 0 || kept::realloc_freed(l, call.frees, old, e.size, e.ret) {
+        counted_alloc(l, at, phases, e.op, e.size, e.ret);
+    }
+    v
 }
 
 /// [`kept::counted_alloc`] of a block of `size` bytes at `ret` (0: the call

@@ -7,7 +7,8 @@
 //! keep (so that nothing is timed or unwound for a call that is dropped, and
 //! a freed block leaves the followed set before another thread can be handed
 //! its address), and gives the event to [`after`]; an aggregate recording's
-//! calls take a path of their own, [`counted`] (its frees [`counted_free`]).
+//! calls take a path of their own, [`counted_alloc`] (its frees
+//! [`counted_free`], a realloc's old block [`realloc_freed`]).
 
 use retype_trace::{Event, Op};
 
@@ -43,7 +44,7 @@ impl Call {
 }
 
 /// What to keep of one call of a full or sampled recording (an aggregate
-/// one's calls are [`counted`]).
+/// one's calls are [`counted_alloc`] and [`counted_free`]).
 #[derive(Clone, Copy)]
 pub enum Keep {
     /// Its event (a full recording).
@@ -99,58 +100,16 @@ pub fn after(l: &Local, keep: Keep, e: Event) {
     }
 }
 
-/// An aggregate recording's call `call`, made by the thread whose state is
-/// `l`: runs it (`run`) and counts the event `event` builds from its result
-/// ([`aggregate::count`]), an allocation at the stack `stack` gives (a
-/// free is [`counted_free`], at its block's stack; an allocation that frees
-/// nothing may be [`counted_alloc`] instead). A path
-/// of its own, apart from [`before`] and [`after`], so that nothing a
-/// counted call does not need (a latency, a choice of what to keep, the
-/// event passed whole) is made: this is every call's cost while recording.
-/// `phases`: a phase may be active (else its figures are not kept: see
-/// [`recording::State::counts_only`]).
-#[inline(always)]
-pub fn counted<T: Copy>(
-    l: &Local,
-    call: Call,
-    phases: bool,
-    stack: impl FnOnce() -> u32,
-    run: impl FnOnce() -> T,
-    event: impl FnOnce(T) -> Event,
-) -> T {
-    if call.asks.is_none() {
-        counted_free(l, call.frees);
-        return run();
-    }
-    // Out of the table before the allocator may hand its address to another thread.
-    let old = if call.frees != 0 {
-        blocks::remove::<false>(call.frees)
-    } else {
-        None
-    };
-    let ticks = tick(l);
-    let v = run();
-    let e = event(v);
-    // The new block's slot loads while its stack is found.
-    blocks::prefetch(e.ret);
-    let e = Event {
-        time_ns: ticks,
-        stack: stack(),
-        ..e
-    };
-    if phases {
-        phase_stats::allocated(&e);
-    }
-    let (tally, count_at) = own::counts(l);
-    aggregate::count(tally, count_at, &e, old, &l.clock);
-    v
-}
-
-/// [`counted`] for an allocation that frees nothing, after the call `op`
-/// (`realloc` of no block among them, whose failure at size 0 is no failed
-/// allocation): a block of `size` bytes at `ret` (0: the call failed), made by the thread
-/// whose state is `l` at the stack `stack` gives. Its time is taken after
-/// the call (a coarse one: [`tick`]).
+/// An aggregate recording's allocation, after the call `op` (a `realloc`
+/// after [`realloc_freed`]): a block of `size` bytes at `ret` (0: the call
+/// failed), made by the thread whose state is `l` at the stack `stack`
+/// gives, counted ([`aggregate::count`]) on a path of its own, apart from
+/// [`before`] and [`after`], so that nothing a counted call does not need
+/// (a latency, a choice of what to keep, the event passed whole) is made:
+/// this is every call's cost while recording. `phases`: a phase may be
+/// active (else its figures are not kept: see
+/// [`recording::State::counts_only`]). Its time is taken after the call (a
+/// coarse one: [`tick`]).
 #[inline(always)]
 pub fn counted_alloc(
     l: &Local,
@@ -174,7 +133,7 @@ pub fn counted_alloc(
         phase_stats::allocated(&e);
     }
     let (tally, count_at) = own::counts(l);
-    aggregate::count(tally, count_at, &e, None, &l.clock);
+    aggregate::count(tally, count_at, &e, &l.clock);
 }
 
 /// An aggregate recording's free of the block at `p` (0: none), made by
@@ -183,11 +142,43 @@ pub fn counted_alloc(
 /// before the allocator may hand its address to another thread.
 #[inline(always)]
 pub fn counted_free(l: &Local, p: u64) {
-    let old = if p != 0 {
+    count_freed(l, p, taken(p));
+}
+
+/// The followed block at `p` (0: none), out of the table: a free's or a
+/// `realloc`'s, taken before the call.
+#[inline(always)]
+pub fn taken(p: u64) -> Option<Entry> {
+    if p != 0 {
         blocks::remove::<false>(p)
     } else {
         None
-    };
+    }
+}
+
+/// A `realloc` of the block at `p` (0: none; `old`, what [`taken`] took
+/// out of the table before the call) to `size` bytes, which returned `ret`,
+/// made by the thread whose state is `l`: the old block counted as freed if
+/// the call moved or freed it, else put back (a failed realloc leaves its
+/// block as it was). Whether it allocated (else it only freed: at size 0,
+/// a null result is no failed allocation); its allocation is then
+/// [`counted_alloc`], as the `retype_trace::heap` model counts a realloc: a
+/// free of the old block, an allocation of the new one.
+#[inline(always)]
+pub fn realloc_freed(l: &Local, p: u64, old: Option<Entry>, size: u64, ret: u64) -> bool {
+    let frees_only = size == 0 && ret == 0;
+    match old {
+        Some(b) if ret == 0 && !frees_only => {
+            blocks::insert::<false>(p, b);
+        }
+        _ => count_freed(l, p, old),
+    }
+    !frees_only
+}
+
+/// [`counted_free`] of `old`, the block at `p` the caller took out of the table.
+#[inline(always)]
+fn count_freed(l: &Local, p: u64, old: Option<Entry>) {
     let Some(old) = old else {
         rss::poll();
         return;

@@ -284,6 +284,20 @@ impl Tally {
         add(&self.deferred, bytes);
     }
 
+    /// Takes a rise of `bytes` out of the frees [`Tally::defer`] kept, if
+    /// they cover it and then `may` (checked only then) says so: the live
+    /// bytes then stay or fall, and their shared figure needs no locked add.
+    /// Whether it did.
+    #[inline(always)]
+    pub fn offset(&self, bytes: u64, may: impl FnOnce() -> bool) -> bool {
+        let kept = get(&self.deferred);
+        if kept < bytes || !may() {
+            return false;
+        }
+        self.deferred.store(kept - bytes, Ordering::Relaxed);
+        true
+    }
+
     /// The bytes [`Tally::defer`] kept, which the caller now takes out of
     /// the process's live bytes.
     #[inline(always)]

@@ -151,6 +151,18 @@ fn an_aggregate_recording_takes_another_threads_deferred_frees_out_of_the_peak()
     );
 }
 
+/// A thread's rise that its deferred frees cover still makes the process's
+/// peak when another thread's blocks are live then.
+#[test]
+fn an_aggregate_recording_sees_a_peak_a_threads_deferred_frees_cover() {
+    let dir = scratch("bounded-regain");
+    let peak = threads_peak(&dir, &["20000", "regain"]);
+    assert!(
+        (80 * 4096..80 * 4096 + 16384).contains(&peak),
+        "both threads' blocks at once: {peak}"
+    );
+}
+
 /// Records `bounded.c` with threads (`args`) fully and as an aggregate, checks
 /// that both give the same figures, and returns the peak live bytes. Leaked:
 /// the ten blocks of 100 bytes, and each worker's thread-local storage

@@ -30,7 +30,15 @@
  * still alive, hands over to the main thread (a semaphore), which runs
  * `below`, 48 blocks of 4,096 bytes: the process's peak stays the thread's,
  * though the main thread's blocks and the thread's freed ones add up to
- * more (the aggregate recording defers a thread's frees). Then `leak`. */
+ * more (the aggregate recording defers a thread's frees). Then `leak`.
+ *
+ * With a second argument `regain`: churn, then a thread allocates and frees
+ * 32 blocks of 4,096 bytes and, still alive, hands over to the main thread,
+ * which keeps 48 such blocks live while the thread allocates its 32 again:
+ * the process peaks then, at 80 blocks, though the thread's new blocks are
+ * no more than the frees it deferred (which the aggregate recording holds
+ * such rises against only while the live bytes are not above the peak).
+ * Then `leak`. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdlib.h>
@@ -166,6 +174,44 @@ NOINLINE static void handoff(long calls) {
     leak();
 }
 
+static sem_t freed, kept, regained;
+
+NOINLINE static void *regainer(void *arg) {
+    void *b[32];
+    (void)arg;
+    for (int i = 0; i < 32; i++)
+        b[i] = malloc(4096);
+    for (int i = 0; i < 32; i++)
+        free(b[i]);
+    sem_post(&freed);
+    sem_wait(&kept);
+    for (int i = 0; i < 32; i++)
+        b[i] = malloc(4096);
+    for (int i = 0; i < 32; i++)
+        free(b[i]);
+    sem_post(&regained);
+    return NULL;
+}
+
+NOINLINE static void regain(long calls) {
+    pthread_t t;
+    void *b[48];
+    churn(calls);
+    sem_init(&freed, 0, 0);
+    sem_init(&kept, 0, 0);
+    sem_init(&regained, 0, 0);
+    pthread_create(&t, NULL, regainer, NULL);
+    sem_wait(&freed);
+    for (int i = 0; i < 48; i++)
+        b[i] = malloc(4096);
+    sem_post(&kept);
+    sem_wait(&regained);
+    for (int i = 0; i < 48; i++)
+        free(b[i]);
+    pthread_join(t, NULL);
+    leak();
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[2], "big") == 0) {
         huge();
@@ -180,6 +226,10 @@ int main(int argc, char **argv) {
     }
     if (argc > 2 && strcmp(argv[2], "handoff") == 0) {
         handoff(calls);
+        return 0;
+    }
+    if (argc > 2 && strcmp(argv[2], "regain") == 0) {
+        regain(calls);
         return 0;
     }
     long rounds = calls / 10000 > 0 ? calls / 10000 : 1;
